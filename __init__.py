@@ -1,0 +1,18 @@
+"""forge-opt: an MLIR-style compiler on xDSL from ONNX to Tenstorrent Forge."""
+
+__version__ = "0.1.0"
+
+__all__ = ["import_onnx", "compile_onnx", "emit_forge_python", "check_model", "ForgeOptError"]
+
+
+def __getattr__(name: str):
+    # Loaded on first use so `import forge_opt` stays cheap for the tools.
+    if name in ("import_onnx", "compile_onnx", "emit_forge_python", "check_model"):
+        from forge_opt import api
+
+        return getattr(api, name)
+    if name == "ForgeOptError":
+        from forge_opt.diagnostics import ForgeOptError
+
+        return ForgeOptError
+    raise AttributeError(f"module 'forge_opt' has no attribute {name!r}")

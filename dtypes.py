@@ -1,0 +1,82 @@
+"""Element types: ONNX data types, their MLIR types and their numpy dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float4E2M1FNType,
+    Float8E4M3FNType,
+    Float8E4M3FNUZType,
+    Float8E5M2FNUZType,
+    Float8E5M2Type,
+    Float8E8M0FNUType,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    Signedness,
+)
+from xdsl.ir import Attribute
+
+_U = Signedness.UNSIGNED
+
+# ONNX data type -> (MLIR element type factory, numpy dtype or None when numpy has none)
+_TABLE: dict[int, tuple[Attribute, np.dtype | None]] = {
+    TensorProto.FLOAT: (Float32Type(), np.dtype("<f4")),
+    TensorProto.DOUBLE: (Float64Type(), np.dtype("<f8")),
+    TensorProto.FLOAT16: (Float16Type(), np.dtype("<f2")),
+    TensorProto.BFLOAT16: (BFloat16Type(), None),
+    TensorProto.INT8: (IntegerType(8), np.dtype("i1")),
+    TensorProto.INT16: (IntegerType(16), np.dtype("<i2")),
+    TensorProto.INT32: (IntegerType(32), np.dtype("<i4")),
+    TensorProto.INT64: (IntegerType(64), np.dtype("<i8")),
+    TensorProto.UINT8: (IntegerType(8, _U), np.dtype("u1")),
+    TensorProto.UINT16: (IntegerType(16, _U), np.dtype("<u2")),
+    TensorProto.UINT32: (IntegerType(32, _U), np.dtype("<u4")),
+    TensorProto.UINT64: (IntegerType(64, _U), np.dtype("<u8")),
+    TensorProto.BOOL: (IntegerType(1), np.dtype("bool")),
+    TensorProto.FLOAT8E4M3FN: (Float8E4M3FNType(), None),
+    TensorProto.FLOAT8E4M3FNUZ: (Float8E4M3FNUZType(), None),
+    TensorProto.FLOAT8E5M2: (Float8E5M2Type(), None),
+    TensorProto.FLOAT8E5M2FNUZ: (Float8E5M2FNUZType(), None),
+    TensorProto.FLOAT8E8M0: (Float8E8M0FNUType(), None),
+    TensorProto.FLOAT4E2M1: (Float4E2M1FNType(), None),
+    TensorProto.INT4: (IntegerType(4), None),
+    TensorProto.UINT4: (IntegerType(4, _U), None),
+    TensorProto.INT2: (IntegerType(2), None),
+    TensorProto.UINT2: (IntegerType(2, _U), None),
+}
+
+_BY_MLIR: dict[Attribute, int] = {mlir: onnx_t for onnx_t, (mlir, _) in _TABLE.items()}
+
+
+def onnx_name(onnx_type: int) -> str:
+    return TensorProto.DataType.Name(onnx_type) if onnx_type in TensorProto.DataType.values() else str(onnx_type)
+
+
+def mlir_type(onnx_type: int) -> Attribute | None:
+    """The MLIR element type of an ONNX data type, None if we have none."""
+    entry = _TABLE.get(onnx_type)
+    return entry[0] if entry else None
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """The numpy dtype that holds values of an MLIR element type."""
+    onnx_t = _BY_MLIR.get(element_type)
+    if onnx_t is None or _TABLE[onnx_t][1] is None:
+        raise ValueError(f"no numpy dtype for element type {element_type}")
+    return _TABLE[onnx_t][1]
+
+
+def onnx_type(element_type: Attribute) -> int:
+    """The ONNX data type of an MLIR element type."""
+    return _BY_MLIR[element_type]
+
+
+def mlir_type_of_numpy(dtype: np.dtype) -> Attribute:
+    for mlir, np_dtype in _TABLE.values():
+        if np_dtype is not None and np_dtype == np.dtype(dtype).newbyteorder("<"):
+            return mlir
+    raise ValueError(f"no MLIR element type for numpy dtype {dtype}")

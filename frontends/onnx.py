@@ -1,0 +1,572 @@
+"""ONNX importer: a ModelProto becomes a `builtin.module` of `onnx` ops.
+
+One `func.func` per graph (named after it), one op per node in topological
+order, values typed from ONNX shape inference run on the graph without its
+large weights, initializers as `onnx.Constant` ops whose value shares the
+protobuf's raw bytes, node names as op locations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.defs
+import onnx.parser
+import onnx.shape_inference
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BytesAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnrankedTensorType,
+    f32,
+    i64,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError, name_loc
+from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
+from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
+from forge_opt.frontends.onnx_adapters import adapt_node
+
+#: Initializers with more elements than this are hidden from shape inference:
+#: inference serializes the whole model, and only small tensors (shapes,
+#: axes, sizes) carry information it can use.
+INFERENCE_INITIALIZER_LIMIT = 1024
+
+DYNAMIC = -1
+
+
+# -- loading ----------------------------------------------------------------
+
+
+def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, Path | None]:
+    """A ModelProto and the folder external data is read from."""
+    if isinstance(source, ModelProto):
+        return source, None
+    if isinstance(source, bytes):
+        return _parse_bytes(source, "<bytes>"), None
+    path = Path(source)
+    if not path.exists():
+        raise ForgeOptError(f"{path}: no such file")
+    if path.suffix == ".onnxtxt":
+        return parse_text(path.read_text(), str(path)), path.parent
+    data = path.read_bytes()
+    return _parse_bytes(data, str(path)), path.parent
+
+
+def _parse_bytes(data: bytes, what: str) -> ModelProto:
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as e:  # protobuf raises DecodeError or RuntimeError
+        raise ForgeOptError(f"{what}: not a readable ONNX model ({e})") from None
+    if not model.HasField("graph"):
+        raise ForgeOptError(f"{what}: not an ONNX model (it has no graph)")
+    return model
+
+
+def parse_text(text: str, what: str = "<text>") -> ModelProto:
+    """A model in ONNX's textual syntax (`onnx.parser`)."""
+    try:
+        return onnx.parser.parse_model(text)
+    except Exception as e:
+        detail = e.args[0] if e.args else e
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        detail = "; ".join(line.strip() for line in str(detail).splitlines() if line.strip())
+        raise ForgeOptError(f"{what}: not a valid ONNX text model: {detail}") from None
+
+
+# -- types --------------------------------------------------------------------
+
+
+def _element_type(elem: int, what: str) -> Attribute:
+    if elem == TensorProto.STRING:
+        return StringType()
+    t = dtypes.mlir_type(elem)
+    if t is None:
+        raise ForgeOptError(f"{what}: element type {dtypes.onnx_name(elem)} is not supported")
+    return t
+
+
+def _mlir_type(tp: TypeProto, what: str) -> Attribute:
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        tt = tp.tensor_type
+        elem = _element_type(tt.elem_type, what)
+        if not tt.HasField("shape"):
+            return UnrankedTensorType(elem)
+        dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
+        return TensorType(elem, dims)
+    if kind == "sequence_type":
+        return SeqType(_mlir_type(tp.sequence_type.elem_type, what))
+    if kind == "optional_type":
+        return OptType(_mlir_type(tp.optional_type.elem_type, what))
+    raise ForgeOptError(f"{what}: values of kind {kind or 'unknown'} are not supported")
+
+
+def _tensor_type(t: TensorProto, what: str) -> TensorType:
+    return TensorType(_element_type(t.data_type, what), list(t.dims))
+
+
+# -- constants ------------------------------------------------------------------
+
+
+def tensor_attr(t: TensorProto, base: Path | None, what: str) -> Attribute:
+    """A builtin elements attribute over the tensor's bytes (never a list)."""
+    ttype = _tensor_type(t, what)
+    if t.data_location == TensorProto.EXTERNAL:
+        raw = _external_bytes(t, base, what)
+    elif t.HasField("raw_data"):
+        raw = t.raw_data
+    else:
+        if t.data_type == TensorProto.STRING:
+            raise ForgeOptError(f"{what}: string constants are not supported")
+        raw = onnx.numpy_helper.to_array(t).astype(dtypes.numpy_dtype(ttype.element_type)).tobytes()
+    np_dtype = _np_dtype(ttype.element_type, what)
+    count = int(np.prod(t.dims, dtype=np.int64))
+    if len(raw) != count * np_dtype.itemsize:
+        raise ForgeOptError(
+            f"{what}: holds {len(raw)} bytes, but {list(t.dims)} x {np_dtype} needs {count * np_dtype.itemsize}"
+        )
+    if t.data_type == TensorProto.BOOL:
+        raw = np.frombuffer(raw, np.uint8).astype(bool).tobytes()
+    return DenseIntOrFPElementsAttr(ttype, BytesAttr(raw))
+
+
+def _np_dtype(elem: Attribute, what: str) -> np.dtype:
+    try:
+        return dtypes.numpy_dtype(elem)
+    except ValueError:
+        raise ForgeOptError(f"{what}: constants of element type {elem} are not supported") from None
+
+
+def _external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
+    info = {e.key: e.value for e in t.external_data}
+    location = info.get("location")
+    if not location:
+        raise ForgeOptError(f"{what}: external data without a location")
+    if base is None:
+        raise ForgeOptError(f"{what}: external data '{location}' needs the model's folder; import from a path")
+    root = base.resolve()
+    path = (root / location).resolve()
+    if root not in path.parents:
+        raise ForgeOptError(f"{what}: external data location '{location}' escapes the model's folder")
+    if not path.is_file():
+        raise ForgeOptError(f"{what}: external data file '{location}' does not exist")
+    offset = int(info.get("offset", 0))
+    length = info.get("length")
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(int(length)) if length is not None else f.read()
+
+
+def array_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """An elements attribute over a numpy array's bytes."""
+    array = np.ascontiguousarray(array)
+    elem = dtypes.mlir_type_of_numpy(array.dtype)
+    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(array.astype(array.dtype.newbyteorder("<")).tobytes()))
+
+
+# -- attributes -----------------------------------------------------------------
+
+
+def _attribute(a: AttributeProto, base: Path | None, what: str) -> Attribute:
+    t = a.type
+    if t == AttributeProto.INT:
+        return IntegerAttr(a.i, i64)
+    if t == AttributeProto.FLOAT:
+        return FloatAttr(a.f, f32)
+    if t == AttributeProto.STRING:
+        return StringAttr(a.s.decode("utf-8", errors="replace"))
+    if t == AttributeProto.INTS:
+        return DenseArrayBase.from_list(i64, list(a.ints))
+    if t == AttributeProto.FLOATS:
+        return DenseArrayBase.from_list(f32, list(a.floats))
+    if t == AttributeProto.STRINGS:
+        return ArrayAttr([StringAttr(s.decode("utf-8", errors="replace")) for s in a.strings])
+    if t == AttributeProto.TENSOR:
+        return tensor_attr(a.t, base, f"{what}, attribute '{a.name}'")
+    if t == AttributeProto.TYPE_PROTO:
+        return _mlir_type(a.tp, f"{what}, attribute '{a.name}'")
+    kind = AttributeProto.AttributeType.Name(t)
+    raise ForgeOptError(f"{what}: attribute '{a.name}' of kind {kind} is not supported")
+
+
+# -- the graph --------------------------------------------------------------------
+
+
+def _what(node: NodeProto) -> str:
+    return f"node '{node.name}' ({node.op_type})" if node.name else f"a {node.op_type} node"
+
+
+def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeProto]:
+    """Nodes in an order where every value is produced before it is used;
+    diagnostics for undefined values, doubly produced values and cycles."""
+    producer: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if not out:
+                continue
+            if out in producer or out in known:
+                first = nodes[producer[out]] if out in producer else None
+                by = _what(first) if first else "a graph input or initializer"
+                raise ForgeOptError(f"{_what(node)}: output '{out}' is already produced by {by}")
+            producer[out] = i
+    users: list[list[int]] = [[] for _ in nodes]
+    pending = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        deps = set()
+        for name in _node_reads(node):
+            if name in producer:
+                deps.add(producer[name])
+            elif name not in known:
+                raise ForgeOptError(
+                    f"{_what(node)}: input '{name}' is not produced by any node, graph input or initializer"
+                )
+        if i in deps:
+            raise ForgeOptError(f"{_what(node)}: uses its own output (a cycle)")
+        pending[i] = len(deps)
+        for d in deps:
+            users[d].append(i)
+    ready = [i for i in range(len(nodes)) if pending[i] == 0]
+    ready.reverse()
+    order: list[int] = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for u in reversed(users[i]):
+            pending[u] -= 1
+            if pending[u] == 0:
+                ready.append(u)
+    if len(order) != len(nodes):
+        stuck = next(n for i, n in enumerate(nodes) if pending[i] > 0)
+        raise ForgeOptError(f"graph '{graph}' has a cycle through {_what(stuck)}")
+    if order != sorted(order):
+        return [nodes[i] for i in order]
+    return nodes
+
+
+def _node_reads(node: NodeProto) -> Iterable[str]:
+    """The values a node reads, including outer values its subgraphs read."""
+    yield from (n for n in node.input if n)
+    for a in node.attribute:
+        for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+            yield from _outer_reads(g)
+
+
+def _outer_reads(g: GraphProto) -> set[str]:
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    reads: set[str] = set()
+    for node in g.node:
+        reads.update(n for n in _node_reads(node) if n not in defined)
+        defined.update(node.output)
+    reads.update(o.name for o in g.output if o.name not in defined)
+    return reads
+
+
+class _Importer:
+    def __init__(self, model: ModelProto, base: Path | None, inferred: ModelProto):
+        self.model = model
+        self.base = base
+        self.opsets = {o.domain or "": o.version for o in model.opset_import}
+        if "ai.onnx" in self.opsets:
+            self.opsets[""] = self.opsets.pop("ai.onnx")
+        self.types: dict[str, TypeProto] = {}
+        self._collect_types(inferred.graph)
+
+    def _collect_types(self, g: GraphProto) -> None:
+        for vi in [*g.input, *g.output, *g.value_info]:
+            if vi.type.WhichOneof("value"):
+                self.types[vi.name] = vi.type
+        for node in g.node:
+            for a in node.attribute:
+                for sub in [a.g] if a.type == AttributeProto.GRAPH else a.graphs:
+                    self._collect_types(sub)
+
+    def value_type(self, name: str, what: str) -> Attribute:
+        tp = self.types.get(name)
+        if tp is None:
+            return _unknown_type()
+        return _mlir_type(tp, what)
+
+    # -- graphs
+
+    def import_main(self) -> FuncOp:
+        g = self.model.graph
+        initializers = {t.name for t in g.initializer}
+        inputs = [i for i in g.input if i.name not in initializers]
+        arg_types = [self.value_type(i.name, f"graph input '{i.name}'") for i in inputs]
+        block = Block(arg_types=arg_types)
+        env: dict[str, SSAValue] = {}
+        for arg, i in zip(block.args, inputs):
+            _hint(arg, i.name)
+            env[i.name] = arg
+        results = self._import_body(g, block, env, outer=set())
+        block.add_op(ReturnOp(*results))
+        func = FuncOp(
+            _func_name(g.name or "main"),
+            (arg_types, [r.type for r in results]),
+            Region(block),
+            arg_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(i.name)}) for i in inputs]),
+            res_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(o.name)}) for o in g.output]),
+        )
+        return func
+
+    def _import_body(
+        self, g: GraphProto, block: Block, env: dict[str, SSAValue], outer: set[str]
+    ) -> list[SSAValue]:
+        for t in g.initializer:
+            what = f"initializer '{t.name}'"
+            from forge_opt.dialects.onnx_ops import ConstantOp
+
+            op = ConstantOp.build(
+                result_types=[_tensor_type(t, what)],
+                properties={"value": tensor_attr(t, self.base, what)},
+                attributes={INITIALIZER_ATTR: StringAttr(t.name)},
+            )
+            op.location = name_loc(t.name)
+            block.add_op(op)
+            _hint(op.results[0], t.name)
+            env[t.name] = op.results[0]
+        known = set(env) | outer
+        for node in _toposort(list(g.node), known, g.name):
+            for op in self._import_node(node, env):
+                block.add_op(op)
+        missing = [o.name for o in g.output if o.name not in env]
+        if missing:
+            raise ForgeOptError(
+                f"graph '{g.name}': output '{missing[0]}' is not produced by any node, input or initializer"
+            )
+        return [env[o.name] for o in g.output]
+
+    def _import_node(self, node: NodeProto, env: dict[str, SSAValue]) -> list[Operation]:
+        domain = node.domain or ""
+        if domain == "ai.onnx":
+            domain = ""
+        what = _what(node)
+        if domain != "":
+            return [self._custom(node, env, what)]
+        opset = self.opsets.get("", 1)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            if node.op_type in OPS_BY_TYPE:
+                raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}") from None
+            raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain") from None
+        ops: list[Operation] = []
+        for n in adapt_node(node, schema.since_version, self.types, what):
+            ops.extend(self._build(n, env, _what(n) if n is not node else what))
+        return ops
+
+    def _build(self, node: NodeProto, env: dict[str, SSAValue], what: str) -> list[Operation]:
+        cls = OPS_BY_TYPE[node.op_type]
+        operands: list[SSAValue | None] = []
+        for name in node.input:
+            if not name:
+                operands.append(None)
+            elif name not in env:
+                raise ForgeOptError(f"{what}: input '{name}' is not defined")
+            else:
+                operands.append(env[name])
+        inputs = cls.ONNX_INPUTS
+        if len(operands) > len(inputs) and (not inputs or inputs[-1][1] != "variadic"):
+            raise ForgeOptError(
+                f"{what}: has {len(operands)} inputs, but {node.op_type} takes at most {len(inputs)}"
+            )
+        for i, (pname, kind) in enumerate(inputs):
+            if kind == "single" and (i >= len(operands) or operands[i] is None):
+                raise ForgeOptError(f"{what}: required input '{pname}' is missing")
+        props: dict[str, Attribute] = {}
+        regions: list[Region] = []
+        graphs = {a.name: a for a in node.attribute if a.type == AttributeProto.GRAPH}
+        for a in node.attribute:
+            if a.type == AttributeProto.GRAPH:
+                if a.name not in cls.ONNX_GRAPHS:
+                    raise ForgeOptError(f"{what}: {node.op_type} has no graph attribute '{a.name}'")
+                continue
+            if a.name not in cls.ONNX_ATTRIBUTES:
+                raise ForgeOptError(
+                    f"{what}: attribute '{a.name}' is not an attribute of {node.op_type} "
+                    f"(opset {cls.ONNX_SINCE_VERSION})"
+                )
+            props[a.name] = _attribute(a, self.base, what)
+        for gname in cls.ONNX_GRAPHS:
+            if gname not in graphs:
+                raise ForgeOptError(f"{what}: graph attribute '{gname}' is missing")
+            regions.append(self._subgraph(graphs[gname].g, env, what))
+        out_names = list(node.output)
+        result_types: list[Attribute | None] = [
+            self.value_type(o, f"{what}, output '{o}'") if o else None for o in out_names
+        ]
+        if node.op_type == "Constant" and "value" in props and not isinstance(result_types[0], TensorType):
+            result_types[0] = props["value"].type
+        outputs = cls.ONNX_OUTPUTS
+        if len(result_types) > len(outputs) and (not outputs or outputs[-1][1] != "variadic"):
+            raise ForgeOptError(
+                f"{what}: has {len(result_types)} outputs, but {node.op_type} has at most {len(outputs)}"
+            )
+        try:
+            op = cls.build(
+                operands=cls.group_by_param(inputs, operands),
+                result_types=cls.group_by_param(outputs, result_types),
+                properties=props,
+                regions=regions,
+            )
+        except Exception as e:
+            raise ForgeOptError(f"{what}: {e}") from None
+        op.location = name_loc(_node_label(node))
+        for name, value in zip([o for o in out_names if o], op.results):
+            _hint(value, name)
+            env[name] = value
+        return [op]
+
+    def _subgraph(self, g: GraphProto, env: dict[str, SSAValue], what: str) -> Region:
+        arg_types = [self.value_type(i.name, f"{what}, subgraph input '{i.name}'") for i in g.input]
+        block = Block(arg_types=arg_types)
+        inner = dict(env)
+        for arg, i in zip(block.args, g.input):
+            _hint(arg, i.name)
+            inner[i.name] = arg
+        results = self._import_body(g, block, inner, outer=set(env))
+        block.add_op(YieldOp.build(operands=[results]))
+        return Region(block)
+
+    def _custom(self, node: NodeProto, env: dict[str, SSAValue], what: str) -> Operation:
+        operands = []
+        for name in node.input:
+            if name:
+                if name not in env:
+                    raise ForgeOptError(f"{what}: input '{name}' is not defined")
+                operands.append(env[name])
+        attrs: dict[str, Attribute] = {}
+        for a in node.attribute:
+            try:
+                attrs[a.name] = _attribute(a, self.base, what)
+            except ForgeOptError:
+                attrs[a.name] = StringAttr(f"<{AttributeProto.AttributeType.Name(a.type)}>")
+        outs = [o for o in node.output if o]
+        op = CustomOp.build(
+            operands=[operands],
+            result_types=[[self.value_type(o, f"{what}, output '{o}'") for o in outs]],
+            properties={"domain": StringAttr(node.domain), "op_type": StringAttr(node.op_type)},
+            attributes=attrs,
+        )
+        op.location = name_loc(_node_label(node))
+        for name, value in zip(outs, op.results):
+            _hint(value, name)
+            env[name] = value
+        return op
+
+
+def _node_label(node: NodeProto) -> str:
+    """The node's name; an unnamed node is named after its op type and its
+    first output, which ONNX requires to be unique."""
+    if node.name:
+        return node.name
+    first = next((o for o in node.output if o), "")
+    return f"{node.op_type}:{first}" if first else node.op_type
+
+
+def _unknown_type() -> Attribute:
+    """A value ONNX inference could not type: a tensor of unknown rank whose
+    element type later passes must find."""
+    from xdsl.dialects.builtin import NoneType
+
+    return UnrankedTensorType(NoneType())
+
+
+def _func_name(name: str) -> str:
+    return name
+
+
+_HINT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _hint(value: SSAValue, name: str) -> None:
+    """Name the SSA value after the ONNX value, where that makes a valid name."""
+    hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
+    if hint and not hint[0].isdigit() and not hint.startswith("_"):
+        try:
+            value.name_hint = hint
+        except Exception:
+            pass
+
+
+# -- shape inference ----------------------------------------------------------------
+
+
+def _without_large_weights(model: ModelProto) -> ModelProto:
+    """A copy of the model for shape inference: small initializers kept (they
+    feed Reshape/Slice/Split shapes), large ones turned into typed inputs."""
+    g = model.graph
+    lite = ModelProto()
+    lite.ir_version = model.ir_version
+    lite.opset_import.extend(model.opset_import)
+    lg = lite.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.input.extend(g.input)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    lite.functions.extend(model.functions)
+    inputs = {i.name for i in g.input}
+    for t in g.initializer:
+        count = int(np.prod(t.dims, dtype=np.int64))
+        if count <= INFERENCE_INITIALIZER_LIMIT and t.data_location != TensorProto.EXTERNAL:
+            lg.initializer.append(t)
+        elif t.name not in inputs:
+            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return lite
+
+
+def infer_types(model: ModelProto) -> ModelProto:
+    lite = _without_large_weights(model)
+    try:
+        return onnx.shape_inference.infer_shapes(lite, strict_mode=False, data_prop=True)
+    except Exception as e:
+        message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise ForgeOptError(f"ONNX shape inference failed: {message}") from None
+
+
+def check_opsets(model: ModelProto) -> None:
+    newest = onnx.defs.onnx_opset_version()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and o.version > newest:
+            raise ForgeOptError(
+                f"the model needs opset {o.version} of the default domain; "
+                f"the installed onnx {onnx.__version__} knows up to {newest}"
+            )
+        if o.domain in ("", "ai.onnx") and o.version < 1:
+            raise ForgeOptError(f"the model's default-domain opset {o.version} is not valid")
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import) and model.graph.node:
+        if any((n.domain or "") in ("", "ai.onnx") for n in model.graph.node):
+            raise ForgeOptError("the model does not import an opset of the default domain")
+
+
+def import_model(model: ModelProto, base: Path | None = None) -> ModuleOp:
+    check_opsets(model)
+    inferred = infer_types(model)
+    func = _Importer(model, base, inferred).import_main()
+    return ModuleOp([func])
+
+
+def import_onnx(source: str | os.PathLike | bytes | ModelProto) -> ModuleOp:
+    """Import an ONNX model (a path, serialized bytes, a ModelProto, or a path
+    to `.onnxtxt` text) as a module of `onnx` ops."""
+    model, base = load_model(source)
+    return import_model(model, base)

@@ -1,0 +1,38 @@
+"""Run a module at any stage (onnx, tir, forge) on numpy arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.interpreter import Interpreter
+from xdsl.interpreters.func import FuncFunctions
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.interpreters.forge import ForgeFunctions
+from forge_opt.interpreters.onnx import OnnxFunctions
+from forge_opt.interpreters.tir import TirFunctions
+
+
+def main_func(module: ModuleOp) -> FuncOp:
+    funcs = [op for op in module.ops if isinstance(op, FuncOp)]
+    if not funcs:
+        raise ForgeOptError("the module has no function to run")
+    return funcs[0]
+
+
+def run_module(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Outputs of the module's first function on `inputs`."""
+    interp = Interpreter(module)
+    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions()):
+        interp.register_implementations(functions)
+    func = main_func(module)
+    try:
+        results = interp.call_op(func.sym_name.data, tuple(inputs))
+    except Exception as e:  # an op without an implementation
+        if "No implementation" in str(e) or "not implemented" in str(e).lower():
+            raise ForgeOptError(f"cannot run the module: {e}") from None
+        raise
+    return [np.asarray(r) for r in results]

@@ -1,0 +1,172 @@
+"""The importer: every ONNX backend model imports and verifies, weights stay
+raw bytes, and bad models get diagnostics."""
+
+import glob
+import os
+import warnings
+
+import numpy as np
+import onnx
+import onnx.backend.test
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt import import_onnx
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects.onnx import INITIALIZER_ATTR
+from forge_opt.frontends.onnx import import_model
+
+LIGHT = sorted(
+    glob.glob(os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light", "*.onnx"))
+)
+
+
+def _node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return collect_testcases(None)
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=[os.path.basename(p) for p in LIGHT])
+def test_light_models_import(path):
+    module = import_onnx(path)
+    module.verify()
+
+
+def test_light_models_present():
+    assert len(LIGHT) == 9
+
+
+def test_every_default_domain_node_test_model_imports():
+    cases = [c for c in _node_cases() if all(n.domain in ("", "ai.onnx") for n in c.model.graph.node)]
+    failures = []
+    for case in cases:
+        try:
+            import_model(case.model).verify()
+        except Exception as e:  # collect them all, report together
+            failures.append(f"{case.name}: {e}")
+    print(f"imported {len(cases) - len(failures)} of {len(cases)} default-domain node test models")
+    assert len(cases) > 1800
+    assert not failures, "\n".join(failures[:20])
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=18):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_initializer_keeps_raw_bytes():
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = _model(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        [_vi("x", [2, 3])],
+        [_vi("y", [2, 3])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    module = import_model(model)
+    const = next(op for op in module.walk() if op.name == "onnx.Constant")
+    assert const.attributes[INITIALIZER_ATTR].data == "w"
+    assert const.value.data.data == w.tobytes()
+
+
+def test_external_data_escaping_the_folder_is_refused(tmp_path):
+    w = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="../outside.bin")
+    model = _model(
+        [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [w]
+    )
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ForgeOptError, match="escapes the model's folder"):
+        import_onnx(path)
+
+
+def test_external_data_is_read(tmp_path):
+    data = np.arange(4, dtype=np.float32)
+    (tmp_path / "w.bin").write_bytes(data.tobytes())
+    w = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="w.bin")
+    model = _model(
+        [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [w]
+    )
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    module = import_onnx(path)
+    const = next(op for op in module.walk() if op.name == "onnx.Constant")
+    assert const.value.data.data == data.tobytes()
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (
+            _model(
+                [helper.make_node("Relu", ["x"], ["y"], name="r1"), helper.make_node("Relu", ["x"], ["y"], name="r2")],
+                [_vi("x", [2])],
+                [_vi("y", [2])],
+            ),
+            "node 'r2' (Relu): output 'y' is already produced by node 'r1' (Relu)",
+        ),
+        (
+            _model(
+                [helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2")],
+                [_vi("x", [2])],
+                [_vi("a", [2])],
+            ),
+            "has a cycle through node 'r1' (Relu)",
+        ),
+        (
+            _model([helper.make_node("Relu", ["x"], ["y"], name="r1")], [_vi("x", [2])], [_vi("z", [2])]),
+            "output 'z' is not produced",
+        ),
+        (
+            _model([helper.make_node("Relu", ["x"], ["y"], name="r1")], [_vi("x", [2])], [_vi("y", [2])], opset=99),
+            "needs opset 99 of the default domain",
+        ),
+        (
+            _model(
+                [helper.make_node("Relu", ["x"], ["y"], name="r1", bogus=3)], [_vi("x", [2])], [_vi("y", [2])]
+            ),
+            "node 'r1' (Relu): attribute 'bogus' is not an attribute of Relu",
+        ),
+    ],
+    ids=["two-producers", "cycle", "missing-output", "opset-too-new", "unknown-attribute"],
+)
+def test_malformed_models(model, message):
+    with pytest.raises(ForgeOptError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        import_model(model)
+
+
+def test_unreadable_bytes():
+    with pytest.raises(ForgeOptError, match="not a readable ONNX model|not an ONNX model"):
+        import_onnx(b"\x00\x01garbage\xff")
+
+
+def test_large_constants_are_elided_when_printed():
+    from io import StringIO
+
+    from forge_opt.api import make_context
+    from forge_opt.targets.mlir import ForgeMLIRTarget
+
+    w = np.ones((64, 64), np.float32)
+    model = _model(
+        [helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [64, 64])], [_vi("y", [64, 64])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    module = import_model(model)
+    out = StringIO()
+    ForgeMLIRTarget().emit(make_context(), module, out)
+    assert "dense_resource<__elided__> : tensor<64x64xf32>" in out.getvalue()
+    out = StringIO()
+    ForgeMLIRTarget(elide_elements_if_larger=-1).emit(make_context(), module, out)
+    assert "dense<" in out.getvalue() and "__elided__" not in out.getvalue()

@@ -1,0 +1,61 @@
+"""`forge-check MODEL [--inputs x.npz]`: does the emitted Forge module compute
+what onnxruntime computes? Exit 0 match, 1 mismatch, 2 did not compile."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+import numpy as np
+
+from forge_opt.diagnostics import ForgeOptError
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="forge-check", description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="an .onnx or .onnxtxt model")
+    parser.add_argument("--inputs", help=".npz file with one array per graph input, by input name")
+    parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
+    parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
+    parser.add_argument("--pcc", type=float, default=0.999, help="minimum PCC (default 0.999)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    args = parser.parse_args(argv)
+
+    from forge_opt.check import NOT_COMPILED, check_model
+
+    try:
+        inputs = None
+        if args.inputs:
+            try:
+                with np.load(args.inputs) as data:
+                    inputs = {k: data[k] for k in data.files}
+            except (OSError, ValueError) as e:
+                raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
+        report = check_model(
+            args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed
+        )
+    except ForgeOptError as e:
+        print(f"forge-check: error: {e}", file=sys.stderr)
+        sys.exit(NOT_COMPILED)
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"forge-check: error: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(NOT_COMPILED)
+    if args.emit and report.forge_python:
+        with open(args.emit, "w") as f:
+            f.write(report.forge_python)
+    if report.status == NOT_COMPILED:
+        print(f"forge-check: error: {report.error}", file=sys.stderr)
+    else:
+        if report.error:
+            print(f"forge-check: {report.error}", file=sys.stderr)
+        print(report.format())
+    sys.exit(report.status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""`forge-opt`: xdsl-opt with forge-opt's dialects, passes, targets and the
+ONNX frontends (`.onnx`, `.onnxtxt`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.universe import DIALECTS, PASSES, TARGETS
+
+
+class ForgeOptMain(xDSLOptMain):
+    version_format = "forge-opt {forge_version} (xdsl {{xdsl_version}})".format(
+        forge_version=__import__("forge_opt").__version__
+    )
+
+    def register_all_dialects(self) -> None:
+        self.ctx.register_dialect("builtin", lambda: Builtin)
+        self.ctx.register_dialect("func", lambda: Func)
+        for name, factory in DIALECTS.items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        from xdsl.transforms.canonicalize import CanonicalizePass
+        from xdsl.transforms.common_subexpression_elimination import (
+            CommonSubexpressionElimination,
+        )
+        from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+        for p in (CanonicalizePass, CommonSubexpressionElimination, DeadCodeElimination):
+            self.register_pass(p.name, lambda p=p: p)
+        for name, factory in PASSES.items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        from forge_opt.targets.mlir import ForgeMLIRTarget
+
+        self.available_targets["mlir"] = lambda: ForgeMLIRTarget
+        for name, factory in TARGETS.items():
+            self.available_targets[name] = factory
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        from forge_opt.frontends import onnx as importer
+
+        def from_binary(io: IO[bytes]) -> ModuleOp:
+            model = importer._parse_bytes(io.read(), self.get_input_name())
+            return importer.import_model(model, self._model_folder())
+
+        def from_text(io: IO[bytes]) -> ModuleOp:
+            model = importer.parse_text(io.read().decode(), self.get_input_name())
+            return importer.import_model(model, self._model_folder())
+
+        self.available_frontends["onnx"] = from_binary
+        self.available_frontends["onnxtxt"] = from_text
+
+    def _model_folder(self):
+        from pathlib import Path
+
+        name = self.args.input_file
+        return Path(name).resolve().parent if name else Path.cwd()
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--debug",
+            default=False,
+            action="store_true",
+            help="show the Python traceback of an error (for forge-opt developers)",
+        )
+
+
+def _message(e: BaseException) -> str:
+    text = str(e).strip()
+    if isinstance(e, ForgeOptError):
+        return text
+    if isinstance(e, FileNotFoundError):
+        return f"{e.filename}: no such file"
+    if type(e).__name__ in ("ParseError", "VerifyException", "DiagnosticException"):
+        return text
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def run(args: Sequence[str] | None = None, prog: str = "forge-opt") -> int:
+    argv = list(sys.argv[1:] if args is None else args)
+    debug = "--debug" in argv or os.environ.get("FORGE_OPT_DEBUG") == "1"
+    try:
+        ForgeOptMain(description="forge-opt: ONNX to Tenstorrent Forge compiler driver", args=argv).run()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        message = _message(e)
+        if "\n" in message:
+            print(f"{prog}: error:\n{message}", file=sys.stderr)
+        else:
+            print(f"{prog}: error: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The standard pipelines, each also usable as one pass name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.transforms.lower_split import LowerSplitPass
+from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
+from forge_opt.transforms.tir_to_forge import TirToForgePass
+from xdsl.utils.exceptions import VerifyException
+
+
+def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp) -> None:
+    """Apply passes in order, verifying after each so a bad rewrite is
+    blamed on the pass that made it."""
+    for p in passes:
+        p.apply(ctx, module)
+        try:
+            module.verify()
+        except VerifyException as e:
+            raise ForgeOptError(f"pass '{p.name}' produced invalid IR: {e}") from None
+
+
+@dataclass(frozen=True)
+class OnnxToForgePass(ModulePass):
+    """The whole lowering: onnx-to-tir, lower-split, tir-to-forge."""
+
+    name = "onnx-to-forge"
+
+    def passes(self) -> list[ModulePass]:
+        return [OnnxToTirPass(), LowerSplitPass(), TirToForgePass()]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        run_passes(self.passes(), ctx, op)
+
+
+ALL_PASSES: dict[str, type[ModulePass]] = {
+    p.name: p for p in (OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass)
+}

@@ -1,0 +1,53 @@
+"""What forge-opt offers to stock `xdsl-opt` (entry point `xdsl.universe`)
+and to `forge-opt` itself. Names do not clash with xDSL's own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.ir import Dialect
+from xdsl.passes import ModulePass
+from xdsl.universe import Universe
+from xdsl.utils.target import Target
+
+
+def _onnx() -> Dialect:
+    from forge_opt.dialects.onnx import ONNX
+
+    return ONNX
+
+
+def _tir() -> Dialect:
+    from forge_opt.dialects.tir import TIR
+
+    return TIR
+
+
+def _forge() -> Dialect:
+    from forge_opt.dialects.forge import FORGE
+
+    return FORGE
+
+
+def _pass(name: str) -> Callable[[], type[ModulePass]]:
+    def factory() -> type[ModulePass]:
+        from forge_opt.transforms.pipelines import ALL_PASSES
+
+        return ALL_PASSES[name]
+
+    return factory
+
+
+def _forge_python() -> type[Target]:
+    from forge_opt.targets.forge_python import ForgePythonTarget
+
+    return ForgePythonTarget
+
+
+DIALECTS: dict[str, Callable[[], Dialect]] = {"onnx": _onnx, "tir": _tir, "forge": _forge}
+PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    name: _pass(name) for name in ("onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge")
+}
+TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python}
+
+FORGE_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)

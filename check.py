@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import TensorType
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import load_model
+from forge_opt.frontends.onnx import freeze_inputs, load_model
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 
@@ -118,9 +118,13 @@ def check_model(
     atol: float = 1e-4,
     min_pcc: float = 0.999,
     seed: int = 0,
+    freeze: tuple[str, ...] = (),
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
-    stand-in, run the model on onnxruntime, and compare every output."""
+    stand-in, run the model on onnxruntime, and compare every output.
+
+    `freeze` names graph inputs to compile as constants, with their values
+    taken from `inputs` (a dict)."""
     from forge_opt.api import make_context
     from forge_opt.frontends.onnx import import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
@@ -130,6 +134,14 @@ def check_model(
 
     try:
         model, base = load_model(source)
+        if freeze:
+            if not isinstance(inputs, dict):
+                raise ForgeOptError("freezing inputs needs their values: pass inputs by name")
+            missing = [n for n in freeze if n not in inputs]
+            if missing:
+                raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
+            model = freeze_inputs(model, {n: inputs[n] for n in freeze})
+            inputs = {k: v for k, v in inputs.items() if k not in freeze}
         module = import_model(model, base)
         names = [
             d.data["onnx.name"].data for d in main_func(module).arg_attrs.data

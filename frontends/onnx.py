@@ -91,6 +91,24 @@ def parse_text(text: str, what: str = "<text>") -> ModelProto:
         raise ForgeOptError(f"{what}: not a valid ONNX text model: {detail}") from None
 
 
+def freeze_inputs(model: ModelProto, values: dict[str, np.ndarray]) -> ModelProto:
+    """A copy of the model where the named graph inputs are initializers with
+    the given values (how shape-carrying inputs such as Split's `split`
+    become static for Forge)."""
+    frozen = ModelProto()
+    frozen.CopyFrom(model)
+    names = {i.name for i in model.graph.input}
+    for name, value in values.items():
+        if name not in names:
+            raise ForgeOptError(f"cannot freeze '{name}': the graph has no input of that name")
+    keep = [i for i in frozen.graph.input if i.name not in values]
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(keep)
+    for name, value in values.items():
+        frozen.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(value), name))
+    return frozen
+
+
 # -- types --------------------------------------------------------------------
 
 

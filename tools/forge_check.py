@@ -20,6 +20,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
     parser.add_argument("--pcc", type=float, default=0.999, help="minimum PCC (default 0.999)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument(
+        "--freeze",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="compile this graph input as a constant with its value from --inputs (repeatable)",
+    )
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -35,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
         report = check_model(
-            args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed
+            args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
+            freeze=tuple(args.freeze),
         )
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ from xdsl.irdl import (
 from xdsl.traits import IsTerminator
 
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
+from forge_opt.dialects import onnx_verifiers  # noqa: F401  (registers the checks)
 from forge_opt.dialects.onnx_ops import ONNX_OPS, ONNX_VERSION
 
 #: Discardable attribute naming the graph initializer an `onnx.Constant` holds.

@@ -13,7 +13,7 @@ follow the type as `name {region}`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import NoneType
@@ -24,6 +24,10 @@ from xdsl.printer import Printer
 
 SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
+#: Hand-written checks beyond what the schema says, by ONNX op type
+#: (filled in by `onnx_verifiers`).
+VERIFIERS: dict[str, Callable[["OnnxOp"], None]] = {}
+
 
 @irdl_attr_definition
 class StringType(ParametrizedAttribute, TypeAttribute):
@@ -32,38 +36,33 @@ class StringType(ParametrizedAttribute, TypeAttribute):
     name = "onnx.string"
 
 
+class _WrapperType(ParametrizedAttribute, TypeAttribute):
+    """A type around one element type, written `!onnx.<name><T>`."""
+
+    element_type: Attribute
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (parser.parse_type(),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_attribute(self.element_type)
+
+
 @irdl_attr_definition
-class SeqType(ParametrizedAttribute, TypeAttribute):
+class SeqType(_WrapperType):
     """An ONNX sequence: `!onnx.seq<tensor<?xf32>>`."""
 
     name = "onnx.seq"
-    element_type: Attribute
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (parser.parse_type(),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_attribute(self.element_type)
 
 
 @irdl_attr_definition
-class OptType(ParametrizedAttribute, TypeAttribute):
+class OptType(_WrapperType):
     """An ONNX optional value: `!onnx.opt<tensor<f32>>`."""
 
     name = "onnx.opt"
-    element_type: Attribute
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (parser.parse_type(),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_attribute(self.element_type)
 
 
 class OnnxOp(IRDLOperation):
@@ -158,6 +157,11 @@ class OnnxOp(IRDLOperation):
         for name, region in zip(self.ONNX_GRAPHS, self.regions):
             printer.print_string(f" {name} ")
             printer.print_region(region, print_entry_block_args=True)
+
+    def verify_(self) -> None:
+        check = VERIFIERS.get(self.ONNX_OP_TYPE)
+        if check is not None:
+            check(self)
 
     def _is_default(self, name: str, value: Attribute) -> bool:
         prop = self.get_irdl_definition().properties.get(name)

@@ -85,7 +85,8 @@ def _message(e: BaseException) -> str:
         return text
     if isinstance(e, FileNotFoundError):
         return f"{e.filename}: no such file"
-    if type(e).__name__ in ("ParseError", "VerifyException", "DiagnosticException"):
+    # xDSL reports bad flags, pass names and pass options as ValueError.
+    if type(e).__name__ in ("ParseError", "VerifyException", "DiagnosticException", "ValueError"):
         return text
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 

@@ -1,0 +1,97 @@
+"""forge-check and the Forge stand-in: exit codes, verdicts, and calls the
+real Forge would reject."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forge_opt.check import MATCH, MISMATCH, NOT_COMPILED, check_model
+from forge_opt.interpreters import forge_kernels
+from forge_opt.interpreters.forge_standin import ForgeCallError, Index, Tensor, standin_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "split.onnxtxt"
+
+RELU = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[4] x) => (float[4] y) {
+  [relu1] y = Relu (x)
+}
+"""
+
+
+def _forge_check(*args):
+    exe = Path(sys.executable).parent / "forge-check"
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
+
+
+def test_forge_check_match_exits_0():
+    proc = _forge_check(EXAMPLE)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("match")
+
+
+def test_forge_check_unlowered_op_exits_2(tmp_path):
+    model = tmp_path / "relu.onnxtxt"
+    model.write_text(RELU)
+    proc = _forge_check(model)
+    assert proc.returncode == 2
+    assert "node 'relu1' (onnx.Relu): cannot be lowered to Forge" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_forge_check_inputs_file(tmp_path):
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = _forge_check(EXAMPLE, "--inputs", tmp_path / "in.npz", "--rtol", "0", "--atol", "0")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_broken_lowering_is_a_mismatch(monkeypatch):
+    real = forge_kernels.index
+
+    def off_by_one(x, dim, start, stop, stride):
+        return real(np.roll(x, 1, axis=dim), dim, start, stop, stride)
+
+    monkeypatch.setattr(forge_kernels, "index", off_by_one)
+    report = check_model(str(EXAMPLE))
+    assert report.status == MISMATCH
+    assert not all(o.ok for o in report.outputs)
+
+
+def test_unlowered_op_does_not_compile():
+    from forge_opt.frontends.onnx import parse_text
+
+    report = check_model(parse_text(RELU))
+    assert report.status == NOT_COMPILED
+    assert "relu1" in report.error
+
+
+def test_example_matches():
+    assert check_model(str(EXAMPLE)).status == MATCH
+
+
+def test_standin_index_follows_forge():
+    x = Tensor(np.arange(10.0))
+    np.testing.assert_array_equal(Index("i", x, dim=-1, start=2, stop=5).value(), [2, 3, 4])
+    np.testing.assert_array_equal(Index("i", x, -1, 3).value(), [3])  # stop=None is start+1
+    np.testing.assert_array_equal(Index("i", x, -1, 8, -1).value(), [8])  # negative stop adds the size
+    with pytest.raises(ForgeCallError, match="start 10 must be < 10"):
+        Index("i", x, dim=-1, start=10, stop=10)
+    with pytest.raises(ForgeCallError, match="stop 11 must be <= 10"):
+        Index("i", x, dim=-1, start=0, stop=11)
+    with pytest.raises(ForgeCallError, match="name"):
+        Index(x, x, dim=-1, start=0, stop=1)
+    with pytest.raises(TypeError):
+        Index("i", x, axis=-1, start=0, stop=1)  # Forge's keyword is dim
+
+
+def test_standin_is_only_visible_while_running():
+    assert "forge" not in sys.modules
+    with standin_modules():
+        import forge
+
+        assert forge.op.Index is Index
+    assert "forge" not in sys.modules

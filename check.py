@@ -129,7 +129,7 @@ def check_model(
     from forge_opt.frontends.onnx import import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
     from forge_opt.interpreters.run import main_func
-    from forge_opt.targets.forge_python import emit_forge_python
+    from forge_opt.targets.forge_python import emit_module
     from forge_opt.transforms.pipelines import OnnxToForgePass
 
     try:
@@ -156,13 +156,14 @@ def check_model(
         else:
             arrays = [np.asarray(x) for x in inputs]
         OnnxToForgePass().apply(make_context(), module)
-        text = emit_forge_python(module)
+        emitted = emit_module(module)
+        text = emitted.source
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
 
     expected = onnxruntime_outputs(model, base, dict(zip(names, arrays)))
     try:
-        actual = run_forge_module(text, arrays, model)
+        actual = run_forge_module(text, arrays, model, emitted)
     except ForgeCallError as e:
         return CheckReport(MISMATCH, error=f"the Forge module failed: {e}", forge_python=text)
 

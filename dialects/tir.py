@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
     var_result_def,
 )
 from xdsl.traits import Pure
@@ -182,4 +186,379 @@ class StridedSliceOp(IRDLOperation):
             raise VerifyException(f"result has shape {list(_shape(self.output))}, expected {expected}")
 
 
-TIR = Dialect("tir", [SplitOp, StridedSliceOp], [])
+
+# -- values ---------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A tensor known at compile time. `name` is set for a model weight (an
+    ONNX initializer), which Forge loads by that name."""
+
+    name = "tir.constant"
+    output = result_def(TensorType)
+    value = prop_def(Attribute)
+    weight_name = opt_prop_def(StringAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($output)"
+
+    def __init__(self, value: Attribute, weight_name: str | None = None):
+        super().__init__(
+            result_types=[value.type],
+            properties={
+                "value": value,
+                "weight_name": None if weight_name is None else StringAttr(weight_name),
+            },
+        )
+
+
+@irdl_op_definition
+class FullOp(IRDLOperation):
+    """A tensor of one repeated value (ONNX ConstantOfShape); never
+    materialised at compile time, however large."""
+
+    name = "tir.full"
+    output = result_def(TensorType)
+    fill = prop_def(Attribute)
+    traits = traits_def(Pure())
+    assembly_format = "$fill attr-dict `:` type($output)"
+
+    def __init__(self, fill: Attribute, result_type: TensorType):
+        super().__init__(result_types=[result_type], properties={"fill": fill})
+
+
+# -- element-wise -----------------------------------------------------------------
+
+UNARY_FUNCTIONS = (
+    "abs", "ceil", "cos", "erf", "exp", "floor", "gelu", "gelu_tanh", "identity", "log",
+    "neg", "not", "reciprocal", "relu", "sigmoid", "sign", "sin", "sqrt", "tanh",
+)
+BINARY_FUNCTIONS = (
+    "add", "sub", "mul", "div", "max", "min", "pow", "eq", "ne", "gt", "ge", "lt", "le",
+    "and", "or", "mod",
+)
+
+
+def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """numpy-style broadcasting: align from the right, a 1 stretches."""
+    rank = max(len(a), len(b))
+    a = [1] * (rank - len(a)) + list(a)
+    b = [1] * (rank - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return out
+
+
+@irdl_op_definition
+class UnaryOp(IRDLOperation):
+    """An element-wise function of one tensor (`fn` names it)."""
+
+    name = "tir.unary"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    fn = prop_def(StringAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
+
+    def __init__(self, fn: str, input: SSAValue, result_type: Attribute | None = None):
+        super().__init__(
+            operands=[input], result_types=[result_type or input.type], properties={"fn": StringAttr(fn)}
+        )
+
+    def verify_(self) -> None:
+        if self.fn.data not in UNARY_FUNCTIONS:
+            raise VerifyException(f"unknown unary function '{self.fn.data}'")
+        if _shape(self.input) != _shape(self.output):
+            raise VerifyException("result shape must equal the input shape")
+
+
+@irdl_op_definition
+class BinaryOp(IRDLOperation):
+    """An element-wise function of two tensors with numpy broadcasting."""
+
+    name = "tir.binary"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    output = result_def(TensorType)
+    fn = prop_def(StringAttr)
+    traits = traits_def(Pure())
+    assembly_format = "$fn $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
+
+    def __init__(self, fn: str, lhs: SSAValue, rhs: SSAValue, element_type: Attribute | None = None):
+        shape = broadcast_shapes(_shape(lhs), _shape(rhs))
+        elem = element_type or lhs.type.element_type
+        super().__init__(
+            operands=[lhs, rhs], result_types=[TensorType(elem, shape)], properties={"fn": StringAttr(fn)}
+        )
+
+    def verify_(self) -> None:
+        if self.fn.data not in BINARY_FUNCTIONS:
+            raise VerifyException(f"unknown binary function '{self.fn.data}'")
+        try:
+            shape = broadcast_shapes(_shape(self.lhs), _shape(self.rhs))
+        except ValueError as e:
+            raise VerifyException(str(e)) from None
+        if list(_shape(self.output)) != shape:
+            raise VerifyException(f"result has shape {list(_shape(self.output))}, expected {shape}")
+
+
+@irdl_op_definition
+class WhereOp(IRDLOperation):
+    """`condition ? x : y`, element-wise with broadcasting."""
+
+    name = "tir.where"
+    condition = operand_def(TensorType)
+    x = operand_def(TensorType)
+    y = operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$condition `,` $x `,` $y attr-dict `:` type($condition) `,` type($x) `,` type($y) `->` type($output)"
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Convert element type."""
+
+    name = "tir.cast"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class ClipOp(IRDLOperation):
+    """Clamp to [min, max]."""
+
+    name = "tir.clip"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    min = prop_def(FloatAttr)
+    max = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+# -- linear algebra and neural-network ops ------------------------------------------
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """numpy `matmul`: batched, broadcasting over leading dimensions."""
+
+    name = "tir.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
+
+
+@irdl_op_definition
+class Conv2dOp(IRDLOperation):
+    """2-D convolution, NCHW activations, OIHW weights; `pads` is
+    [top, left, bottom, right]."""
+
+    name = "tir.conv2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    output = result_def(TensorType)
+    strides = prop_def(DenseArrayBase.constr(i64))
+    pads = prop_def(DenseArrayBase.constr(i64))
+    dilations = prop_def(DenseArrayBase.constr(i64))
+    groups = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+
+@irdl_op_definition
+class Pool2dOp(IRDLOperation):
+    """2-D max or average pooling over NCHW; `pads` is [top, left, bottom, right]."""
+
+    name = "tir.pool2d"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    kind = prop_def(StringAttr)
+    kernel = prop_def(DenseArrayBase.constr(i64))
+    strides = prop_def(DenseArrayBase.constr(i64))
+    pads = prop_def(DenseArrayBase.constr(i64))
+    dilations = prop_def(DenseArrayBase.constr(i64))
+    ceil_mode = prop_def(IntegerAttr[I64])
+    count_include_pad = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$kind $input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class BatchnormOp(IRDLOperation):
+    """Inference batch normalisation over dimension 1."""
+
+    name = "tir.batchnorm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    var = operand_def(TensorType)
+    output = result_def(TensorType)
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
+
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """Softmax (or log-softmax with `log`) along one axis."""
+
+    name = "tir.softmax"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    log = prop_def(IntegerAttr[I64], IntegerAttr(0, i64))
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class LayernormOp(IRDLOperation):
+    """Layer normalisation over the last axis with scale and bias."""
+
+    name = "tir.layernorm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    output = result_def(TensorType)
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
+
+
+# -- data movement ------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """Same elements, the result type's shape."""
+
+    name = "tir.reshape"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+    def __init__(self, input: SSAValue, shape: Sequence[int]):
+        super().__init__(operands=[input], result_types=[TensorType(input.type.element_type, shape)])
+
+    def verify_(self) -> None:
+        import math
+
+        a, b = _shape(self.input), _shape(self.output)
+        if all(d >= 0 for d in a + b) and math.prod(a) != math.prod(b):
+            raise VerifyException(f"cannot reshape {list(a)} into {list(b)}")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """Permute dimensions: result dim i is input dim perm[i]."""
+
+    name = "tir.transpose"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    perm = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure())
+    assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($output)"
+
+    def __init__(self, input: SSAValue, perm: Sequence[int]):
+        shape = _shape(input)
+        super().__init__(
+            operands=[input],
+            result_types=[TensorType(input.type.element_type, [shape[p] for p in perm])],
+            properties={"perm": DenseArrayBase.from_list(i64, list(perm))},
+        )
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    """Join tensors along one axis."""
+
+    name = "tir.concat"
+    inputs = var_operand_def(TensorType)
+    output = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    assembly_format = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($output)"
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """Reduce (`fn`: sum, mean, max) over `axes`, keeping them as size 1 or not."""
+
+    name = "tir.reduce"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    fn = prop_def(StringAttr)
+    axes = prop_def(DenseArrayBase.constr(i64))
+    keepdims = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class PadOp(IRDLOperation):
+    """Pad with a constant; `pads` is [d0_lo, d0_hi, d1_lo, d1_hi, ...]."""
+
+    name = "tir.pad"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    pads = prop_def(DenseArrayBase.constr(i64))
+    value = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """numpy `take(input, indices, axis)`."""
+
+    name = "tir.gather"
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    output = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $indices attr-dict `:` type($input) `,` type($indices) `->` type($output)"
+
+
+@irdl_op_definition
+class BroadcastOp(IRDLOperation):
+    """Expand size-1 (or missing leading) dimensions to the result shape."""
+
+    name = "tir.broadcast"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+TIR = Dialect(
+    "tir",
+    [
+        SplitOp, StridedSliceOp, ConstantOp, FullOp, UnaryOp, BinaryOp, WhereOp, CastOp, ClipOp,
+        MatmulOp, Conv2dOp, Pool2dOp, BatchnormOp, SoftmaxOp, LayernormOp, ReshapeOp,
+        TransposeOp, ConcatOp, ReduceOp, PadOp, GatherOp, BroadcastOp,
+    ],
+    [],
+)

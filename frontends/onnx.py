@@ -193,13 +193,6 @@ def _external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
         return f.read(int(length)) if length is not None else f.read()
 
 
-def array_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
-    """An elements attribute over a numpy array's bytes."""
-    array = np.ascontiguousarray(array)
-    elem = dtypes.mlir_type_of_numpy(array.dtype)
-    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(array.astype(array.dtype.newbyteorder("<")).tobytes()))
-
-
 # -- attributes -----------------------------------------------------------------
 
 

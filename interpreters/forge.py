@@ -1,16 +1,57 @@
-"""numpy implementations of the `forge` ops (through `forge_kernels`)."""
+"""numpy implementations of the `forge` ops, through `forge_kernels`."""
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
+from forge_opt import dtypes
 from forge_opt.dialects import forge
-from forge_opt.interpreters import forge_kernels as k
+from forge_opt.dialects.elements import attr_to_array
+from forge_opt.dialects.forge_api import BY_NAME, REQUIRED
+from forge_opt.interpreters.forge_kernels import KERNELS
 
 
-@register_impls
-class ForgeFunctions(InterpreterFunctions):
-    @impl(forge.IndexOp)
-    def run_index(self, interp: Interpreter, op: forge.IndexOp, args: tuple):
-        kw = op.forge_keywords()
-        return (k.index(args[0], kw["dim"], kw["start"], kw["stop"], kw["stride"]),)
+def keyword_values(op: forge.ForgeOp) -> dict[str, object]:
+    """Every keyword of the Forge call: given ones, else Forge's default."""
+    given = op.forge_keywords()
+    values = {}
+    for name, default in BY_NAME[op.FORGE_FUNCTION].keywords:
+        value = given.get(name, default)
+        if value is REQUIRED:
+            raise ValueError(f"forge.op.{op.FORGE_FUNCTION}: keyword '{name}' is required")
+        if name == "dtype" and not isinstance(value, str | np.dtype):
+            value = dtypes.numpy_dtype(value)
+        values[name] = value
+    return values
+
+
+def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
+    return (np.asarray(KERNELS[op.FORGE_FUNCTION](*args, **keyword_values(op))),)
+
+
+def fill_array(op: forge.ConstantOp) -> np.ndarray:
+    fill = op.fill
+    dtype = dtypes.numpy_dtype(op.output.type.element_type)
+    return np.full(op.output.type.get_shape(), fill.value.data, dtype)
+
+
+def run_parameter(self, interp: Interpreter, op: forge.ParameterOp, args: tuple) -> tuple:
+    return (attr_to_array(op.value),)
+
+
+def run_constant(self, interp: Interpreter, op: forge.ConstantOp, args: tuple) -> tuple:
+    return (attr_to_array(op.value) if op.value is not None else fill_array(op),)
+
+
+ForgeFunctions = register_impls(
+    type(
+        "ForgeFunctions",
+        (InterpreterFunctions,),
+        {
+            "run_parameter": impl(forge.ParameterOp)(run_parameter),
+            "run_constant": impl(forge.ConstantOp)(run_constant),
+            **{f"run_{name}": impl(cls)(run_forge_op) for name, cls in forge.FORGE_OPS.items()},
+        },
+    )
+)

@@ -1,13 +1,342 @@
 """numpy kernels of Forge's ops, shared by the `forge` dialect's interpreter
-and the stand-in `forge.op` namespace, so both compute the same numbers."""
+and the stand-in `forge.op` namespace, so both compute the same numbers.
+
+Each kernel takes the operands as arrays and every keyword of the Forge
+function (defaults filled in), and follows Forge's golden (PyTorch)
+semantics, e.g. pooling padding as [left, right, top, bottom].
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+KERNELS: dict[str, object] = {}
 
-def index(x: np.ndarray, dim: int, start: int, stop: int, stride: int) -> np.ndarray:
+
+def kernel(*names: str):
+    def register(fn):
+        for n in names:
+            KERNELS[n] = fn
+        return fn
+
+    return register
+
+
+def _binary(fn):
+    return lambda a, b: fn(a, b)
+
+
+for _name, _fn in {
+    "Add": np.add,
+    "Subtract": np.subtract,
+    "Multiply": np.multiply,
+    "Max": np.maximum,
+    "Min": np.minimum,
+    "Remainder": np.mod,
+    "Equal": np.equal,
+    "NotEqual": np.not_equal,
+    "Greater": np.greater,
+    "GreaterEqual": np.greater_equal,
+    "Less": np.less,
+    "LessEqual": np.less_equal,
+}.items():
+    KERNELS[_name] = _binary(_fn)
+
+
+@kernel("Divide")
+def divide(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.trunc(a / b).astype(np.result_type(a, b))
+    return np.divide(a, b)
+
+
+@kernel("Power")
+def power(a, b):
+    return np.power(a, b)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x):
+    return _erf(x).astype(x.dtype) if x.size else x.copy()
+
+
+for _name, _fn in {
+    "Exp": np.exp,
+    "Log": np.log,
+    "Sqrt": np.sqrt,
+    "Reciprocal": np.reciprocal,
+    "Sigmoid": lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
+    "Tanh": np.tanh,
+    "Abs": np.abs,
+    "Sine": np.sin,
+    "Cosine": np.cos,
+    "Erf": erf,
+    "LogicalNot": np.logical_not,
+}.items():
+    KERNELS[_name] = _fn
+
+
+@kernel("Relu")
+def relu(x):
+    return np.maximum(x, 0).astype(x.dtype)
+
+
+@kernel("Gelu")
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        return (0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))).astype(x.dtype)
+    return (0.5 * x * (1 + erf(x / np.sqrt(2)))).astype(x.dtype)
+
+
+@kernel("LeakyRelu")
+def leaky_relu(x, alpha):
+    return np.where(x >= 0, x, alpha * x).astype(x.dtype)
+
+
+@kernel("Clip")
+def clip(x, min, max):
+    return np.clip(x, min, max).astype(x.dtype)
+
+
+@kernel("Cast")
+def cast(x, dtype):
+    return x.astype(dtype)
+
+
+@kernel("Identity")
+def identity(x, unsqueeze=None, unsqueeze_dim=None):
+    return x
+
+
+@kernel("Where")
+def where(condition, x, y):
+    return np.where(condition.astype(bool), x, y)
+
+
+@kernel("Matmul")
+def matmul(a, b, bias=None):
+    out = np.matmul(a, b)
+    return out if bias is None else out + bias
+
+
+def _pair(v) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
+    return (int(v), int(v))
+
+
+def _windows(x, kernel_hw, stride, dilation):
+    """(N, C, OH, OW, KH, KW) view of the windows of a padded NCHW array."""
+    kh, kw = kernel_hw
+    dh, dw = dilation
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    view = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
+    return view[:, :, :: stride[0], :: stride[1], ::dh, ::dw]
+
+
+@kernel("Conv2d")
+def conv2d(x, w, bias=None, stride=1, padding="same", dilation=1, groups=1, channel_last=False):
+    if channel_last:
+        x = x.transpose(0, 3, 1, 2)
+    stride, dilation = _pair(stride), _pair(dilation)
+    kh, kw = w.shape[2], w.shape[3]
+    if padding == "same":
+        padding = [kh // 2, kw // 2, kh // 2, kw // 2]  # Forge's "same": symmetric
+    elif not isinstance(padding, list):
+        padding = [int(padding)] * 4
+    top, left, bottom, right = padding
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    n, c = x.shape[:2]
+    cout = w.shape[0]
+    cin_g, cout_g = c // groups, cout // groups
+    win = _windows(x, (kh, kw), stride, dilation)  # N C OH OW KH KW
+    outs = []
+    for g in range(groups):
+        wg = w[g * cout_g : (g + 1) * cout_g]  # Cout_g Cin_g KH KW
+        xg = win[:, g * cin_g : (g + 1) * cin_g]
+        outs.append(np.einsum("nchwij,ocij->nohw", xg, wg, optimize=True))
+    out = np.concatenate(outs, axis=1).astype(x.dtype)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.transpose(0, 2, 3, 1) if channel_last else out
+
+
+def _pool_pad(padding, kh, kw):
+    """Forge's pooling padding [left, right, top, bottom] as (top, bottom, left, right)."""
+    if padding == "same":
+        return kh // 2, kh // 2, kw // 2, kw // 2
+    if not isinstance(padding, list):
+        p = int(padding)
+        return p, p, p, p
+    left, right, top, bottom = padding
+    return top, bottom, left, right
+
+
+def _ceil_extra(size, k, s, lo, hi, ceil_mode):
+    """Extra padding at the end so ceil_mode windows exist (PyTorch's rule:
+    the last window must start inside the input or the left padding)."""
+    out = (size + lo + hi - k) / s + 1
+    n = math.ceil(out) if ceil_mode else math.floor(out)
+    if ceil_mode and (n - 1) * s >= size + lo:
+        n -= 1
+    return max(0, (n - 1) * s + k - (size + lo + hi))
+
+
+@kernel("MaxPool2d")
+def max_pool2d(x, kernel_size, stride=1, padding="same", dilation=1, ceil_mode=False,
+               return_indices=False, max_pool_add_sub_surround=False,
+               max_pool_add_sub_surround_value=1.0, channel_last=False):
+    if channel_last:
+        x = x.transpose(0, 3, 1, 2)
+    kh, kw = _pair(kernel_size)
+    stride, dilation = _pair(stride), _pair(dilation)
+    top, bottom, left, right = _pool_pad(padding, kh, kw)
+    eh = _ceil_extra(x.shape[2], (kh - 1) * dilation[0] + 1, stride[0], top, bottom, ceil_mode)
+    ew = _ceil_extra(x.shape[3], (kw - 1) * dilation[1] + 1, stride[1], left, right, ceil_mode)
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom + eh), (left, right + ew)), constant_values=-np.inf)
+    out = _windows(x, (kh, kw), stride, dilation).max(axis=(4, 5))
+    return out.transpose(0, 2, 3, 1) if channel_last else out
+
+
+@kernel("AvgPool2d")
+def avg_pool2d(x, kernel_size, stride=1, padding="same", ceil_mode=False, count_include_pad=True,
+               divisor_override=None, channel_last=False):
+    if channel_last:
+        x = x.transpose(0, 3, 1, 2)
+    kh, kw = _pair(kernel_size)
+    stride = _pair(stride)
+    top, bottom, left, right = _pool_pad(padding, kh, kw)
+    eh = _ceil_extra(x.shape[2], kh, stride[0], top, bottom, ceil_mode)
+    ew = _ceil_extra(x.shape[3], kw, stride[1], left, right, ceil_mode)
+    h, w = x.shape[2], x.shape[3]
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom + eh), (left, right + ew)))
+    sums = _windows(xp, (kh, kw), stride, (1, 1)).sum(axis=(4, 5))
+    # PyTorch divides by the window clipped to the padded input, or by the
+    # part inside the input when padding is not counted.
+    ones = np.zeros((1, 1) + xp.shape[2:], x.dtype)
+    if count_include_pad:
+        ones[:, :, : top + h + bottom, : left + w + right] = 1
+    else:
+        ones[:, :, top : top + h, left : left + w] = 1
+    counts = _windows(ones, (kh, kw), stride, (1, 1)).sum(axis=(4, 5))
+    out = (sums / (divisor_override or counts)).astype(x.dtype)
+    return out.transpose(0, 2, 3, 1) if channel_last else out
+
+
+@kernel("Softmax")
+def softmax(x, dim, stable=True):
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return (e / e.sum(axis=dim, keepdims=True)).astype(x.dtype)
+
+
+@kernel("LogSoftmax")
+def log_softmax(x, dim, stable=True):
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return (shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))).astype(x.dtype)
+
+
+@kernel("Layernorm")
+def layernorm(x, weights, bias, dim=-1, epsilon=1e-5):
+    mean = x.mean(axis=dim, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=dim, keepdims=True)
+    return ((x - mean) / np.sqrt(var + epsilon) * weights + bias).astype(x.dtype)
+
+
+@kernel("Batchnorm")
+def batchnorm(x, weights, bias, running_mean, running_var, epsilon=1e-5):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    scale = weights.reshape(shape) / np.sqrt(running_var.reshape(shape) + epsilon)
+    return ((x - running_mean.reshape(shape)) * scale + bias.reshape(shape)).astype(x.dtype)
+
+
+@kernel("ReduceSum")
+def reduce_sum(x, dim, keep_dim=True):
+    return x.sum(axis=dim, keepdims=keep_dim).astype(x.dtype)
+
+
+@kernel("ReduceAvg")
+def reduce_avg(x, dim, keep_dim=True):
+    return x.mean(axis=dim, keepdims=keep_dim).astype(x.dtype)
+
+
+@kernel("ReduceMax")
+def reduce_max(x, dim, keep_dim=True):
+    return x.max(axis=dim, keepdims=keep_dim)
+
+
+@kernel("Argmax")
+def argmax(x, dim=None, keep_dim=False):
+    return np.argmax(x, axis=dim, keepdims=keep_dim)
+
+
+@kernel("CumSum")
+def cumsum(x, dim):
+    return np.cumsum(x, axis=dim).astype(x.dtype)
+
+
+@kernel("Transpose")
+def transpose(x, dim0, dim1):
+    return np.swapaxes(x, dim0, dim1)
+
+
+@kernel("Reshape")
+def reshape(x, shape):
+    return x.reshape(shape)
+
+
+@kernel("Index")
+def index(x, dim, start, stop=None, stride=1):
     """Forge's Index: `t.slice(dim, start, stop, stride)`."""
     where = [slice(None)] * x.ndim
-    where[dim] = slice(start, stop, stride)
+    where[dim] = slice(start, start + 1 if stop is None else stop, stride)
     return x[tuple(where)]
+
+
+@kernel("Broadcast")
+def broadcast(x, dim, shape):
+    needed = -dim if dim < 0 else dim + 1
+    while x.ndim < needed:
+        x = x[np.newaxis]
+    target = list(x.shape)
+    target[dim] = shape
+    return np.broadcast_to(x, target).copy()
+
+
+@kernel("Repeat")
+def repeat(x, repeats):
+    return np.tile(x, repeats)
+
+
+@kernel("Unsqueeze")
+def unsqueeze(x, dim):
+    return np.expand_dims(x, dim if dim >= 0 else x.ndim + 1 + dim)
+
+
+@kernel("Squeeze")
+def squeeze(x, dim):
+    return np.squeeze(x, axis=dim)
+
+
+@kernel("ConstantPad")
+def constant_pad(x, padding, value=0.0):
+    pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
+    return np.pad(x, pairs, constant_values=value)
+
+
+@kernel("AdvIndex")
+def adv_index(a, b, dim=0):
+    return np.take(a, b.reshape(-1).astype(np.int64), axis=dim)
+
+
+@kernel("Concatenate")
+def concatenate(*operands, axis):
+    return np.concatenate(operands, axis=axis)
+
+
+@kernel("Embedding")
+def embedding(indices, embedding_table):
+    return embedding_table[indices.astype(np.int64)]

@@ -1,23 +1,30 @@
 """A stand-in for Forge's Python API, backed by the numpy kernels, to run
 emitted Forge modules without Forge.
 
-Function names, parameter names, order and defaults are Forge's
-(../shared/reference/forge_api.md); calls Forge would reject raise here too.
-Nothing named `forge` is installed: `standin_modules()` puts the stand-in in
-`sys.modules` only while an emitted module is loaded and run.
+Every `forge.op` function has Forge's name, parameters, order and defaults
+(they are built from `dialects/forge_api.py`, the table the `forge` dialect
+uses too), and rejects calls Forge would reject. Nothing named `forge` is
+installed: `standin_modules()` puts the stand-in (and a minimal `torch` with
+the few names emitted modules use) in `sys.modules` only while a module is
+loaded and run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import inspect
+import os
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
-from forge_opt.interpreters import forge_kernels as k
+from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
+from forge_opt.interpreters import forge_kernels
 
 
 class ForgeCallError(Exception):
@@ -63,61 +70,137 @@ class Tensor:
 
 class Parameter(Tensor):
     def __init__(self, *shape: int, requires_grad: bool = True, dev_data_format: DataFormat | None = None):
+        if not all(isinstance(d, int) for d in shape):
+            raise ForgeCallError(f"Parameter: the shape must be ints, got {shape}")
         super().__init__(np.zeros(shape, dtype=np.float32))
         self.requires_grad = requires_grad
         self.dev_data_format = dev_data_format
 
 
-def _check_name(fn: str, name: object) -> None:
-    if not isinstance(name, str):
-        raise ForgeCallError(f"{fn}: the first argument (name) must be a str, got {type(name).__name__}")
-
-
-def _tensor(fn: str, what: str, value: object) -> np.ndarray:
+def _array(fn: str, what: str, value: object) -> np.ndarray:
     if isinstance(value, Tensor):
         return value.value()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        # Forge wraps Python numbers in forge.op.Constant (a float32 scalar).
+        return np.asarray(value, dtype=np.float32)
     raise ForgeCallError(f"{fn}: {what} must be a Tensor, got {type(value).__name__}")
 
 
-def _int(fn: str, what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ForgeCallError(f"{fn}: {what} must be an int, got {value!r}")
-    return int(value)
+def _signature(fn: ForgeFunction) -> inspect.Signature:
+    P = inspect.Parameter
+    params = [P("name", P.POSITIONAL_OR_KEYWORD)]
+    for operand, kind in fn.operands:
+        if kind == "variadic":
+            params.append(P(operand, P.VAR_POSITIONAL))
+        elif kind == "optional":
+            params.append(P(operand, P.POSITIONAL_OR_KEYWORD, default=None))
+        else:
+            params.append(P(operand, P.POSITIONAL_OR_KEYWORD))
+    keyword_kind = P.KEYWORD_ONLY if fn.keyword_only or any(k == "variadic" for _, k in fn.operands) else P.POSITIONAL_OR_KEYWORD
+    for name, default in fn.keywords:
+        params.append(P(name, keyword_kind, default=P.empty if default is REQUIRED else default))
+    return inspect.Signature(params)
 
 
-# -- forge.op -----------------------------------------------------------------
-
-
-def Index(name: str, operandA: Tensor, dim: int, start: int, stop: int | None = None, stride: int = 1) -> Tensor:
-    _check_name("Index", name)
-    x = _tensor("Index", "operandA", operandA)
-    dim = _int("Index", "dim", dim)
-    start = _int("Index", "start", start)
-    stride = _int("Index", "stride", stride)
-    if not -x.ndim <= dim < x.ndim:
-        raise ForgeCallError(f"Index: dim {dim} is out of range for rank {x.ndim}")
-    dim %= x.ndim
-    size = x.shape[dim]
-    if stop is None:
-        stop = start + 1
-    stop = _int("Index", "stop", stop)
+# Checks Forge asserts, by function.
+def _check_index(x, kw):
+    size = x.shape[kw["dim"]]
+    start = kw["start"]
+    stop = start + 1 if kw["stop"] is None else kw["stop"]
     if stop < 0:
         stop += size
     if not start < size:
         raise ForgeCallError(f"Index: start {start} must be < {size}")
     if not stop <= size:
         raise ForgeCallError(f"Index: stop {stop} must be <= {size}")
-    if stride < 0 and size != 1:
+    if kw["stride"] < 0 and size != 1:
         raise ForgeCallError("Index: a negative stride is only allowed on a dimension of size 1")
-    if stride == 0:
+    if kw["stride"] == 0:
         raise ForgeCallError("Index: stride must not be 0")
-    return Tensor(k.index(x, dim, start, stop, stride))
+    kw["stop"] = stop
 
 
-OP_FUNCTIONS = {"Index": Index}
+def _check_single_dim(x, kw):
+    dim = kw["dim"]
+    if not isinstance(dim, int) or not -4 <= dim <= 3:
+        raise ForgeCallError(f"reduce: dim {dim!r} must be one axis in -4..3")
 
 
-# -- ForgeModule ----------------------------------------------------------------
+def _check_transpose(x, kw):
+    for k in ("dim0", "dim1"):
+        if not isinstance(kw[k], int) or not -x.ndim <= kw[k] < x.ndim:
+            raise ForgeCallError(f"Transpose: {k} {kw[k]!r} is out of range for rank {x.ndim}")
+
+
+def _check_pool(x, kw):
+    if kw.get("return_indices"):
+        raise ForgeCallError("MaxPool2d: return_indices must be False")
+    if kw.get("divisor_override") is not None:
+        raise ForgeCallError("AvgPool2d: divisor_override must be None")
+    padding = kw["padding"]
+    if isinstance(padding, list) and "count_include_pad" in kw:
+        left, right, top, bottom = padding
+        if (left, top) != (right, bottom):
+            raise ForgeCallError("AvgPool2d: padding must be symmetric")
+
+
+def _check_int_dims(x, kw):
+    for k in ("dim", "axis"):
+        if k in kw and kw[k] is not None and not isinstance(kw[k], int):
+            raise ForgeCallError(f"{k} must be an int, got {kw[k]!r}")
+
+
+_CHECKS = {
+    "Index": _check_index,
+    "ReduceSum": _check_single_dim,
+    "ReduceAvg": _check_single_dim,
+    "ReduceMax": _check_single_dim,
+    "Transpose": _check_transpose,
+    "MaxPool2d": _check_pool,
+    "AvgPool2d": _check_pool,
+    "Softmax": _check_int_dims,
+    "LogSoftmax": _check_int_dims,
+    "Concatenate": _check_int_dims,
+    "Unsqueeze": _check_int_dims,
+    "Squeeze": _check_int_dims,
+    "Broadcast": _check_int_dims,
+}
+
+
+def _make_function(fn: ForgeFunction):
+    sig = _signature(fn)
+    check = _CHECKS.get(fn.name)
+
+    def call(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)  # TypeError for what Python would reject
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        name = values.pop("name")
+        if not isinstance(name, str):
+            raise ForgeCallError(f"{fn.name}: the first argument (name) must be a str, got {type(name).__name__}")
+        arrays = []
+        for operand, kind in fn.operands:
+            v = values.pop(operand)
+            if kind == "variadic":
+                arrays.extend(_array(fn.name, operand, x) for x in v)
+            elif v is None and kind == "optional":
+                arrays.append(None)
+            else:
+                arrays.append(_array(fn.name, operand, v))
+        if fn.name == "Cast" and not isinstance(values["dtype"], np.dtype):
+            values["dtype"] = np.dtype(values["dtype"])
+        if check is not None:
+            check(arrays[0], values)
+        return Tensor(forge_kernels.KERNELS[fn.name](*arrays, **values))
+
+    call.__name__ = call.__qualname__ = fn.name
+    call.__signature__ = sig
+    call.__doc__ = f"forge.op.{fn.name}{sig}"
+    return call
+
+
+OP_FUNCTIONS = {fn.name: _make_function(fn) for fn in FUNCTIONS}
+Index = OP_FUNCTIONS["Index"]
 
 
 class ForgeModule:
@@ -127,15 +210,19 @@ class ForgeModule:
         self.name = name
         self._parameters: dict[str, Parameter] = {}
         self._constants: dict[str, Tensor] = {}
+        self._constant_shapes: dict[str, tuple] = {}
 
     def add_parameter(self, name: str, parameter: Parameter) -> None:
         if name in self._parameters:
             raise ForgeCallError(f"add_parameter: '{name}' is already a parameter")
+        if not isinstance(parameter, Parameter):
+            raise ForgeCallError(f"add_parameter: '{name}' must be a forge.Parameter")
         self._parameters[name] = parameter
 
     def add_constant(self, name: str, shape=None, dtype=None) -> None:
         if name in self._constants:
             raise ForgeCallError(f"add_constant: '{name}' is already a constant")
+        self._constant_shapes[name] = tuple(shape) if shape is not None else None
         self._constants[name] = Tensor(np.zeros(shape or (), dtype=np.float32))
 
     def get_parameter(self, name: str) -> Parameter:
@@ -157,13 +244,28 @@ class ForgeModule:
 
     def set_constant(self, name: str, data) -> None:
         self.get_constant(name)
-        self._constants[name] = Tensor(np.asarray(data))
+        array = np.asarray(data)
+        expected = self._constant_shapes.get(name)
+        if expected is not None and array.shape != expected:
+            raise ForgeCallError(f"set_constant: '{name}' has shape {expected}, data has {array.shape}")
+        self._constants[name] = Tensor(array)
 
     def forward(self, *args):
         raise NotImplementedError
 
     def __call__(self, *args):
         return self.forward(*args)
+
+
+def _torch_shim() -> types.ModuleType:
+    """The few `torch` names emitted modules use, over numpy."""
+    torch = types.ModuleType("torch")
+    torch.__doc__ = "forge-opt's stand-in for the torch names emitted modules use"
+    for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"):
+        setattr(torch, name, np.dtype(name))
+    torch.from_numpy = lambda a: np.asarray(a)
+    torch.full = lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype)
+    return torch
 
 
 def _make_modules() -> dict[str, types.ModuleType]:
@@ -177,13 +279,15 @@ def _make_modules() -> dict[str, types.ModuleType]:
     forge.Parameter = Parameter
     forge.DataFormat = DataFormat
     forge.Tensor = Tensor
-    return {"forge": forge, "forge.op": op}
+    return {"forge": forge, "forge.op": op, "torch": _torch_shim()}
 
 
 @contextlib.contextmanager
 def standin_modules() -> Iterator[None]:
-    """Make `import forge` find the stand-in for the duration of the block."""
-    saved = {name: sys.modules.get(name) for name in ("forge", "forge.op")}
+    """Make `import forge` (and `import torch`) find the stand-in for the
+    duration of the block."""
+    names = ("forge", "forge.op", "torch")
+    saved = {name: sys.modules.get(name) for name in names}
     sys.modules.update(_make_modules())
     try:
         yield
@@ -195,19 +299,25 @@ def standin_modules() -> Iterator[None]:
                 sys.modules[name] = module
 
 
-def load_forge_module(source: str, filename: str = "<forge-python>") -> dict:
+def load_forge_module(source: str, path: str = "<forge-python>") -> dict:
     """Execute emitted Forge Python against the stand-in; its globals."""
-    namespace: dict = {"__name__": "forge_generated"}
+    namespace: dict = {"__name__": "forge_generated", "__file__": path}
     with standin_modules():
-        exec(compile(source, filename, "exec"), namespace)
+        exec(compile(source, path, "exec"), namespace)
     return namespace
 
 
-def run_forge_module(source: str, inputs: list[np.ndarray], model=None) -> list[np.ndarray]:
+def run_forge_module(source: str, inputs: list[np.ndarray], model=None, constants=None) -> list[np.ndarray]:
     """Instantiate the module's ForgeModule class, load its parameters from
-    `model` (an ONNX ModelProto), and run `forward` on `inputs`."""
-    with standin_modules():
-        namespace = load_forge_module(source)
+    `model` (an ONNX ModelProto) and its computed constants (`constants`, an
+    emitted `ForgePythonModule`'s, saved next to the source), and run
+    `forward` on `inputs`."""
+    with tempfile.TemporaryDirectory() as tmp, standin_modules():
+        path = Path(tmp) / "module.py"
+        path.write_text(source)
+        if constants is not None and constants.constants:
+            np.savez(Path(tmp) / constants.constants_file, **constants.constants)
+        namespace = load_forge_module(source, os.fspath(path))
         classes = [
             v for v in namespace.values()
             if isinstance(v, type) and issubclass(v, ForgeModule) and v is not ForgeModule
@@ -219,4 +329,4 @@ def run_forge_module(source: str, inputs: list[np.ndarray], model=None) -> list[
         outputs = module.forward(*(Tensor(x) for x in inputs))
     if isinstance(outputs, Tensor):
         outputs = (outputs,)
-    return [o.value() for o in outputs]
+    return [np.asarray(o.value()) for o in outputs]

@@ -1,38 +1,114 @@
-"""numpy implementations of the `onnx` ops that forge-opt lowers."""
+"""numpy implementations of every `onnx` op: ONNX's own reference
+implementation (`onnx.reference`), run one op at a time.
+
+The same functions fold constants in `onnx-to-tir`, so what the compiler
+folds is what the ONNX reference computes.
+"""
 
 from __future__ import annotations
 
+import warnings
+from functools import cache
+from typing import Any
+
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+import onnx
+import onnx.defs
+from onnx import helper, numpy_helper
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
-from forge_opt import dtypes
-from forge_opt.dialects import onnx_ops as onnx
+from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects.onnx_base import OnnxOp
+from forge_opt.dialects.onnx_ops import ONNX_OPS
+from forge_opt.dialects.elements import attr_to_array
 
 
-def elements_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """A read-only view of an elements attribute's bytes."""
-    dtype = dtypes.numpy_dtype(attr.get_element_type())
-    return np.frombuffer(attr.data.data, dtype).reshape(attr.get_shape())
+def elements_to_array(attr) -> np.ndarray:
+    """A read-only array of a constant's value (elements or weight attribute)."""
+    return attr_to_array(attr)
 
 
-@register_impls
-class OnnxFunctions(InterpreterFunctions):
-    @impl(onnx.ConstantOp)
-    def run_constant(self, interp: Interpreter, op: onnx.ConstantOp, args: tuple):
-        return (elements_to_array(op.value),)
+def _attribute_value(kind: str, attr) -> Any:
+    if kind == "int":
+        return attr.value.data
+    if kind == "float":
+        return attr.value.data
+    if kind == "string":
+        return attr.data
+    if kind in ("ints", "floats"):
+        return list(attr.get_values())
+    if kind == "strings":
+        return [s.data for s in attr.data]
+    if kind == "tensor":
+        return numpy_helper.from_array(np.array(elements_to_array(attr)))
+    raise ForgeOptError(f"attributes of kind {kind} cannot be evaluated")
 
-    @impl(onnx.SplitOp)
-    def run_split(self, interp: Interpreter, op: onnx.SplitOp, args: tuple):
-        x = args[0]
-        axis = op.axis.value.data % x.ndim
-        count = len(op.outputs)
-        if len(args) > 1:
-            sizes = [int(s) for s in np.asarray(args[1]).reshape(-1)]
-        elif op.num_outputs is not None:
-            size = -(-x.shape[axis] // count)
-            sizes = [min(size, x.shape[axis] - i * size) for i in range(count)]
-        else:
-            sizes = [x.shape[axis] // count] * count
-        bounds = np.cumsum(sizes)[:-1]
-        return tuple(np.split(x, bounds, axis=axis))
+
+def to_node_proto(op: OnnxOp) -> onnx.NodeProto:
+    """The ONNX node an op stands for, with positional input names."""
+    inputs = ["" if v is None else f"in{i}" for i, v in enumerate(op.onnx_operands())]
+    outputs = ["" if v is None else f"out{i}" for i, v in enumerate(op.onnx_results())]
+    node = helper.make_node(op.ONNX_OP_TYPE, inputs, outputs)
+    for name, kind in op.ONNX_ATTRIBUTES.items():
+        attr = op.properties.get(name)
+        if attr is not None:
+            node.attribute.append(helper.make_attribute(name, _attribute_value(kind, attr)))
+    return node
+
+
+@cache
+def _evaluator_cls():
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator
+
+
+def evaluate(op: OnnxOp, args: tuple) -> tuple:
+    """Run one op on numpy arrays through onnx.reference."""
+    from onnx.reference.ops import load_op
+
+    if op.ONNX_GRAPHS:
+        raise ForgeOptError(f"{describe(op)}: ops with graph attributes cannot be evaluated")
+    node = to_node_proto(op)
+    version = onnx.defs.onnx_opset_version()
+    try:
+        cls = load_op("", op.ONNX_OP_TYPE, version, node=node)
+        run_params = {
+            "opsets": {"": version},
+            "new_ops": None,
+            "log": lambda *a: None,
+            "verbose": 0,
+            "evaluator_cls": _evaluator_cls(),
+        }
+        inst = cls(node, run_params)
+        present = [a for a in args if a is not None]
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            inputs = []
+            it = iter(present)
+            for v in op.onnx_operands():
+                inputs.append(None if v is None else next(it))
+            outs = inst.run(*inputs)
+    except ForgeOptError:
+        raise
+    except Exception as e:
+        raise ForgeOptError(f"{describe(op)}: cannot evaluate: {type(e).__name__}: {e}") from None
+    results = [r for r in op.onnx_results()]
+    return tuple(np.asarray(o) for o, r in zip(outs, results) if r is not None)
+
+
+def _run(self, interp: Interpreter, op: OnnxOp, args: tuple) -> tuple:
+    if op.ONNX_OP_TYPE == "Constant" and op.properties.get("value") is not None:
+        return (elements_to_array(op.properties["value"]),)
+    return evaluate(op, args)
+
+
+OnnxFunctions = register_impls(
+    type(
+        "OnnxFunctions",
+        (InterpreterFunctions,),
+        {f"run_{cls.ONNX_OP_TYPE}": impl(cls)(_run) for cls in ONNX_OPS},
+    )
+)
+
+__all__ = ["OnnxFunctions", "evaluate", "elements_to_array", "to_node_proto"]

@@ -5,7 +5,59 @@ from __future__ import annotations
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
+from forge_opt import dtypes
 from forge_opt.dialects import tir
+from forge_opt.dialects.elements import attr_to_array
+from forge_opt.interpreters import forge_kernels as k
+
+UNARY = {
+    "abs": np.abs,
+    "ceil": np.ceil,
+    "cos": np.cos,
+    "erf": k.erf,
+    "exp": np.exp,
+    "floor": np.floor,
+    "gelu": k.gelu,
+    "gelu_tanh": lambda x: k.gelu(x, "tanh"),
+    "identity": lambda x: x,
+    "log": np.log,
+    "neg": np.negative,
+    "not": np.logical_not,
+    "reciprocal": np.reciprocal,
+    "relu": k.relu,
+    "sigmoid": k.KERNELS["Sigmoid"],
+    "sign": np.sign,
+    "sin": np.sin,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+}
+
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": k.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "pow": np.power,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "mod": np.mod,
+}
+
+
+def _dtype(value) -> np.dtype:
+    return dtypes.numpy_dtype(value.type.element_type)
+
+
+def _ints(attr) -> list[int]:
+    return list(attr.get_values())
 
 
 @register_impls
@@ -22,3 +74,102 @@ class TirFunctions(InterpreterFunctions):
         for axis, begin, end, stride in op.slices():
             index[axis] = slice(begin, end, stride)
         return (x[tuple(index)],)
+
+    @impl(tir.ConstantOp)
+    def run_constant(self, interp: Interpreter, op: tir.ConstantOp, args: tuple):
+        return (attr_to_array(op.value),)
+
+    @impl(tir.FullOp)
+    def run_full(self, interp: Interpreter, op: tir.FullOp, args: tuple):
+        return (np.full(op.output.type.get_shape(), op.fill.value.data, _dtype(op.output)),)
+
+    @impl(tir.UnaryOp)
+    def run_unary(self, interp: Interpreter, op: tir.UnaryOp, args: tuple):
+        return (np.asarray(UNARY[op.fn.data](args[0])).astype(_dtype(op.output)),)
+
+    @impl(tir.BinaryOp)
+    def run_binary(self, interp: Interpreter, op: tir.BinaryOp, args: tuple):
+        return (np.asarray(BINARY[op.fn.data](*args)).astype(_dtype(op.output)),)
+
+    @impl(tir.WhereOp)
+    def run_where(self, interp: Interpreter, op: tir.WhereOp, args: tuple):
+        return (k.where(*args),)
+
+    @impl(tir.CastOp)
+    def run_cast(self, interp: Interpreter, op: tir.CastOp, args: tuple):
+        return (args[0].astype(_dtype(op.output)),)
+
+    @impl(tir.ClipOp)
+    def run_clip(self, interp: Interpreter, op: tir.ClipOp, args: tuple):
+        return (k.clip(args[0], op.min.value.data, op.max.value.data),)
+
+    @impl(tir.MatmulOp)
+    def run_matmul(self, interp: Interpreter, op: tir.MatmulOp, args: tuple):
+        return (np.matmul(*args),)
+
+    @impl(tir.Conv2dOp)
+    def run_conv2d(self, interp: Interpreter, op: tir.Conv2dOp, args: tuple):
+        return (
+            k.conv2d(
+                args[0], args[1], args[2] if len(args) > 2 else None,
+                stride=_ints(op.strides), padding=_ints(op.pads),
+                dilation=_ints(op.dilations), groups=op.groups.value.data,
+            ),
+        )
+
+    @impl(tir.Pool2dOp)
+    def run_pool2d(self, interp: Interpreter, op: tir.Pool2dOp, args: tuple):
+        top, left, bottom, right = _ints(op.pads)
+        common = dict(
+            kernel_size=_ints(op.kernel), stride=_ints(op.strides),
+            padding=[left, right, top, bottom], ceil_mode=bool(op.ceil_mode.value.data),
+        )
+        if op.kind.data == "max":
+            return (k.max_pool2d(args[0], dilation=_ints(op.dilations), **common),)
+        return (k.avg_pool2d(args[0], count_include_pad=bool(op.count_include_pad.value.data), **common),)
+
+    @impl(tir.BatchnormOp)
+    def run_batchnorm(self, interp: Interpreter, op: tir.BatchnormOp, args: tuple):
+        return (k.batchnorm(*args, epsilon=op.epsilon.value.data),)
+
+    @impl(tir.SoftmaxOp)
+    def run_softmax(self, interp: Interpreter, op: tir.SoftmaxOp, args: tuple):
+        fn = k.log_softmax if op.log.value.data else k.softmax
+        return (fn(args[0], dim=op.axis.value.data),)
+
+    @impl(tir.LayernormOp)
+    def run_layernorm(self, interp: Interpreter, op: tir.LayernormOp, args: tuple):
+        return (k.layernorm(*args, epsilon=op.epsilon.value.data),)
+
+    @impl(tir.ReshapeOp)
+    def run_reshape(self, interp: Interpreter, op: tir.ReshapeOp, args: tuple):
+        return (args[0].reshape(op.output.type.get_shape()),)
+
+    @impl(tir.TransposeOp)
+    def run_transpose(self, interp: Interpreter, op: tir.TransposeOp, args: tuple):
+        return (np.transpose(args[0], _ints(op.perm)),)
+
+    @impl(tir.ConcatOp)
+    def run_concat(self, interp: Interpreter, op: tir.ConcatOp, args: tuple):
+        return (np.concatenate(args, axis=op.axis.value.data),)
+
+    @impl(tir.ReduceOp)
+    def run_reduce(self, interp: Interpreter, op: tir.ReduceOp, args: tuple):
+        fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.fn.data]
+        out = fn(args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
+        return (np.asarray(out).astype(_dtype(op.output)),)
+
+    @impl(tir.PadOp)
+    def run_pad(self, interp: Interpreter, op: tir.PadOp, args: tuple):
+        return (k.constant_pad(args[0], _ints(op.pads), op.value.value.data),)
+
+    @impl(tir.GatherOp)
+    def run_gather(self, interp: Interpreter, op: tir.GatherOp, args: tuple):
+        x, indices = args
+        axis = op.axis.value.data
+        indices = np.where(indices < 0, indices + x.shape[axis], indices)
+        return (np.take(x, indices.astype(np.int64), axis=axis),)
+
+    @impl(tir.BroadcastOp)
+    def run_broadcast(self, interp: Interpreter, op: tir.BroadcastOp, args: tuple):
+        return (np.broadcast_to(args[0], op.output.type.get_shape()).copy(),)

@@ -1,25 +1,41 @@
 """`-t forge-python`: print a module of `forge` ops as a Forge Python module,
-in the format of Forge's own generator (a `ForgeModule` subclass named after
-the graph, one `forge.op.X("<node>", ...)` call per op)."""
+in the format of Forge's own generator: a `ForgeModule` subclass named after
+the graph; `__init__` declaring parameters and constants; `forward` with one
+`forge.op.X("<node>", ...)` call per op; `process_framework_parameters`
+loading the ONNX initializers by name. Constants the compiler computed are
+saved beside the module in `<graph>_constants.npz`; one repeated value is
+written as `torch.full`, and a single number is written inline."""
 
 from __future__ import annotations
 
 import json
 import keyword
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.target import Target
 
+from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
-from forge_opt.dialects.forge import ForgeOp
+from forge_opt.dialects import forge
+from forge_opt.dialects.elements import attr_to_array
 
-_RESERVED = {"forge", "self", "ForgeModule", "torch", "np"}
+_RESERVED = {"forge", "self", "ForgeModule", "torch", "np", "onnx", "os", "CONSTANTS"}
+
+_TORCH_DTYPES = {
+    "float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64",
+    "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}
+
+_DATA_FORMATS = {"float32": "Float32", "float16": "Float16", "bfloat16": "Float16_b"}
 
 
 def class_name(graph_name: str) -> str:
@@ -31,12 +47,12 @@ def class_name(graph_name: str) -> str:
     return name
 
 
-def input_identifier(onnx_name: str) -> str:
-    """Forge's rule for ONNX input names: `.`, `/`, `:` become `_`; a name
-    starting with a digit becomes `input__<name>`."""
-    name = re.sub(r"\W", "_", onnx_name.replace(".", "_").replace("/", "_").replace(":", "_"))
+def identifier(onnx_name: str) -> str:
+    """Forge's rule for ONNX names: `.`, `/`, `:` become `_`; a name starting
+    with a digit becomes `input__<name>`."""
+    name = re.sub(r"\W", "_", onnx_name)
     if not name:
-        return "input_"
+        return "value"
     if name[0].isdigit():
         name = "input__" + name
     if keyword.iskeyword(name) or name in _RESERVED:
@@ -44,7 +60,55 @@ def input_identifier(onnx_name: str) -> str:
     return name
 
 
-def _onnx_names(attrs: object, count: int, prefix: str) -> list[str]:
+input_identifier = identifier
+
+
+def _literal(value: object) -> str:
+    """Python source for a keyword value, strings in double quotes."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, Attribute):  # an element type: Cast's dtype
+        return "torch." + _torch_dtype(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "-float('inf')"
+        if math.isnan(value):
+            return "float('nan')"
+    return repr(value)
+
+
+def _torch_dtype(element_type: Attribute) -> str:
+    name = np.dtype(dtypes.numpy_dtype(element_type)).name
+    return _TORCH_DTYPES.get(name, "float32")
+
+
+class _Names:
+    """Unique Python identifiers."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set(_RESERVED)
+
+    def claim(self, wanted: str) -> str:
+        name, n = wanted, 0
+        while name in self.taken or keyword.iskeyword(name):
+            n += 1
+            name = f"{wanted}_{n}"
+        self.taken.add(name)
+        return name
+
+
+@dataclass
+class ForgePythonModule:
+    """The emitted module: its source and the computed constants it loads."""
+
+    source: str
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    constants_file: str = ""
+
+
+def _onnx_names(attrs, count: int, prefix: str) -> list[str]:
     names = [f"{prefix}_{i}" for i in range(count)]
     if attrs is not None:
         for i, d in enumerate(attrs.data):
@@ -53,105 +117,212 @@ def _onnx_names(attrs: object, count: int, prefix: str) -> list[str]:
     return names
 
 
-class _Names:
-    """Unique Python identifiers for SSA values."""
+def _is_inline_scalar(op: forge.ConstantOp) -> bool:
+    """A constant of one number, written as a Python literal where used
+    (Forge wraps int and float operands itself)."""
+    if op.value is None:
+        return False
+    t = op.output.type
+    return isinstance(t, TensorType) and math.prod(t.get_shape()) == 1 and all(
+        _rank(u.operation) >= len(t.get_shape()) for u in op.output.uses
+    )
 
-    def __init__(self) -> None:
-        self.taken: set[str] = set(_RESERVED)
-        self.of: dict[SSAValue, str] = {}
-        self.counters: dict[str, int] = {}
 
-    def claim(self, value: SSAValue, wanted: str) -> str:
-        name = wanted
-        while name in self.taken or keyword.iskeyword(name):
-            n = self.counters.get(wanted, 0) + 1
-            self.counters[wanted] = n
+def _rank(user: Operation) -> int:
+    t = user.results[0].type if user.results else None
+    return len(t.get_shape()) if isinstance(t, TensorType) else 0
+
+
+def _scalar_literal(op: forge.ConstantOp) -> str:
+    value = attr_to_array(op.value).reshape(-1)[0]
+    if np.issubdtype(value.dtype, np.floating):
+        return _literal(float(value))
+    if value.dtype == np.bool_:
+        return repr(bool(value))
+    return repr(int(value))
+
+
+class _Emitter:
+    def __init__(self, func: FuncOp):
+        self.func = func
+        self.graph = func.sym_name.data
+        self.names = _Names()
+        self.expr: dict[SSAValue, str] = {}
+        self.init: list[str] = []
+        self.load: list[str] = []
+        self.fills: list[str] = []
+        self.parameters: list[str] = []
+        self.weight_constants: list[str] = []
+        self.constants: dict[str, np.ndarray] = {}
+        self.forward: list[str] = []
+        self.weight_names: set[str] = set()
+        self.op_labels: dict[str, int] = {}
+        self.uses_torch = False
+
+    def weight_name(self, wanted: str) -> str:
+        name, n = wanted, 0
+        while name in self.weight_names:
+            n += 1
             name = f"{wanted}_{n}"
-        self.taken.add(name)
-        self.of[value] = name
+        self.weight_names.add(name)
         return name
 
+    def run(self) -> ForgePythonModule:
+        block = self.func.body.block
+        args = []
+        for arg, onnx_name in zip(block.args, _onnx_names(self.func.arg_attrs, len(block.args), "input")):
+            name = self.names.claim(identifier(onnx_name))
+            self.expr[arg] = name
+            args.append(name)
+        for counter, op in enumerate(block.ops, 1):
+            if isinstance(op, ReturnOp):
+                outs = [self.expr[v] for v in op.arguments]
+                self.forward.append(f"return {', '.join(outs)}" if outs else "return")
+            elif isinstance(op, forge.ParameterOp):
+                self._parameter(op)
+            elif isinstance(op, forge.ConstantOp):
+                self._constant(op)
+            elif isinstance(op, forge.ForgeOp):
+                self._call(op, counter)
+            else:
+                raise ForgeOptError(f"{describe(op)}: is not a forge op; run '-p onnx-to-forge' first")
+        return self._module(args)
 
-def emit_module(module: ModuleOp, output: IO[str]) -> None:
+    def _parameter(self, op: forge.ParameterOp) -> None:
+        name = op.parameter_name.data
+        t = op.output.type
+        shape = tuple(t.get_shape())
+        dtype = np.dtype(dtypes.numpy_dtype(t.element_type)).name
+        if dtype in _DATA_FORMATS:
+            self.init.append(
+                f"self.add_parameter({json.dumps(name)}, forge.Parameter(*{shape!r}, requires_grad=True, "
+                f"dev_data_format=forge.DataFormat.{_DATA_FORMATS[dtype]}))"
+            )
+            self.parameters.append(name)
+            self.expr[op.output] = f"self.get_parameter({json.dumps(name)})"
+        else:  # integer weights (indices, shapes) are constants in Forge
+            self.uses_torch = True
+            self.init.append(f"self.add_constant({json.dumps(name)}, shape={shape!r}, dtype=torch.{_torch_dtype(t.element_type)})")
+            self.weight_constants.append(name)
+            self.expr[op.output] = f"self.get_constant({json.dumps(name)})"
+        self.weight_names.add(name)
+
+    def _constant(self, op: forge.ConstantOp) -> None:
+        if _is_inline_scalar(op):
+            self.expr[op.output] = _scalar_literal(op)
+            return
+        self.uses_torch = True
+        t = op.output.type
+        shape = tuple(t.get_shape())
+        name = self.weight_name(op.constant_name.data)
+        torch_dtype = _torch_dtype(t.element_type)
+        self.init.append(f"self.add_constant({json.dumps(name)}, shape={shape!r}, dtype=torch.{torch_dtype})")
+        if op.fill is not None:
+            self.fills.append(
+                f"self.set_constant({json.dumps(name)}, torch.full({shape!r}, {_literal(op.fill.value.data)}, dtype=torch.{torch_dtype}))"
+            )
+        else:
+            self.constants[name] = np.array(attr_to_array(op.value))
+        self.expr[op.output] = f"self.get_constant({json.dumps(name)})"
+
+    def _call(self, op: forge.ForgeOp, counter: int) -> None:
+        label = node_name(op) or f"{op.FORGE_FUNCTION.lower()}_{counter}"
+        seen = self.op_labels.get(label, 0)
+        self.op_labels[label] = seen + 1
+        if seen:
+            label = f"{label}.{seen}"
+        operands = [self.expr[v] for v in op.forge_operands()]
+        keywords = [f"{k}={_literal(v)}" for k, v in op.forge_keywords().items()]
+        if any(isinstance(v, Attribute) for v in op.forge_keywords().values()):
+            self.uses_torch = True
+        args = ", ".join([json.dumps(label), *operands, *keywords])
+        r = op.results[0]
+        result = self.names.claim(identifier(r.name_hint or f"{op.FORGE_FUNCTION.lower()}_{counter}"))
+        self.expr[r] = result
+        self.forward.append(f"{result} = forge.op.{op.FORGE_FUNCTION}({args})")
+
+    def _module(self, args: list[str]) -> ForgePythonModule:
+        constants_file = f"{identifier(self.graph)}_constants.npz" if self.constants else ""
+        header = [f"# Generated by forge-opt from the ONNX graph '{self.graph}'."]
+        if constants_file:
+            header.append("import os")
+            header.append("")
+            header.append("import numpy as np")
+        if self.parameters or self.weight_constants:
+            header.append("import onnx.numpy_helper")
+        if self.uses_torch or self.parameters:
+            header.append("import torch")
+        if len(header) > 1:
+            header.append("")
+        header += ["import forge", "import forge.op", "from forge import ForgeModule"]
+        if constants_file:
+            header += [
+                "",
+                f"CONSTANTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {json.dumps(constants_file)})",
+            ]
+        load = []
+        weights = [(n, "parameter") for n in self.parameters] + [(n, "constant") for n in self.weight_constants]
+        if weights:
+            load.append("initializers = {t.name: t for t in model.graph.initializer}")
+            for name, kind in weights:
+                load.append(
+                    f"self.set_{kind}({json.dumps(name)}, "
+                    f"torch.from_numpy(onnx.numpy_helper.to_array(initializers[{json.dumps(name)}]).copy()))"
+                )
+        if constants_file:
+            load.append("with np.load(CONSTANTS) as constants:")
+            load.append("    for name in constants.files:")
+            load.append("        self.set_constant(name, torch.from_numpy(constants[name]))")
+        load += self.fills
+        lines = [
+            *header,
+            "",
+            "",
+            f"class {class_name(self.graph)}(ForgeModule):",
+            "    def __init__(self, name):",
+            "        super().__init__(name)",
+            *(f"        {line}" for line in self.init),
+            "",
+            f"    def forward(self, {', '.join(args)}):" if args else "    def forward(self):",
+            *(f"        {line}" for line in self.forward),
+            "",
+            "    def process_framework_parameters(self, model):",
+            *(f"        {line}" for line in (load or ["pass"])),
+        ]
+        return ForgePythonModule("\n".join(lines) + "\n", self.constants, constants_file)
+
+
+def emit_module(module: ModuleOp) -> ForgePythonModule:
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     if len(funcs) != 1:
         raise ForgeOptError(f"forge-python prints one function; the module has {len(funcs)}")
-    func = funcs[0]
-    names = _Names()
-    args = []
-    for arg, onnx_name in zip(
-        func.body.block.args, _onnx_names(func.arg_attrs, len(func.body.block.args), "input")
-    ):
-        args.append(names.claim(arg, input_identifier(onnx_name)))
-    body: list[str] = []
-    op_names: dict[str, int] = {}
-    counter = 0
-    for op in func.body.block.ops:
-        if isinstance(op, ReturnOp):
-            outs = [names.of[v] for v in op.arguments]
-            body.append(f"return {', '.join(outs)}" if outs else "return")
-            continue
-        if not isinstance(op, ForgeOp):
-            raise ForgeOptError(f"{describe(op)}: is not a forge op; run '-p onnx-to-forge' first")
-        counter += 1
-        body.append(_call(op, names, op_names, counter))
-    lines = [
-        f"# Generated by forge-opt from the ONNX graph '{func.sym_name.data}'.",
-        "import forge",
-        "import forge.op",
-        "from forge import ForgeModule",
-        "",
-        "",
-        f"class {class_name(func.sym_name.data)}(ForgeModule):",
-        "    def __init__(self, name):",
-        "        super().__init__(name)",
-        "",
-        f"    def forward(self, {', '.join(args)}):" if args else "    def forward(self):",
-        *(f"        {line}" for line in body),
-        "",
-        "    def process_framework_parameters(self, model):",
-        "        pass",
-    ]
-    output.write("\n".join(lines) + "\n")
-
-
-def _call(op: ForgeOp, names: _Names, op_names: dict[str, int], counter: int) -> str:
-    label = node_name(op) or f"{op.FORGE_FUNCTION.lower()}_{counter}"
-    seen = op_names.get(label, 0)
-    op_names[label] = seen + 1
-    if seen:
-        label = f"{label}.{seen}"
-    operands = [names.of[getattr(op, field)] for field in op.FORGE_OPERANDS]
-    keywords = [f"{k}={_literal(v)}" for k, v in op.forge_keywords().items()]
-    args = ", ".join([_literal(label), *operands, *keywords])
-    results = []
-    for r in op.results:
-        wanted = r.name_hint or f"{op.FORGE_FUNCTION.lower()}_{counter}"
-        results.append(names.claim(r, input_identifier(wanted)))
-    return f"{', '.join(results)} = forge.op.{op.FORGE_FUNCTION}({args})"
-
-
-def _literal(value: object) -> str:
-    """Python source for a value, strings in double quotes as Forge writes them."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    return repr(value)
+    return _Emitter(funcs[0]).run()
 
 
 def emit_forge_python(module: ModuleOp) -> str:
-    """The Forge Python module for a module of `forge` ops, as text."""
-    from io import StringIO
+    """The Forge Python module for a module of `forge` ops, as text (see
+    `emit_module` for the constants it loads)."""
+    return emit_module(module).source
 
-    out = StringIO()
-    emit_module(module, out)
-    return out.getvalue()
+
+def save_constants(emitted: ForgePythonModule, folder: Path) -> Path | None:
+    if not emitted.constants:
+        return None
+    path = folder / emitted.constants_file
+    np.savez(path, **emitted.constants)
+    return path
 
 
 @dataclass(frozen=True)
 class ForgePythonTarget(Target):
+    """Forge Python; computed constants go beside the output file (or into
+    the current folder when printing to standard output)."""
+
     name = "forge-python"
 
+    constants_dir: str = ""
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        emit_module(module, output)
+        emitted = emit_module(module)
+        output.write(emitted.source)
+        save_constants(emitted, Path(self.constants_dir or "."))

@@ -15,9 +15,9 @@ from forge_opt.interpreters.forge_standin import ForgeCallError, Index, Tensor, 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "split.onnxtxt"
 
-RELU = """<ir_version: 8, opset_import: ["" : 18]>
-g (float[4] x) => (float[4] y) {
-  [relu1] y = Relu (x)
+UNLOWERED = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[3, 3] x) => (float y) {
+  [det1] y = Det (x)
 }
 """
 
@@ -34,11 +34,11 @@ def test_forge_check_match_exits_0():
 
 
 def test_forge_check_unlowered_op_exits_2(tmp_path):
-    model = tmp_path / "relu.onnxtxt"
-    model.write_text(RELU)
+    model = tmp_path / "det.onnxtxt"
+    model.write_text(UNLOWERED)
     proc = _forge_check(model)
     assert proc.returncode == 2
-    assert "node 'relu1' (onnx.Relu): cannot be lowered to Forge" in proc.stderr
+    assert "node 'det1' (onnx.Det): cannot be lowered to Forge" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -50,12 +50,12 @@ def test_forge_check_inputs_file(tmp_path):
 
 
 def test_broken_lowering_is_a_mismatch(monkeypatch):
-    real = forge_kernels.index
+    real = forge_kernels.KERNELS["Index"]
 
-    def off_by_one(x, dim, start, stop, stride):
+    def off_by_one(x, dim, start, stop=None, stride=1):
         return real(np.roll(x, 1, axis=dim), dim, start, stop, stride)
 
-    monkeypatch.setattr(forge_kernels, "index", off_by_one)
+    monkeypatch.setitem(forge_kernels.KERNELS, "Index", off_by_one)
     report = check_model(str(EXAMPLE))
     assert report.status == MISMATCH
     assert not all(o.ok for o in report.outputs)
@@ -64,9 +64,9 @@ def test_broken_lowering_is_a_mismatch(monkeypatch):
 def test_unlowered_op_does_not_compile():
     from forge_opt.frontends.onnx import parse_text
 
-    report = check_model(parse_text(RELU))
+    report = check_model(parse_text(UNLOWERED))
     assert report.status == NOT_COMPILED
-    assert "relu1" in report.error
+    assert "det1" in report.error
 
 
 def test_example_matches():

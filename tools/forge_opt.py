@@ -4,6 +4,7 @@ ONNX frontends (`.onnx`, `.onnxtxt`)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
@@ -68,6 +69,23 @@ class ForgeOptMain(xDSLOptMain):
 
         name = self.args.input_file
         return Path(name).resolve().parent if name else Path.cwd()
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        from xdsl.utils.arg_spec import parse_spec
+
+        if parse_spec(self.args.target).name == "forge-python":
+            from io import StringIO
+            from pathlib import Path
+
+            from forge_opt.targets.forge_python import ForgePythonTarget
+
+            # Computed constants are saved beside the output file.
+            folder = Path(self.args.output_file).parent if self.args.output_file else Path.cwd()
+            target = ForgePythonTarget.from_spec(parse_spec(self.args.target))
+            out = StringIO()
+            dataclasses.replace(target, constants_dir=str(folder)).emit(self.ctx, prog, out)
+            return out.getvalue()
+        return super().output_resulting_program(prog)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

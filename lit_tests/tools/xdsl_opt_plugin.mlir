@@ -8,8 +8,8 @@ func.func @f(%x: tensor<10x4xf32>) -> (tensor<4x4xf32>, tensor<6x4xf32>) {
 }
 
 // CHECK-LABEL: func.func @f
-// CHECK-NEXT:    %a = forge.index %x {dim = -2 : i64, start = 0 : i64, stop = 4 : i64} : tensor<10x4xf32> -> tensor<4x4xf32>
-// CHECK-NEXT:    %b = forge.index %x {dim = -2 : i64, start = 4 : i64, stop = 10 : i64} : tensor<10x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT:    %a = forge.index %x {dim = -2 : i64, start = 0 : i64, stop = 4 : i64, stride = 1 : i64} : (tensor<10x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT:    %b = forge.index %x {dim = -2 : i64, start = 4 : i64, stop = 10 : i64, stride = 1 : i64} : (tensor<10x4xf32>) -> tensor<6x4xf32>
 // CHECK-NEXT:    func.return %a, %b
 
 // PY:      def forward(self, input_0):

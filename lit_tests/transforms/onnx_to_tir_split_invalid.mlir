@@ -5,4 +5,4 @@ func.func @dynamic_sections(%x: tensor<10xf32>, %s: tensor<2xi64>) -> (tensor<5x
   %a, %b = onnx.Split(%x, %s) : (tensor<10xf32>, tensor<2xi64>) -> (tensor<5xf32>, tensor<5xf32>) loc("split1")
   func.return %a, %b : tensor<5xf32>, tensor<5xf32>
 }
-// CHECK: forge-opt: error: node 'split1' (onnx.Split): the 'split' input must be a constant to lower to Forge
+// CHECK: forge-opt: error: node 'split1' (onnx.Split): the 'split' input must be a compile-time constant

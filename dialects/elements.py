@@ -1,0 +1,25 @@
+"""Elements attributes and numpy arrays, both ways, without Python lists."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Attribute
+
+from forge_opt import dtypes
+
+
+def attr_to_array(attr: Attribute) -> np.ndarray:
+    """A read-only view of an elements attribute's bytes."""
+    if not isinstance(attr, DenseIntOrFPElementsAttr):
+        raise ValueError(f"not a constant tensor: {attr}")
+    dtype = dtypes.numpy_dtype(attr.get_element_type())
+    return np.frombuffer(attr.data.data, dtype).reshape(attr.get_shape())
+
+
+def array_to_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """An elements attribute over a numpy array's bytes."""
+    array = np.asarray(array)
+    elem = dtypes.mlir_type_of_numpy(array.dtype)
+    data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))

@@ -1,0 +1,95 @@
+"""Fold `onnx` ops whose inputs are all constants (and `Shape`/`Size` of
+statically shaped values) into `onnx.Constant`, evaluating them with ONNX's
+reference implementation. This turns the shape arithmetic of exported
+models (Shape -> Gather -> Concat -> Reshape) into static attributes.
+
+A result above `FOLD_LIMIT` elements is not folded: folding must never
+materialise a huge tensor; lowerings that need such a value report it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from forge_opt.dialects import onnx_ops as onnx
+from forge_opt.dialects import tir
+from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.dialects.onnx_base import OnnxOp
+from forge_opt.interpreters.onnx import evaluate
+
+FOLD_LIMIT = 1 << 16
+
+# Never folded: their value is not a function of constant inputs, or they
+# are lowered without materialising their (possibly huge) result.
+_KEEP = {
+    "Constant", "ConstantOfShape", "RandomNormal", "RandomNormalLike", "RandomUniform",
+    "RandomUniformLike", "Bernoulli", "Multinomial", "If", "Loop", "Scan",
+}
+
+
+def constant_array(value) -> np.ndarray | None:
+    """The value of an `onnx.Constant` or `tir.constant` result, else None."""
+    op = value.owner
+    if isinstance(op, onnx.ConstantOp | tir.ConstantOp) and op.properties.get("value") is not None:
+        try:
+            return attr_to_array(op.properties["value"])
+        except ValueError:
+            return None
+    return None
+
+
+def _static_shape(value) -> list[int] | None:
+    t = value.type
+    if isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape()):
+        return list(t.get_shape())
+    return None
+
+
+def _result_size(op: Operation) -> int | None:
+    total = 0
+    for r in op.results:
+        shape = _static_shape(r)
+        if shape is None:
+            return None
+        total += math.prod(shape)
+    return total
+
+
+class FoldConstants(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, OnnxOp) or op.ONNX_OP_TYPE in _KEEP or not op.results:
+            return
+        if op.ONNX_OP_TYPE in ("Shape", "Size"):
+            shape = _static_shape(op.operands[0])
+            if shape is None:
+                return
+            values = None
+        else:
+            values = [constant_array(v) for v in op.operands]
+            if any(v is None for v in values):
+                return
+        size = _result_size(op)
+        if size is not None and size > FOLD_LIMIT:
+            return
+        if values is None:
+            values = [np.zeros(shape, np.float32)]
+        outputs = evaluate(op, tuple(values))
+        if any(np.asarray(o).size > FOLD_LIMIT for o in outputs):
+            return
+        new_ops = []
+        for out in outputs:
+            const = onnx.ConstantOp.build(
+                result_types=[array_to_attr(np.asarray(out)).type],
+                properties={"value": array_to_attr(np.asarray(out))},
+            )
+            const.location = op.location
+            new_ops.append(const)
+        for old, new in zip(op.results, new_ops):
+            if old.name_hint:
+                new.results[0].name_hint = old.name_hint
+        rewriter.replace(op, new_ops, [c.results[0] for c in new_ops])

@@ -1,0 +1,89 @@
+"""The machinery shared by the lowering passes: a table of lowering
+functions by op, and a pattern that runs the one for each op it meets.
+
+A lowering function gets the op and an `Emitter`, builds the replacement
+ops through the emitter (they are inserted before the op and carry its
+location, so diagnostics keep naming the ONNX node) and returns the values
+that replace the op's results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from forge_opt.diagnostics import ForgeOptError, describe
+
+
+class Emitter:
+    def __init__(self, op: Operation):
+        self.op = op
+        self.ops: list[Operation] = []
+
+    def add(self, new: Operation) -> Operation:
+        new.location = self.op.location
+        self.ops.append(new)
+        return new
+
+    def value(self, new: Operation) -> SSAValue:
+        return self.add(new).results[0]
+
+    def error(self, message: str) -> ForgeOptError:
+        return ForgeOptError(f"{describe(self.op)}: {message}")
+
+
+Lowering = Callable[[Operation, Emitter], Sequence[SSAValue | None]]
+
+
+class TableLowering(RewritePattern):
+    """Rewrite each op that has an entry in `table` (keyed by `key(op)`)."""
+
+    def __init__(self, table: dict[str, Lowering], key: Callable[[Operation], str | None]):
+        self.table = table
+        self.key = key
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        k = self.key(op)
+        fn = self.table.get(k) if k is not None else None
+        if fn is None:
+            return
+        emitter = Emitter(op)
+        results = list(fn(op, emitter))
+        if len(results) != len(op.results):
+            raise ForgeOptError(
+                f"{describe(op)}: lowering gave {len(results)} values for {len(op.results)} results"
+            )
+        for old, new in zip(op.results, results):
+            if new is None and old.uses:
+                raise ForgeOptError(f"{describe(op)}: result #{old.index} is used but cannot be lowered")
+            if new is not None and new.owner in emitter.ops and old.name_hint:
+                new.name_hint = old.name_hint
+        rewriter.replace(op, emitter.ops, results)
+
+
+def shape_of(value: SSAValue) -> list[int]:
+    t = value.type
+    if not isinstance(t, TensorType):
+        raise ValueError(f"{t} is not a ranked tensor")
+    return list(t.get_shape())
+
+
+def static_shape(value: SSAValue, emitter: Emitter, what: str = "input") -> list[int]:
+    t = value.type
+    if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+        raise emitter.error(f"the {what} has no static shape ({t}); Forge needs static shapes")
+    return list(t.get_shape())
+
+
+def normalize_axis(axis: int, rank: int, emitter: Emitter) -> int:
+    if not -rank <= axis < rank:
+        raise emitter.error(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def as_ints(array: np.ndarray) -> list[int]:
+    return [int(v) for v in np.asarray(array).reshape(-1)]

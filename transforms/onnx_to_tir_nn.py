@@ -1,0 +1,305 @@
+"""Lowerings of ONNX's neural-network ops to `tir`: MatMul, Gemm, Conv,
+pooling, normalisations, Softmax, LRN."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, TensorType, f32, i64
+
+from forge_opt.dialects import tir
+from forge_opt.transforms.lowering import Emitter, normalize_axis, static_shape
+from forge_opt.transforms.onnx_to_tir_elementwise import binary, scalar
+
+LOWERINGS: dict = {}
+
+
+def lowers(*op_types: str):
+    def register(fn):
+        for t in op_types:
+            LOWERINGS[t] = fn
+        return fn
+
+    return register
+
+
+def _ints(values) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+def matmul(e: Emitter, a, b):
+    sa, sb = static_shape(a, e), static_shape(b, e)
+    if len(sa) == 1 or len(sb) == 1:
+        raise e.error("MatMul of a 1-D operand is not supported yet")
+    batch = tir.broadcast_shapes(sa[:-2], sb[:-2])
+    if sa[-1] != sb[-2]:
+        raise e.error(f"MatMul shapes {sa} and {sb} do not agree")
+    shape = [*batch, sa[-2], sb[-1]]
+    return e.value(tir.MatmulOp.build(operands=[a, b], result_types=[TensorType(a.type.element_type, shape)]))
+
+
+@lowers("MatMul")
+def _matmul(op, e):
+    return [matmul(e, op.A, op.B)]
+
+
+def transpose_2d(e: Emitter, x):
+    rank = len(static_shape(x, e))
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return e.value(tir.TransposeOp(x, perm))
+
+
+@lowers("Gemm")
+def _gemm(op, e):
+    """alpha * A' B' + beta * C -> transposes, matmul, scaling, add."""
+    a, b = op.A, op.B
+    if op.transA.value.data:
+        a = transpose_2d(e, a)
+    if op.transB.value.data:
+        b = transpose_2d(e, b)
+    y = matmul(e, a, b)
+    alpha, beta = op.alpha.value.data, op.beta.value.data
+    if alpha != 1.0:
+        y = binary(e, "mul", y, scalar(e, alpha, y))
+    if op.C is not None and beta != 0.0:
+        c = op.C
+        if beta != 1.0:
+            c = binary(e, "mul", c, scalar(e, beta, c))
+        y = binary(e, "add", y, c)
+    return [y]
+
+
+def _spatial(op, e, x_shape, kernel, name):
+    """Strides, dilations and [top, left, bottom, right] pads of a 2-D window
+    op, with auto_pad resolved."""
+    if len(x_shape) != 4:
+        raise e.error(f"only 2-D {name} (4-D input) is supported, the input has rank {len(x_shape)}")
+    strides = list(op.strides.get_values()) if op.strides is not None else [1, 1]
+    dilations = (
+        list(op.dilations.get_values())
+        if getattr(op, "dilations", None) is not None
+        else [1, 1]
+    )
+    auto_pad = op.auto_pad.data
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads_begin, pads_end = [], []
+        for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
+            out = math.ceil(size / s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, large = total // 2, total - total // 2
+            begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+            pads_begin.append(begin)
+            pads_end.append(end)
+        pads = [pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]]
+    elif auto_pad == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = list(op.pads.get_values()) if op.pads is not None else [0, 0, 0, 0]
+        # ONNX: [x1_begin, x2_begin, x1_end, x2_end] = [top, left, bottom, right]
+    return strides, dilations, pads
+
+
+def _out_size(size, k, s, d, lo, hi, ceil_mode=False):
+    span = (k - 1) * d + 1
+    n = (size + lo + hi - span) / s + 1
+    if ceil_mode:
+        out = math.ceil(n)
+        if (out - 1) * s >= size + lo:
+            out -= 1
+        return out
+    return math.floor(n)
+
+
+@lowers("Conv")
+def _conv(op, e):
+    x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
+    kernel = w_shape[2:]
+    strides, dilations, pads = _spatial(op, e, x_shape, kernel, "Conv")
+    groups = op.group.value.data
+    out = [x_shape[0], w_shape[0]] + [
+        _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2])
+        for i in range(2)
+    ]
+    conv = tir.Conv2dOp.build(
+        operands=[op.X, op.W, [op.B] if op.B is not None else []],
+        result_types=[TensorType(op.X.type.element_type, out)],
+        properties={
+            "strides": _ints(strides),
+            "pads": _ints(pads),
+            "dilations": _ints(dilations),
+            "groups": IntegerAttr(groups, i64),
+        },
+    )
+    return [e.value(conv)]
+
+
+def _pool(op, e, kind):
+    x_shape = static_shape(op.X, e)
+    kernel = list(op.kernel_shape.get_values())
+    strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
+    ceil_mode = op.ceil_mode.value.data
+    out = x_shape[:2] + [
+        _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2], bool(ceil_mode))
+        for i in range(2)
+    ]
+    count_include_pad = getattr(op, "count_include_pad", None)
+    pool = tir.Pool2dOp.build(
+        operands=[op.X],
+        result_types=[TensorType(op.X.type.element_type, out)],
+        properties={
+            "kind": tir.StringAttr(kind),
+            "kernel": _ints(kernel),
+            "strides": _ints(strides),
+            "pads": _ints(pads),
+            "dilations": _ints(dilations),
+            "ceil_mode": IntegerAttr(ceil_mode, i64),
+            "count_include_pad": IntegerAttr(
+                count_include_pad.value.data if count_include_pad is not None else 0, i64
+            ),
+        },
+    )
+    return pool
+
+
+@lowers("MaxPool")
+def _max_pool(op, e):
+    if op.storage_order.value.data:
+        raise e.error("storage_order=1 is not supported")
+    results = [e.value(_pool(op, e, "max"))]
+    if op.Indices is not None:
+        results.append(None)
+    return results
+
+
+@lowers("AveragePool")
+def _avg_pool(op, e):
+    if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
+        raise e.error("dilated average pooling is not supported")
+    return [e.value(_pool(op, e, "avg"))]
+
+
+def reduce(e: Emitter, fn: str, x, axes, keepdims: bool):
+    shape = static_shape(x, e)
+    axes = sorted({a % len(shape) for a in axes})
+    out = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else [
+        d for i, d in enumerate(shape) if i not in axes
+    ]
+    return e.value(
+        tir.ReduceOp.build(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, out)],
+            properties={
+                "fn": tir.StringAttr(fn),
+                "axes": _ints(axes),
+                "keepdims": IntegerAttr(int(keepdims), i64),
+            },
+        )
+    )
+
+
+@lowers("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(op, e):
+    rank = len(static_shape(op.X, e))
+    fn = "mean" if op.ONNX_OP_TYPE == "GlobalAveragePool" else "max"
+    return [reduce(e, fn, op.X, list(range(2, rank)), True)]
+
+
+@lowers("BatchNormalization")
+def _batchnorm(op, e):
+    if op.training_mode.value.data:
+        raise e.error("training_mode=1 is not supported for inference")
+    bn = tir.BatchnormOp.build(
+        operands=[op.X, op.scale, op.B, op.input_mean, op.input_var],
+        result_types=[op.X.type],
+        properties={"epsilon": FloatAttr(op.epsilon.value.data, f32)},
+    )
+    return [e.value(bn), None, None][: len(op.results)]
+
+
+@lowers("Softmax", "LogSoftmax")
+def _softmax(op, e):
+    rank = len(static_shape(op.input, e))
+    axis = normalize_axis(op.axis.value.data, rank, e)
+    sm = tir.SoftmaxOp.build(
+        operands=[op.input],
+        result_types=[op.input.type],
+        properties={
+            "axis": IntegerAttr(axis, i64),
+            "log": IntegerAttr(int(op.ONNX_OP_TYPE == "LogSoftmax"), i64),
+        },
+    )
+    return [e.value(sm)]
+
+
+@lowers("LayerNormalization")
+def _layernorm(op, e):
+    shape = static_shape(op.X, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    if axis != len(shape) - 1:
+        raise e.error(f"normalising from axis {op.axis.value.data} is not supported (Forge normalises the last axis)")
+    if any(r is not None and r.uses for r in op.results[1:]):
+        raise e.error("the Mean and InvStdDev outputs are not supported")
+    bias = op.B
+    if bias is None:
+        bias = e.value(tir.ConstantOp(_zeros(shape[-1:], op.X)))
+    ln = tir.LayernormOp.build(
+        operands=[op.X, op.Scale, bias],
+        result_types=[op.X.type],
+        properties={"epsilon": FloatAttr(op.epsilon.value.data, f32)},
+    )
+    return [e.value(ln)] + [None] * (len(op.results) - 1)
+
+
+def _zeros(shape, like):
+    from forge_opt import dtypes
+    from forge_opt.dialects.elements import array_to_attr
+
+    return array_to_attr(np.zeros(shape, dtypes.numpy_dtype(like.type.element_type)))
+
+
+@lowers("LRN")
+def _lrn(op, e):
+    """x / (bias + alpha/size * sum of squares over a channel window)^beta,
+    the window sum as padded slices added up."""
+    shape = static_shape(op.X, e)
+    size = op.size.value.data
+    alpha, beta, bias = op.alpha.value.data, op.beta.value.data, op.bias.value.data
+    channels = shape[1]
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    square = binary(e, "mul", op.X, op.X)
+    pads = [0, 0, lo, hi] + [0, 0] * (len(shape) - 2)
+    padded_shape = list(shape)
+    padded_shape[1] += lo + hi
+    padded = e.value(
+        tir.PadOp.build(
+            operands=[square],
+            result_types=[TensorType(op.X.type.element_type, padded_shape)],
+            properties={"pads": _ints(pads), "value": FloatAttr(0.0, f32)},
+        )
+    )
+    total = None
+    for i in range(size):
+        piece = e.value(tir.StridedSliceOp(padded, [1], [i], [i + channels], [1]))
+        total = piece if total is None else binary(e, "add", total, piece)
+    scaled = binary(e, "mul", total, scalar(e, alpha / size, total))
+    base = binary(e, "add", scaled, scalar(e, bias, scaled))
+    denom = binary(e, "pow", base, scalar(e, beta, base))
+    return [binary(e, "div", op.X, denom)]
+
+
+@lowers("InstanceNormalization")
+def _instance_norm(op, e):
+    """(x - mean) / sqrt(var + eps) * scale + bias over the spatial axes."""
+    shape = static_shape(op.input, e)
+    axes = list(range(2, len(shape)))
+    mean = reduce(e, "mean", op.input, axes, True)
+    centered = binary(e, "sub", op.input, mean)
+    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
+    denom = e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, op.epsilon.value.data, var))))
+    normed = binary(e, "div", centered, denom)
+    bshape = [1, shape[1]] + [1] * (len(shape) - 2)
+    scale = e.value(tir.ReshapeOp(op.scale, bshape))
+    bias = e.value(tir.ReshapeOp(op.B, bshape))
+    return [binary(e, "add", binary(e, "mul", normed, scale), bias)]
+

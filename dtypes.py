@@ -20,7 +20,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from forge_opt.diagnostics import ForgeOptError
+
 _U = Signedness.UNSIGNED
+
+
+class UnsupportedElementType(ForgeOptError, ValueError):
+    """An element type numpy (and so forge-opt's evaluation) cannot hold."""
 
 # ONNX data type -> (MLIR element type factory, numpy dtype or None when numpy has none)
 _TABLE: dict[int, tuple[Attribute, np.dtype | None]] = {
@@ -66,7 +72,7 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
     """The numpy dtype that holds values of an MLIR element type."""
     onnx_t = _BY_MLIR.get(element_type)
     if onnx_t is None or _TABLE[onnx_t][1] is None:
-        raise ValueError(f"no numpy dtype for element type {element_type}")
+        raise UnsupportedElementType(f"element type {element_type} is not supported")
     return _TABLE[onnx_t][1]
 
 
@@ -79,4 +85,4 @@ def mlir_type_of_numpy(dtype: np.dtype) -> Attribute:
     for mlir, np_dtype in _TABLE.values():
         if np_dtype is not None and np_dtype == np.dtype(dtype).newbyteorder("<"):
             return mlir
-    raise ValueError(f"no MLIR element type for numpy dtype {dtype}")
+    raise UnsupportedElementType(f"numpy dtype {dtype} is not supported")

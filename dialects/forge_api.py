@@ -47,7 +47,7 @@ FUNCTIONS: tuple[ForgeFunction, ...] = (
     # element-wise unary (eltwise_unary)
     *(_f(n) for n in (
         "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh", "Abs", "Sine", "Cosine",
-        "Erf", "LogicalNot",
+        "Atan", "Erf", "LogicalNot",
     )),
     _f("Gelu", keywords=[("approximate", "none")]),
     _f("LeakyRelu", keywords=[("alpha", REQUIRED)]),

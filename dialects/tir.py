@@ -231,7 +231,7 @@ class FullOp(IRDLOperation):
 # -- element-wise -----------------------------------------------------------------
 
 UNARY_FUNCTIONS = (
-    "abs", "ceil", "cos", "erf", "exp", "floor", "gelu", "gelu_tanh", "identity", "log",
+    "abs", "atan", "ceil", "cos", "erf", "exp", "floor", "gelu", "gelu_tanh", "identity", "log",
     "neg", "not", "reciprocal", "relu", "sigmoid", "sign", "sin", "sqrt", "tanh",
 )
 BINARY_FUNCTIONS = (
@@ -515,6 +515,46 @@ class ReduceOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ArgmaxOp(IRDLOperation):
+    """Index of the first maximum along `axis`, as i64."""
+
+    name = "tir.argmax"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    keepdims = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class TileOp(IRDLOperation):
+    """Repeat the whole tensor `repeats[i]` times along each dimension."""
+
+    name = "tir.tile"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    repeats = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
+class CumsumOp(IRDLOperation):
+    """Inclusive running sum along `axis`."""
+
+    name = "tir.cumsum"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
+
+
+@irdl_op_definition
 class PadOp(IRDLOperation):
     """Pad with a constant; `pads` is [d0_lo, d0_hi, d1_lo, d1_hi, ...]."""
 
@@ -558,7 +598,7 @@ TIR = Dialect(
     [
         SplitOp, StridedSliceOp, ConstantOp, FullOp, UnaryOp, BinaryOp, WhereOp, CastOp, ClipOp,
         MatmulOp, Conv2dOp, Pool2dOp, BatchnormOp, SoftmaxOp, LayernormOp, ReshapeOp,
-        TransposeOp, ConcatOp, ReduceOp, PadOp, GatherOp, BroadcastOp,
+        TransposeOp, ConcatOp, ReduceOp, ArgmaxOp, TileOp, CumsumOp, PadOp, GatherOp, BroadcastOp,
     ],
     [],
 )

@@ -526,7 +526,8 @@ def _without_large_weights(model: ModelProto) -> ModelProto:
     feed Reshape/Slice/Split shapes), large ones turned into typed inputs."""
     g = model.graph
     lite = ModelProto()
-    lite.ir_version = model.ir_version
+    # Before IR 4 inference ignores initializers that are not also inputs.
+    lite.ir_version = max(model.ir_version, 4)
     lite.opset_import.extend(model.opset_import)
     lg = lite.graph
     lg.name = g.name

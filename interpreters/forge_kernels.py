@@ -74,6 +74,7 @@ for _name, _fn in {
     "Abs": np.abs,
     "Sine": np.sin,
     "Cosine": np.cos,
+    "Atan": np.arctan,
     "Erf": erf,
     "LogicalNot": np.logical_not,
 }.items():

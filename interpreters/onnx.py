@@ -49,9 +49,10 @@ def to_node_proto(op: OnnxOp) -> onnx.NodeProto:
     inputs = ["" if v is None else f"in{i}" for i, v in enumerate(op.onnx_operands())]
     outputs = ["" if v is None else f"out{i}" for i, v in enumerate(op.onnx_results())]
     node = helper.make_node(op.ONNX_OP_TYPE, inputs, outputs)
+    defaults = op.get_irdl_definition().properties
     for name, kind in op.ONNX_ATTRIBUTES.items():
         attr = op.properties.get(name)
-        if attr is not None:
+        if attr is not None and not (name in defaults and defaults[name].default_value == attr):
             node.attribute.append(helper.make_attribute(name, _attribute_value(kind, attr)))
     return node
 

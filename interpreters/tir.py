@@ -12,6 +12,7 @@ from forge_opt.interpreters import forge_kernels as k
 
 UNARY = {
     "abs": np.abs,
+    "atan": np.arctan,
     "ceil": np.ceil,
     "cos": np.cos,
     "erf": k.erf,
@@ -158,6 +159,19 @@ class TirFunctions(InterpreterFunctions):
         fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.fn.data]
         out = fn(args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
         return (np.asarray(out).astype(_dtype(op.output)),)
+
+    @impl(tir.ArgmaxOp)
+    def run_argmax(self, interp: Interpreter, op: tir.ArgmaxOp, args: tuple):
+        out = np.argmax(args[0], axis=op.axis.value.data, keepdims=bool(op.keepdims.value.data))
+        return (out.astype(np.int64),)
+
+    @impl(tir.TileOp)
+    def run_tile(self, interp: Interpreter, op: tir.TileOp, args: tuple):
+        return (np.tile(args[0], _ints(op.repeats)),)
+
+    @impl(tir.CumsumOp)
+    def run_cumsum(self, interp: Interpreter, op: tir.CumsumOp, args: tuple):
+        return (np.cumsum(args[0], axis=op.axis.value.data).astype(args[0].dtype),)
 
     @impl(tir.PadOp)
     def run_pad(self, interp: Interpreter, op: tir.PadOp, args: tuple):

@@ -124,7 +124,8 @@ def _is_inline_scalar(op: forge.ConstantOp) -> bool:
         return False
     t = op.output.type
     return isinstance(t, TensorType) and math.prod(t.get_shape()) == 1 and all(
-        _rank(u.operation) >= len(t.get_shape()) for u in op.output.uses
+        isinstance(u.operation, forge.ForgeOp) and _rank(u.operation) >= len(t.get_shape())
+        for u in op.output.uses
     )
 
 

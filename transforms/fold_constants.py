@@ -27,7 +27,7 @@ FOLD_LIMIT = 1 << 16
 # Never folded: their value is not a function of constant inputs, or they
 # are lowered without materialising their (possibly huge) result.
 _KEEP = {
-    "Constant", "ConstantOfShape", "RandomNormal", "RandomNormalLike", "RandomUniform",
+    "Constant", "RandomNormal", "RandomNormalLike", "RandomUniform",
     "RandomUniformLike", "Bernoulli", "Multinomial", "If", "Loop", "Scan",
 }
 

@@ -31,7 +31,13 @@ def _ints(values) -> DenseArrayBase:
 def matmul(e: Emitter, a, b):
     sa, sb = static_shape(a, e), static_shape(b, e)
     if len(sa) == 1 or len(sb) == 1:
-        raise e.error("MatMul of a 1-D operand is not supported yet")
+        # numpy's rule: a 1-D operand is a row (or column) that is dropped after.
+        a2 = e.value(tir.ReshapeOp(a, [1, sa[0]])) if len(sa) == 1 else a
+        b2 = e.value(tir.ReshapeOp(b, [sb[0], 1])) if len(sb) == 1 else b
+        y = matmul(e, a2, b2)
+        out = static_shape(y, e)
+        out = out[:-2] + ([] if len(sa) == 1 else [out[-2]]) + ([] if len(sb) == 1 else [out[-1]])
+        return e.value(tir.ReshapeOp(y, out))
     batch = tir.broadcast_shapes(sa[:-2], sb[:-2])
     if sa[-1] != sb[-2]:
         raise e.error(f"MatMul shapes {sa} and {sb} do not agree")
@@ -114,6 +120,8 @@ def _out_size(size, k, s, d, lo, hi, ceil_mode=False):
 @lowers("Conv")
 def _conv(op, e):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
+    if len(x_shape) == 3:
+        return [_conv1d(op, e, x_shape, w_shape)]
     kernel = w_shape[2:]
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, "Conv")
     groups = op.group.value.data
@@ -134,8 +142,41 @@ def _conv(op, e):
     return [e.value(conv)]
 
 
+def _conv1d(op, e, x_shape, w_shape):
+    """A 1-D convolution as a 2-D one over a height of 1."""
+    x = e.value(tir.ReshapeOp(op.X, [x_shape[0], x_shape[1], 1, x_shape[2]]))
+    w = e.value(tir.ReshapeOp(op.W, [w_shape[0], w_shape[1], 1, w_shape[2]]))
+    strides = [1, *(op.strides.get_values() if op.strides is not None else [1])]
+    dilations = [1, *(op.dilations.get_values() if op.dilations is not None else [1])]
+    k, s, d = w_shape[2], strides[1], dilations[1]
+    auto_pad = op.auto_pad.data
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = math.ceil(x_shape[2] / s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - x_shape[2])
+        lo, hi = (total // 2, total - total // 2) if auto_pad == "SAME_UPPER" else (total - total // 2, total // 2)
+    elif auto_pad == "VALID" or op.pads is None:
+        lo = hi = 0
+    else:
+        lo, hi = op.pads.get_values()
+    width = _out_size(x_shape[2], k, s, d, lo, hi)
+    conv = tir.Conv2dOp.build(
+        operands=[x, w, [op.B] if op.B is not None else []],
+        result_types=[TensorType(op.X.type.element_type, [x_shape[0], w_shape[0], 1, width])],
+        properties={
+            "strides": _ints(strides),
+            "pads": _ints([0, lo, 0, hi]),
+            "dilations": _ints(dilations),
+            "groups": IntegerAttr(op.group.value.data, i64),
+        },
+    )
+    y = e.value(conv)
+    return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], width]))
+
+
 def _pool(op, e, kind):
     x_shape = static_shape(op.X, e)
+    if len(x_shape) == 3:
+        raise e.error("1-D pooling is lowered through _pool1d")
     kernel = list(op.kernel_shape.get_values())
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
     ceil_mode = op.ceil_mode.value.data
@@ -162,8 +203,41 @@ def _pool(op, e, kind):
     return pool
 
 
+def _pool1d(op, e, kind):
+    """A 1-D pooling as a 2-D one over a height of 1."""
+    n, c, w = static_shape(op.X, e)
+    x = e.value(tir.ReshapeOp(op.X, [n, c, 1, w]))
+    k = list(op.kernel_shape.get_values())[0]
+    s = list(op.strides.get_values())[0] if op.strides is not None else 1
+    d = list(op.dilations.get_values())[0] if getattr(op, "dilations", None) is not None else 1
+    if op.auto_pad.data != "NOTSET":
+        raise e.error(f"auto_pad {op.auto_pad.data} is not supported for 1-D pooling")
+    lo, hi = list(op.pads.get_values()) if op.pads is not None else (0, 0)
+    ceil_mode = op.ceil_mode.value.data
+    width = _out_size(w, k, s, d, lo, hi, bool(ceil_mode))
+    include = getattr(op, "count_include_pad", None)
+    pool = tir.Pool2dOp.build(
+        operands=[x],
+        result_types=[TensorType(op.X.type.element_type, [n, c, 1, width])],
+        properties={
+            "kind": tir.StringAttr(kind),
+            "kernel": _ints([1, k]),
+            "strides": _ints([1, s]),
+            "pads": _ints([0, lo, 0, hi]),
+            "dilations": _ints([1, d]),
+            "ceil_mode": IntegerAttr(ceil_mode, i64),
+            "count_include_pad": IntegerAttr(include.value.data if include is not None else 0, i64),
+        },
+    )
+    return e.value(tir.ReshapeOp(e.value(pool), [n, c, width]))
+
+
 @lowers("MaxPool")
 def _max_pool(op, e):
+    if len(static_shape(op.X, e)) == 3:
+        if op.Indices is not None and op.Indices.uses:
+            raise e.error("the Indices output is not supported")
+        return [_pool1d(op, e, "max")] + ([None] if op.Indices is not None else [])
     if op.storage_order.value.data:
         raise e.error("storage_order=1 is not supported")
     results = [e.value(_pool(op, e, "max"))]
@@ -174,6 +248,8 @@ def _max_pool(op, e):
 
 @lowers("AveragePool")
 def _avg_pool(op, e):
+    if len(static_shape(op.X, e)) == 3:
+        return [_pool1d(op, e, "avg")]
     if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
         raise e.error("dilated average pooling is not supported")
     return [e.value(_pool(op, e, "avg"))]
@@ -236,19 +312,82 @@ def _softmax(op, e):
 def _layernorm(op, e):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
-    if axis != len(shape) - 1:
-        raise e.error(f"normalising from axis {op.axis.value.data} is not supported (Forge normalises the last axis)")
-    if any(r is not None and r.uses for r in op.results[1:]):
-        raise e.error("the Mean and InvStdDev outputs are not supported")
-    bias = op.B
-    if bias is None:
-        bias = e.value(tir.ConstantOp(_zeros(shape[-1:], op.X)))
-    ln = tir.LayernormOp.build(
-        operands=[op.X, op.Scale, bias],
-        result_types=[op.X.type],
-        properties={"epsilon": FloatAttr(op.epsilon.value.data, f32)},
-    )
-    return [e.value(ln)] + [None] * (len(op.results) - 1)
+    extra = [r for r in op.results[1:] if r is not None]
+    eps = op.epsilon.value.data
+    if axis == len(shape) - 1 and not any(r.uses for r in extra):
+        bias = op.B if op.B is not None else e.value(tir.ConstantOp(_zeros(shape[-1:], op.X)))
+        ln = tir.LayernormOp.build(
+            operands=[op.X, op.Scale, bias],
+            result_types=[op.X.type],
+            properties={"epsilon": FloatAttr(eps, f32)},
+        )
+        return [e.value(ln)] + [None] * len(extra)
+    # Normalising over several trailing axes (or returning the statistics):
+    # the same arithmetic, written out.
+    axes = list(range(axis, len(shape)))
+    mean = reduce(e, "mean", op.X, axes, True)
+    centered = binary(e, "sub", op.X, mean)
+    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
+    inv_std = e.value(tir.UnaryOp("reciprocal", e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, eps, var))))))
+    y = binary(e, "mul", binary(e, "mul", centered, inv_std), op.Scale)
+    if op.B is not None:
+        y = binary(e, "add", y, op.B)
+    return [y, mean, inv_std][: len(op.results)]
+
+
+@lowers("RMSNormalization")
+def _rms_norm(op, e):
+    shape = static_shape(op.X, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    axes = list(range(axis, len(shape)))
+    mean_square = reduce(e, "mean", binary(e, "mul", op.X, op.X), axes, True)
+    eps = op.epsilon.value.data
+    rms = e.value(tir.UnaryOp("sqrt", binary(e, "add", mean_square, scalar(e, eps, mean_square))))
+    return [binary(e, "mul", binary(e, "div", op.X, rms), op.scale)]
+
+
+@lowers("LpNormalization")
+def _lp_norm(op, e):
+    shape = static_shape(op.input, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    p = op.p.value.data
+    x = op.input
+    if p == 1:
+        norm = reduce(e, "sum", e.value(tir.UnaryOp("abs", x)), [axis], True)
+    elif p == 2:
+        norm = e.value(tir.UnaryOp("sqrt", reduce(e, "sum", binary(e, "mul", x, x), [axis], True)))
+    else:
+        raise e.error(f"p={p} is not supported (1 or 2)")
+    return [binary(e, "div", x, norm)]
+
+
+@lowers("MeanVarianceNormalization")
+def _mvn(op, e):
+    x = op.X
+    axes = list(op.axes.get_values())
+    mean = reduce(e, "mean", x, axes, True)
+    centered = binary(e, "sub", x, mean)
+    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
+    std = e.value(tir.UnaryOp("sqrt", var))
+    return [binary(e, "div", centered, binary(e, "add", std, scalar(e, 1e-9, std)))]
+
+
+@lowers("GroupNormalization")
+def _group_norm(op, e):
+    shape = static_shape(op.X, e)
+    groups = op.num_groups.value.data
+    n, c = shape[0], shape[1]
+    grouped = e.value(tir.ReshapeOp(op.X, [n, groups, (c // groups) * math.prod(shape[2:])]))
+    mean = reduce(e, "mean", grouped, [2], True)
+    centered = binary(e, "sub", grouped, mean)
+    var = reduce(e, "mean", binary(e, "mul", centered, centered), [2], True)
+    eps = op.epsilon.value.data
+    std = e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, eps, var))))
+    normed = e.value(tir.ReshapeOp(binary(e, "div", centered, std), shape))
+    bshape = [1, c] + [1] * (len(shape) - 2)
+    scale = e.value(tir.ReshapeOp(op.scale, bshape))
+    bias = e.value(tir.ReshapeOp(op.bias, bshape))
+    return [binary(e, "add", binary(e, "mul", normed, scale), bias)]
 
 
 def _zeros(shape, like):

@@ -1,9 +1,15 @@
 """All `onnx` -> `tir` lowerings, by ONNX op type."""
 
-from forge_opt.transforms import onnx_to_tir_elementwise, onnx_to_tir_nn, onnx_to_tir_shape
+from forge_opt.transforms import (
+    onnx_to_tir_elementwise,
+    onnx_to_tir_loss,
+    onnx_to_tir_nn,
+    onnx_to_tir_shape,
+)
 
 ONNX_LOWERINGS = {
     **onnx_to_tir_elementwise.LOWERINGS,
     **onnx_to_tir_nn.LOWERINGS,
     **onnx_to_tir_shape.LOWERINGS,
+    **onnx_to_tir_loss.LOWERINGS,
 }

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i64
 
 from forge_opt.dialects import tir
+from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, as_ints, normalize_axis, static_shape
+from forge_opt.transforms.onnx_to_tir_elementwise import binary, unary
 from forge_opt.transforms.onnx_to_tir_nn import _ints, reduce
 
 LOWERINGS: dict = {}
@@ -153,8 +156,10 @@ def _slice(op, e):
     sl_axes, begins, stops, strides = [], [], [], []
     for a, b, en, s in zip(axes, starts, ends, steps):
         a = normalize_axis(a, len(shape), e)
-        if s <= 0:
-            raise e.error(f"step {s} is not supported (only positive steps)")
+        if s == 0:
+            raise e.error("a step of 0 is not valid")
+        if s < 0:
+            return [_reverse_slice(e, op.data, shape, axes, starts, ends, steps)]
         b, en, _ = slice(b, en, s).indices(shape[a])
         en = max(en, b)
         if (b, en, s) == (0, shape[a], 1):
@@ -166,6 +171,86 @@ def _slice(op, e):
     if not sl_axes:
         return [op.data]
     return [e.value(tir.StridedSliceOp(op.data, sl_axes, begins, stops, strides))]
+
+
+def _reverse_slice(e, data, shape, axes, starts, ends, steps):
+    """A slice with a negative step: the positions it takes along each axis
+    are known, so it is a gather of constant indices per axis."""
+    x = data
+    for a, b, en, s in zip(axes, starts, ends, steps):
+        a = a % len(shape)
+        idx = np.arange(shape[a])[slice(b, en, s)]
+        if list(idx) == list(range(shape[a])):
+            continue
+        cur = static_shape(x, e)
+        out = list(cur)
+        out[a] = len(idx)
+        x = e.value(
+            tir.GatherOp.build(
+                operands=[x, e.value(tir.ConstantOp(array_to_attr(idx.astype(np.int64))))],
+                result_types=[TensorType(data.type.element_type, out)],
+                properties={"axis": IntegerAttr(a, i64)},
+            )
+        )
+    return x
+
+
+@lowers("Tile")
+def _tile(op, e):
+    shape = static_shape(op.input, e)
+    repeats = constant_ints(e, op.repeats, "repeats")
+    out = [d * r for d, r in zip(shape, repeats)]
+    return [
+        e.value(
+            tir.TileOp.build(
+                operands=[op.input],
+                result_types=[TensorType(op.input.type.element_type, out)],
+                properties={"repeats": _ints(repeats)},
+            )
+        )
+    ]
+
+
+@lowers("DepthToSpace")
+def _depth_to_space(op, e):
+    n, c, h, w = static_shape(op.input, e)
+    b = op.blocksize.value.data
+    if op.mode.data == "DCR":
+        x = reshape(e, op.input, [n, b, b, c // (b * b), h, w])
+        perm = [0, 3, 4, 1, 5, 2]
+    else:  # CRD
+        x = reshape(e, op.input, [n, c // (b * b), b, b, h, w])
+        perm = [0, 1, 4, 2, 5, 3]
+    x = e.value(tir.TransposeOp(x, perm))
+    return [reshape(e, x, [n, c // (b * b), h * b, w * b])]
+
+
+@lowers("SpaceToDepth")
+def _space_to_depth(op, e):
+    n, c, h, w = static_shape(op.input, e)
+    b = op.blocksize.value.data
+    x = reshape(e, op.input, [n, c, h // b, b, w // b, b])
+    perm = [0, 1, 3, 5, 2, 4] if op.mode.data == "CRD" else [0, 3, 5, 1, 2, 4]
+    x = e.value(tir.TransposeOp(x, perm))
+    return [reshape(e, x, [n, c * b * b, h // b, w // b])]
+
+
+@lowers("CumSum")
+def _cumsum(op, e):
+    shape = static_shape(op.x, e)
+    axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
+    x = op.x
+    reverse = op.reverse.value.data
+    if reverse:
+        x = _reverse_slice(e, x, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
+    y = e.value(
+        tir.CumsumOp.build(operands=[x], result_types=[x.type], properties={"axis": IntegerAttr(axis, i64)})
+    )
+    if op.exclusive.value.data:
+        y = binary(e, "sub", y, x)
+    if reverse:
+        y = _reverse_slice(e, y, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
+    return [y]
 
 
 @lowers("Gather")
@@ -187,6 +272,55 @@ def _gather(op, e):
         properties={"axis": IntegerAttr(axis, i64)},
     )
     return [e.value(gather)]
+
+
+def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int]):
+    """Elements of `data` at constant positions of its flattened form."""
+    shape = static_shape(data, e)
+    flat = reshape(e, data, [math.prod(shape)])
+    idx = e.value(tir.ConstantOp(array_to_attr(flat_indices.reshape(-1).astype(np.int64))))
+    taken = e.value(
+        tir.GatherOp.build(
+            operands=[flat, idx],
+            result_types=[TensorType(data.type.element_type, [flat_indices.size])],
+            properties={"axis": IntegerAttr(0, i64)},
+        )
+    )
+    return reshape(e, taken, out_shape)
+
+
+@lowers("GatherElements")
+def _gather_elements(op, e):
+    shape = static_shape(op.data, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    indices = constant_array(op.indices)
+    if indices is None:
+        raise e.error("the 'indices' input must be a compile-time constant")
+    indices = np.where(indices < 0, indices + shape[axis], indices)
+    grid = list(np.indices(indices.shape))
+    grid[axis] = indices
+    flat = np.ravel_multi_index(tuple(grid), shape)
+    return [_take_flat(e, op.data, flat, list(indices.shape))]
+
+
+@lowers("GatherND")
+def _gather_nd(op, e):
+    shape = static_shape(op.data, e)
+    indices = constant_array(op.indices)
+    if indices is None:
+        raise e.error("the 'indices' input must be a compile-time constant")
+    b = op.batch_dims.value.data
+    depth = indices.shape[-1]
+    positions = np.arange(math.prod(shape)).reshape(shape)
+    picked = np.asarray(
+        [
+            positions[tuple(batch) + tuple(int(i) for i in idx)]
+            for batch in np.ndindex(*shape[:b])
+            for idx in indices[batch].reshape(-1, depth)
+        ]
+    )
+    out = list(indices.shape[:-1]) + shape[b + depth :]
+    return [_take_flat(e, op.data, picked, out)]
 
 
 @lowers("Expand")
@@ -236,24 +370,203 @@ def _pad(op, e):
     ]
 
 
-_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max"}
-
-
-@lowers(*_REDUCE)
-def _reduce(op, e):
+def _reduce_axes(op, e) -> list[int] | None:
+    """The axes to reduce, or None for no reduction at all."""
     shape = static_shape(op.data, e)
-    if op.axes is None:
-        if op.noop_with_empty_axes.value.data:
-            return [op.data]
-        axes = list(range(len(shape)))
-    else:
-        axes = [normalize_axis(a, len(shape), e) for a in constant_ints(e, op.axes, "axes")]
-        if not axes:
-            axes = list(range(len(shape)))
-    return [reduce(e, _REDUCE[op.ONNX_OP_TYPE], op.data, axes, bool(op.keepdims.value.data))]
+    axes = [] if op.axes is None else constant_ints(e, op.axes, "axes")
+    if not axes:
+        return None if op.noop_with_empty_axes.value.data else list(range(len(shape)))
+    return [normalize_axis(a, len(shape), e) for a in axes]
+
+
+def _reduction(fn: str, before=None, after=None):
+    """ReduceX as tir.reduce `fn`, with element-wise steps before and after."""
+
+    def lower(op, e):
+        axes = _reduce_axes(op, e)
+        x = op.data
+        if before is not None:
+            x = before(e, x)
+        if axes is None:
+            y = x
+        else:
+            y = reduce(e, fn, x, axes, bool(op.keepdims.value.data))
+        return [after(e, y) if after is not None else y]
+
+    return lower
+
+
+def _square(e, x):
+    return binary(e, "mul", x, x)
+
+
+def _neg(e, x):
+    return unary(e, "neg", x)
+
+
+LOWERINGS.update(
+    {
+        "ReduceSum": _reduction("sum"),
+        "ReduceMean": _reduction("mean"),
+        "ReduceMax": _reduction("max"),
+        "ReduceMin": _reduction("max", _neg, _neg),
+        "ReduceSumSquare": _reduction("sum", _square),
+        "ReduceL1": _reduction("sum", lambda e, x: unary(e, "abs", x)),
+        "ReduceL2": _reduction("sum", _square, lambda e, y: unary(e, "sqrt", y)),
+        "ReduceLogSum": _reduction("sum", None, lambda e, y: unary(e, "log", y)),
+        "ReduceLogSumExp": _reduction(
+            "sum", lambda e, x: unary(e, "exp", x), lambda e, y: unary(e, "log", y)
+        ),
+    }
+)
+
+
+@lowers("ArgMax", "ArgMin")
+def _argmax(op, e):
+    shape = static_shape(op.data, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    if op.select_last_index.value.data:
+        raise e.error("select_last_index=1 is not supported (Forge's Argmax takes the first)")
+    x = op.data if op.ONNX_OP_TYPE == "ArgMax" else unary(e, "neg", op.data)
+    keep = bool(op.keepdims.value.data)
+    out = [1 if i == axis else d for i, d in enumerate(shape)] if keep else shape[:axis] + shape[axis + 1 :]
+    return [
+        e.value(
+            tir.ArgmaxOp.build(
+                operands=[x],
+                result_types=[TensorType(i64, out)],
+                properties={"axis": IntegerAttr(axis, i64), "keepdims": IntegerAttr(int(keep), i64)},
+            )
+        )
+    ]
 
 
 @lowers("Shape", "Size")
 def _shape(op, e):
     raise e.error("the input has no static shape; Forge needs static shapes")
 
+
+
+# -- scatters: with constant indices, a constant matrix that routes updates ----
+
+_SCATTER_LIMIT = 1 << 22
+
+
+def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
+    """`data` with `updates[j]` written at flat position `positions[j]`
+    (`reduction` none: the last write wins; add: writes add up)."""
+    shape = static_shape(data, e)
+    size, count = math.prod(shape), positions.size
+    if size * count > _SCATTER_LIMIT:
+        raise e.error(f"a scatter of {count} updates into {size} elements is too large to route")
+    dtype = constant_array_dtype(data)
+    route = np.zeros((size, count), dtype)
+    if reduction == "none":
+        for j, p in enumerate(positions.reshape(-1)):
+            route[p, :] = 0
+            route[p, j] = 1
+    elif reduction == "add":
+        for j, p in enumerate(positions.reshape(-1)):
+            route[p, j] += 1
+    elif reduction in ("mul", "max", "min") and count <= _SEQUENTIAL_LIMIT:
+        return _scatter_sequential(e, data, updates, positions, reduction)
+    else:
+        raise e.error(f"reduction '{reduction}' of {count} updates is not supported")
+    column = reshape(e, updates, [count, 1])
+    routed = e.value(
+        tir.MatmulOp.build(
+            operands=[e.value(tir.ConstantOp(array_to_attr(route))), column],
+            result_types=[TensorType(data.type.element_type, [size, 1])],
+        )
+    )
+    routed = reshape(e, routed, shape)
+    if reduction == "add":
+        return binary(e, "add", data, routed)
+    written = np.zeros(size, bool)
+    written[positions.reshape(-1)] = True
+    mask = e.value(tir.ConstantOp(array_to_attr(written.reshape(shape))))
+    return e.value(tir.WhereOp.build(operands=[mask, routed, data], result_types=[data.type]))
+
+
+_SEQUENTIAL_LIMIT = 64
+
+
+def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
+    """Fold the updates in one at a time: out = where(at p_j, out (op) u_j, out)."""
+    shape = static_shape(data, e)
+    size = math.prod(shape)
+    fn = {"mul": "mul", "max": "max", "min": "min"}[reduction]
+    out = reshape(e, data, [size])
+    flat_updates = reshape(e, updates, [positions.size])
+    for j, p in enumerate(positions.reshape(-1)):
+        u = e.value(tir.StridedSliceOp(flat_updates, [0], [j], [j + 1], [1]))
+        at = np.zeros(size, bool)
+        at[p] = True
+        mask = e.value(tir.ConstantOp(array_to_attr(at)))
+        out = e.value(
+            tir.WhereOp.build(operands=[mask, binary(e, fn, out, u), out], result_types=[out.type])
+        )
+    return reshape(e, out, shape)
+
+
+def constant_array_dtype(value):
+    from forge_opt import dtypes
+
+    return dtypes.numpy_dtype(value.type.element_type)
+
+
+@lowers("ScatterElements", "Scatter")
+def _scatter_elements(op, e):
+    shape = static_shape(op.data, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    indices = constant_array(op.indices)
+    if indices is None:
+        raise e.error("the 'indices' input must be a compile-time constant")
+    indices = np.where(indices < 0, indices + shape[axis], indices)
+    grid = list(np.indices(indices.shape))
+    grid[axis] = indices
+    positions = np.ravel_multi_index(tuple(grid), shape)
+    reduction = op.reduction.data if op.properties.get("reduction") is not None else "none"
+    return [_scatter(e, op.data, op.updates, positions, reduction)]
+
+
+@lowers("ScatterND")
+def _scatter_nd(op, e):
+    shape = static_shape(op.data, e)
+    indices = constant_array(op.indices)
+    if indices is None:
+        raise e.error("the 'indices' input must be a compile-time constant")
+    depth = indices.shape[-1]
+    slab = math.prod(shape[depth:])
+    positions = np.asarray(
+        [
+            np.ravel_multi_index(tuple(int(i) % shape[k] for k, i in enumerate(idx)), shape[:depth]) * slab + t
+            for idx in indices.reshape(-1, depth)
+            for t in range(slab)
+        ]
+    )
+    return [_scatter(e, op.data, op.updates, positions, op.reduction.data)]
+
+
+@lowers("OneHot")
+def _one_hot(op, e):
+    indices = constant_array(op.indices)
+    depth = constant_array(op.depth)
+    if indices is None or depth is None:
+        raise e.error("the 'indices' and 'depth' inputs must be compile-time constants")
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    rank = indices.ndim + 1
+    axis = normalize_axis(op.axis.value.data, rank, e)
+    idx = np.where(indices < 0, indices + depth, indices)
+    hot = np.expand_dims(idx, axis) == np.arange(depth).reshape([-1 if i == axis else 1 for i in range(rank)])
+    mask = e.value(tir.ConstantOp(array_to_attr(hot)))
+    off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
+    on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
+    out = list(hot.shape)
+    return [
+        e.value(
+            tir.WhereOp.build(
+                operands=[mask, on, off], result_types=[TensorType(op.values.type.element_type, out)]
+            )
+        )
+    ]

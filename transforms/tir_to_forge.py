@@ -9,6 +9,7 @@ other op is an error naming it, its ONNX node and what would lower it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -88,7 +89,7 @@ def _full(op, e):
 
 
 _UNARY = {
-    "abs": "Abs", "cos": "Cosine", "erf": "Erf", "exp": "Exp", "log": "Log", "not": "LogicalNot",
+    "abs": "Abs", "atan": "Atan", "cos": "Cosine", "erf": "Erf", "exp": "Exp", "log": "Log", "not": "LogicalNot",
     "reciprocal": "Reciprocal", "relu": "Relu", "sigmoid": "Sigmoid", "sin": "Sine",
     "sqrt": "Sqrt", "tanh": "Tanh",
 }
@@ -125,6 +126,8 @@ _BINARY = {
     "add": "Add", "sub": "Subtract", "mul": "Multiply", "div": "Divide", "max": "Max", "min": "Min",
     "pow": "Power", "eq": "Equal", "ne": "NotEqual", "gt": "Greater", "ge": "GreaterEqual",
     "lt": "Less", "le": "LessEqual", "mod": "Remainder",
+    # on booleans (Forge holds them as Int32): and is a product, or a maximum
+    "and": "Multiply", "or": "Max",
 }
 
 
@@ -132,7 +135,7 @@ _BINARY = {
 def _binary(op, e):
     fn = op.fn.data
     if fn not in _BINARY:
-        raise e.error(f"Forge has no op for the element-wise function '{fn}' (LogicalAnd is broken in Forge)")
+        raise e.error(f"Forge has no op for the element-wise function '{fn}'")
     return [call(e, _BINARY[fn], [op.lhs, op.rhs], op.output.type)]
 
 
@@ -187,21 +190,46 @@ def _pool2d(op, e):
             )
         ]
     include = bool(op.count_include_pad.value.data)
-    if (top, left) != (bottom, right):
-        # Forge's AvgPool2d asserts symmetric padding: pad explicitly first.
-        if not include:
-            raise e.error("asymmetric average-pool padding that excludes the padding is not supported")
-        shape = _shape(x)
-        padded = [shape[0], shape[1], shape[2] + top + bottom, shape[3] + left + right]
-        x = call(e, "ConstantPad", [x], _t(x, padded), padding=[0, 0, 0, 0, top, bottom, left, right], value=0.0)
-        top = left = bottom = right = 0
-    return [
-        call(
-            e, "AvgPool2d", [x], op.output.type,
-            kernel_size=kernel, stride=strides, padding=[left, right, top, bottom],
-            ceil_mode=ceil_mode, count_include_pad=include,
+    if (top, left) == (bottom, right):
+        return [
+            call(
+                e, "AvgPool2d", [x], op.output.type,
+                kernel_size=kernel, stride=strides, padding=[left, right, top, bottom],
+                ceil_mode=ceil_mode, count_include_pad=include,
+            )
+        ]
+    # Forge's AvgPool2d asserts symmetric padding: pad explicitly, pool
+    # counting the padding, and rescale by a compile-time window-size map
+    # where the padding must not count.
+    shape = _shape(x)
+    padded = [shape[0], shape[1], shape[2] + top + bottom, shape[3] + left + right]
+    x = call(e, "ConstantPad", [x], _t(x, padded), padding=[0, 0, 0, 0, top, bottom, left, right], value=0.0)
+    y = call(
+        e, "AvgPool2d", [x], op.output.type,
+        kernel_size=kernel, stride=strides, padding=[0, 0, 0, 0], ceil_mode=ceil_mode, count_include_pad=True,
+    )
+    if include:
+        return [y]
+    return [call(e, "Multiply", [y, _window_scale(e, op, shape, kernel, strides, ceil_mode)], op.output.type)]
+
+
+def _window_scale(e: Emitter, op, shape, kernel, strides, ceil_mode):
+    """kernel area / the number of input (not padding) elements per window."""
+    import numpy as np
+
+    from forge_opt.interpreters.forge_kernels import avg_pool2d
+
+    top, left, bottom, right = _ints(op.pads)
+    inside = np.pad(np.ones((1, 1, shape[2], shape[3]), np.float32), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    share = avg_pool2d(inside, kernel, strides, [0, 0, 0, 0], ceil_mode, True)
+    scale = (1.0 / share[0, 0]).astype(dtypes.numpy_dtype(op.output.type.element_type))
+    attr = array_to_attr(scale)
+    return e.value(
+        forge.ConstantOp.build(
+            result_types=[attr.type],
+            properties={"constant_name": StringAttr(_constant_name(op)), "value": attr},
         )
-    ]
+    )
 
 
 @lowers("tir.batchnorm")
@@ -268,9 +296,36 @@ def _reduce(op, e):
     rank = len(_shape(x))
     for axis in _ints(op.axes):
         shape = _shape(x)
-        shape[axis] = 1
-        x = call(e, _REDUCE[op.fn.data], [x], _t(x, shape), dim=axis - rank, keep_dim=True)
+        kept = list(shape)
+        kept[axis] = 1
+        if rank <= 4:
+            x = call(e, _REDUCE[op.fn.data], [x], _t(x, kept), dim=axis - rank, keep_dim=True)
+            continue
+        # Forge reduces dims -4..3 only: fold the others around the axis.
+        before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
+        folded = reshape(e, x, [before, shape[axis], after])
+        reduced = call(e, _REDUCE[op.fn.data], [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
+        x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]
+
+
+@lowers("tir.argmax")
+def _argmax(op, e):
+    rank = len(_shape(op.input))
+    return [
+        call(e, "Argmax", [op.input], op.output.type, dim=op.axis.value.data - rank,
+             keep_dim=bool(op.keepdims.value.data))
+    ]
+
+
+@lowers("tir.tile")
+def _tile(op, e):
+    return [call(e, "Repeat", [op.input], op.output.type, repeats=_ints(op.repeats))]
+
+
+@lowers("tir.cumsum")
+def _cumsum(op, e):
+    return [call(e, "CumSum", [op.input], op.output.type, dim=op.axis.value.data)]
 
 
 @lowers("tir.pad")

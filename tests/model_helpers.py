@@ -1,0 +1,34 @@
+"""Helpers for whole-model tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of a model whose ConstantOfShape weights (how the onnx
+    package's light models stand in for their real weights: every weight is
+    the same number) become random initializers, so numerical checks have
+    teeth. Scales keep activations in range: He-style for kernels and
+    matrices, near 1 for per-channel vectors (positive, for variances)."""
+    rng = np.random.default_rng(seed)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inits = {t.name: t for t in m.graph.initializer}
+    keep = []
+    for node in m.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in inits:
+            shape = [int(d) for d in numpy_helper.to_array(inits[node.input[0]]).reshape(-1)]
+            if len(shape) >= 2:
+                fan_in = int(np.prod(shape[1:]))
+                value = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+            else:
+                value = rng.uniform(0.5, 1.5, shape)
+            m.graph.initializer.append(numpy_helper.from_array(value.astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    return m

@@ -1,0 +1,248 @@
+"""The ONNX backend node tests through the whole pipeline.
+
+Each case is imported, lowered with `onnx-to-forge`, printed as Forge
+Python, run on the Forge stand-in and compared with the outputs the case
+ships, with the case's own tolerances. Integer inputs (shapes, axes, sizes,
+indices) are compiled as constants, as Forge needs static shapes (onnx-mlir's
+CONSTANT_INPUT mode).
+
+    python -m forge_opt.tools.conformance            # print the totals
+    python -m forge_opt.tools.conformance --write    # regenerate docs/supported_ops.md
+                                                     # and tests/conformance_expectations.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTATIONS = ROOT / "tests" / "conformance_expectations.txt"
+TABLE = ROOT / "docs" / "supported_ops.md"
+
+
+@dataclass
+class Result:
+    name: str
+    op_type: str
+    opset: int
+    passed: bool
+    reason: str = ""
+    forge_ops: set[str] = field(default_factory=set)
+    float32: bool = True
+
+
+def node_cases() -> list:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return sorted(collect_testcases(None), key=lambda c: c.name)
+
+
+_ALIASES = {"sce": "SoftmaxCrossEntropyLoss", "nllloss": "NegativeLogLikelihoodLoss"}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z][a-z])|(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def _op_type(case) -> str:
+    """The op a case tests: its single node's, or for an expanded function
+    body the op named by the case (`test_layer_normalization_..._expanded`)."""
+    import onnx.defs
+
+    nodes = [n for n in case.model.graph.node if n.op_type != "Constant"] or list(case.model.graph.node)
+    if len(nodes) == 1:
+        return nodes[0].op_type
+    rest = case.name.removeprefix("test_")
+    for alias, op in _ALIASES.items():
+        if rest.startswith(alias + "_"):
+            return op
+    names = sorted((s.name for s in onnx.defs.get_all_schemas()), key=lambda n: -len(_snake(n)))
+    for name in names:
+        if rest == _snake(name) or rest.startswith(_snake(name) + "_"):
+            return name
+    return nodes[0].op_type
+
+
+def _float32_only(case) -> bool:
+    """float32 cases: every tensor float32, int32/64 or bool, one float32."""
+    from onnx import TensorProto
+
+    values = [*case.model.graph.input, *case.model.graph.output]
+    elems = [vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0 for vi in values]
+    allowed = (TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL)
+    return all(e in allowed for e in elems) and TensorProto.FLOAT in elems
+
+
+def _reason(message: str) -> str:
+    """A failure message without the node's name and numbers, to group by."""
+    message = message.splitlines()[0] if message else "unknown"
+    message = re.sub(r"node '[^']*' \(([^)]*)\)", r"\1", message)
+    return message[:160]
+
+
+def run_case(case) -> Result:
+    from onnx import TensorProto
+
+    from forge_opt.api import make_context
+    from forge_opt.diagnostics import ForgeOptError
+    from forge_opt.frontends.onnx import freeze_inputs, import_model
+    from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
+    from forge_opt.targets.forge_python import emit_module
+    from forge_opt.transforms.pipelines import OnnxToForgePass
+
+    model = case.model
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    result = Result(case.name, _op_type(case), opset, False, float32=_float32_only(case))
+    if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+        result.reason = "not a default-domain model"
+        return result
+    if not case.data_sets:
+        result.reason = "the case has no data"
+        return result
+    inputs, expected = case.data_sets[0]
+    if any(isinstance(x, TensorProto) for x in [*inputs, *expected]):
+        result.reason = "element types numpy does not hold (bfloat16, float8, int4, ...)"
+        return result
+    names = [i.name for i in model.graph.input]
+    feeds = dict(zip(names, inputs))
+    # Inputs Forge needs static: integer tensors (shapes, axes, sizes,
+    # indices) and scalars (pad values, clip bounds).
+    integer = {
+        i.name
+        for i in model.graph.input
+        if i.name in feeds
+        and i.type.HasField("tensor_type")
+        and (
+            i.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32)
+            or np.asarray(feeds[i.name]).size == 1
+        )
+    }
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            if integer:
+                model = freeze_inputs(model, {n: feeds[n] for n in integer})
+            module = import_model(model)
+            OnnxToForgePass().apply(make_context(), module)
+            result.forge_ops = {op.name for op in module.walk() if op.name.startswith("forge.")}
+            emitted = emit_module(module)
+            actual = run_forge_module(
+                emitted.source, [np.asarray(feeds[n]) for n in names if n not in integer], model, emitted
+            )
+    except ForgeOptError as e:
+        result.reason = "does not compile: " + _reason(str(e))
+        return result
+    except ForgeCallError as e:
+        result.reason = "Forge rejects a call: " + _reason(str(e))
+        return result
+    except Exception as e:  # a bug of ours: keep it visible
+        result.reason = f"crash: {type(e).__name__}: " + _reason(str(e))
+        return result
+    if len(actual) != len(expected):
+        result.reason = f"{len(actual)} outputs instead of {len(expected)}"
+        return result
+    for want, got in zip(expected, actual):
+        want = np.asarray(want)
+        got = np.asarray(got)
+        if want.shape != got.shape:
+            result.reason = f"wrong shape {list(got.shape)} instead of {list(want.shape)}"
+            return result
+        try:
+            np.testing.assert_allclose(
+                got.astype(np.float64) if got.dtype != object else got,
+                want.astype(np.float64) if want.dtype != object else want,
+                rtol=case.rtol, atol=case.atol, equal_nan=True,
+            )
+        except (AssertionError, TypeError, ValueError):
+            result.reason = "wrong values"
+            return result
+    result.passed = True
+    return result
+
+
+def read_expectations(path: Path = EXPECTATIONS) -> dict[str, str]:
+    expected: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, _, reason = line.partition(":")
+                expected[name.strip()] = reason.strip()
+    return expected
+
+
+def write_expectations(results: list[Result], path: Path = EXPECTATIONS) -> None:
+    lines = [
+        "# ONNX backend node test cases that do not pass yet, with the reason.",
+        "# Generated by `python -m forge_opt.tools.conformance --write`; a case that",
+        "# passes while listed here fails the conformance test, so the list stays true.",
+    ]
+    lines += [f"{r.name}: {r.reason}" for r in results if not r.passed]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_table(results: list[Result], path: Path = TABLE) -> None:
+    import onnx
+
+    by_op: dict[str, list[Result]] = collections.defaultdict(list)
+    for r in results:
+        by_op[r.op_type].append(r)
+    full = [op for op, rs in by_op.items() if all(r.passed for r in rs if r.float32) and any(r.float32 for r in rs)]
+    passed = sum(r.passed for r in results)
+    lines = [
+        "# Supported ONNX ops",
+        "",
+        f"Measured by running every ONNX backend node test (onnx {onnx.__version__}) through",
+        "`onnx-to-forge`, printing Forge Python, running it on the Forge stand-in and comparing",
+        "with the case's outputs and tolerances (`python -m forge_opt.tools.conformance --write`;",
+        "integer inputs are compiled as constants). Nothing here is annotated by hand.",
+        "",
+        f"- cases passed: **{passed} of {len(results)}**",
+        f"- op types whose float32 cases all pass: **{len(full)}** of {len(by_op)}",
+        "",
+        "| op | opsets tested | passed / cases | Forge ops | first limitation |",
+        "|---|---|---|---|---|",
+    ]
+    for op in sorted(by_op):
+        rs = by_op[op]
+        opsets = sorted({r.opset for r in rs})
+        forge_ops = sorted({f.removeprefix("forge.") for r in rs for f in r.forge_ops})
+        failing = [r.reason for r in rs if not r.passed]
+        limitation = collections.Counter(failing).most_common(1)[0][0] if failing else ""
+        limitation = limitation.replace("|", "\\|")
+        lines.append(
+            f"| {op} | {', '.join(map(str, opsets))} | {sum(r.passed for r in rs)} / {len(rs)} "
+            f"| {', '.join(forge_ops)} | {limitation} |"
+        )
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="regenerate the table and the expectations")
+    parser.add_argument("-k", help="only cases whose name contains this")
+    args = parser.parse_args(argv)
+    cases = [c for c in node_cases() if not args.k or args.k in c.name]
+    results = [run_case(c) for c in cases]
+    passed = sum(r.passed for r in results)
+    print(f"{passed} of {len(results)} cases pass")
+    for reason, n in collections.Counter(r.reason for r in results if not r.passed).most_common(25):
+        print(f"{n:5d}  {reason}")
+    if args.write:
+        write_table(results)
+        write_expectations(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,6 +34,8 @@ class CheckReport:
     outputs: list[OutputResult] = field(default_factory=list)
     error: str = ""
     forge_python: str = ""
+    divergence: object = None  # a divergence.Divergence, with bisect=True
+    bisected: bool = False
 
     @property
     def ok(self) -> bool:
@@ -49,6 +51,8 @@ class CheckReport:
                 f"{o.name:<24} {str(list(o.shape)):<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}"
             )
         lines.append("match" if self.ok else "mismatch")
+        if self.bisected:
+            lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
         return "\n".join(lines)
 
 
@@ -119,12 +123,14 @@ def check_model(
     min_pcc: float = 0.999,
     seed: int = 0,
     freeze: tuple[str, ...] = (),
+    bisect: bool = False,
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
     stand-in, run the model on onnxruntime, and compare every output.
 
     `freeze` names graph inputs to compile as constants, with their values
-    taken from `inputs` (a dict)."""
+    taken from `inputs` (a dict). With `bisect`, a mismatch also names the
+    first ONNX node whose output diverges."""
     from forge_opt.api import make_context
     from forge_opt.frontends.onnx import import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
@@ -184,4 +190,12 @@ def check_model(
         ok = ok and p >= min_pcc
         results.append(OutputResult(name, got.shape, err, p, ok))
     status = MATCH if all(r.ok for r in results) and len(actual) == len(expected) else MISMATCH
-    return CheckReport(status, results, forge_python=text)
+    report = CheckReport(status, results, forge_python=text)
+    if bisect and status == MISMATCH:
+        from forge_opt.divergence import first_divergence
+
+        report.bisected = True
+        report.divergence = first_divergence(
+            model, module, dict(zip(names, arrays)), rtol=rtol, atol=atol
+        )
+    return report

@@ -95,3 +95,24 @@ def test_standin_is_only_visible_while_running():
 
         assert forge.op.Index is Index
     assert "forge" not in sys.modules
+
+
+def test_bisect_names_the_first_bad_node(monkeypatch, tmp_path):
+    model = tmp_path / "chain.onnxtxt"
+    model.write_text(
+        """<ir_version: 8, opset_import: ["" : 18]>
+chain (float[2, 8] x) => (float[2, 8] y) {
+  [first] a = Relu (x)
+  [second] b = Sigmoid (a)
+  [third] y = Exp (b)
+}
+"""
+    )
+    assert check_model(str(model), bisect=True).status == MATCH
+    real = forge_kernels.KERNELS["Sigmoid"]
+    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda x: real(x) + 0.5)
+    report = check_model(str(model), bisect=True)
+    assert report.status == MISMATCH
+    assert report.divergence.node == "second"
+    assert report.divergence.op_type == "Sigmoid"
+    assert "first divergence: node 'second' (Sigmoid), output 'b'" in report.format()

@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="compile this graph input as a constant with its value from --inputs (repeatable)",
     )
+    parser.add_argument(
+        "--bisect",
+        action="store_true",
+        help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime",
+    )
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -44,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         report = check_model(
             args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
             freeze=tuple(args.freeze),
+            bisect=args.bisect,
         )
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)

@@ -41,6 +41,7 @@ from forge_opt.diagnostics import ForgeOptError, name_loc
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node
+from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 
 #: Initializers with more elements than this are hidden from shape inference:
 #: inference serializes the whole model, and only small tensors (shapes,
@@ -66,6 +67,22 @@ def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
         return parse_text(path.read_text(), str(path)), path.parent
     data = path.read_bytes()
     return _parse_bytes(data, str(path)), path.parent
+
+
+def load_model_lazily(path: Path) -> tuple[ModelProto, Path, WeightMap | None]:
+    """Like `load_model` for a file, with large weights left in the file
+    (`onnx_weights`) until the importer reads each once."""
+    if path.suffix == ".onnxtxt" or not path.is_file():
+        model, base = load_model(path)
+        return model, base, None
+    try:
+        model, weights = load_without_weights(path)
+    except Exception:  # not well-formed: the full parser says why
+        model, base = load_model(path)
+        return model, base, None
+    if not model.HasField("graph"):
+        raise ForgeOptError(f"{path}: not an ONNX model (it has no graph)")
+    return model, path.parent, weights
 
 
 def _parse_bytes(data: bytes, what: str) -> ModelProto:
@@ -144,10 +161,12 @@ def _tensor_type(t: TensorProto, what: str) -> TensorType:
 # -- constants ------------------------------------------------------------------
 
 
-def tensor_attr(t: TensorProto, base: Path | None, what: str) -> Attribute:
+def tensor_attr(t: TensorProto, base: Path | None, what: str, weights: WeightMap | None = None) -> Attribute:
     """A builtin elements attribute over the tensor's bytes (never a list)."""
     ttype = _tensor_type(t, what)
-    if t.data_location == TensorProto.EXTERNAL:
+    if weights is not None and t.name in weights and not t.HasField("raw_data"):
+        raw = weights.read(t.name)
+    elif t.data_location == TensorProto.EXTERNAL:
         raw = _external_bytes(t, base, what)
     elif t.HasField("raw_data"):
         raw = t.raw_data
@@ -291,9 +310,12 @@ def _outer_reads(g: GraphProto) -> set[str]:
 
 
 class _Importer:
-    def __init__(self, model: ModelProto, base: Path | None, inferred: ModelProto):
+    def __init__(
+        self, model: ModelProto, base: Path | None, inferred: ModelProto, weights: WeightMap | None = None
+    ):
         self.model = model
         self.base = base
+        self.weights = weights
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         if "ai.onnx" in self.opsets:
             self.opsets[""] = self.opsets.pop("ai.onnx")
@@ -347,7 +369,7 @@ class _Importer:
 
             op = ConstantOp.build(
                 result_types=[_tensor_type(t, what)],
-                properties={"value": tensor_attr(t, self.base, what)},
+                properties={"value": tensor_attr(t, self.base, what, self.weights)},
                 attributes={INITIALIZER_ATTR: StringAttr(t.name)},
             )
             op.location = name_loc(t.name)
@@ -570,15 +592,18 @@ def check_opsets(model: ModelProto) -> None:
             raise ForgeOptError("the model does not import an opset of the default domain")
 
 
-def import_model(model: ModelProto, base: Path | None = None) -> ModuleOp:
+def import_model(model: ModelProto, base: Path | None = None, weights: WeightMap | None = None) -> ModuleOp:
     check_opsets(model)
     inferred = infer_types(model)
-    func = _Importer(model, base, inferred).import_main()
+    func = _Importer(model, base, inferred, weights).import_main()
     return ModuleOp([func])
 
 
 def import_onnx(source: str | os.PathLike | bytes | ModelProto) -> ModuleOp:
     """Import an ONNX model (a path, serialized bytes, a ModelProto, or a path
     to `.onnxtxt` text) as a module of `onnx` ops."""
+    if isinstance(source, str | os.PathLike):
+        model, base, weights = load_model_lazily(Path(source))
+        return import_model(model, base, weights)
     model, base = load_model(source)
     return import_model(model, base)

@@ -170,3 +170,35 @@ def test_large_constants_are_elided_when_printed():
     out = StringIO()
     ForgeMLIRTarget(elide_elements_if_larger=-1).emit(make_context(), module, out)
     assert "dense<" in out.getvalue() and "__elided__" not in out.getvalue()
+
+
+def test_weights_read_lazily_from_the_file(tmp_path):
+    """A large initializer imported from a path is a view of the file's
+    bytes, equal to what onnx.load reads; a small one is parsed as usual."""
+    big = np.random.default_rng(0).standard_normal((256, 128)).astype(np.float32)
+    small = np.arange(4, dtype=np.int64)
+    model = _model(
+        [helper.make_node("MatMul", ["x", "big"], ["y"]), helper.make_node("Add", ["s", "s"], ["z"])],
+        [_vi("x", [2, 256])],
+        [_vi("y", [2, 128]), _vi("z", [4], TensorProto.INT64)],
+        [numpy_helper.from_array(big, "big"), numpy_helper.from_array(small, "s")],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    lazy = import_onnx(path)
+    eager = import_model(onnx.load(path))
+    consts = lambda m: {op.attributes[INITIALIZER_ATTR].data: op.value for op in m.walk() if op.name == "onnx.Constant"}
+    lazy_values, eager_values = consts(lazy), consts(eager)
+    assert isinstance(lazy_values["big"].data.data, memoryview)
+    assert bytes(lazy_values["big"].data.data) == big.tobytes() == eager_values["big"].data.data
+    assert lazy_values["s"].data.data == small.tobytes()
+    assert str(lazy) == str(eager)
+
+
+def test_truncated_file_is_a_diagnostic(tmp_path):
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", [2])])
+    data = model.SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ForgeOptError, match="not a readable ONNX model|not an ONNX model"):
+        import_onnx(path)

@@ -54,6 +54,11 @@ class ForgeOptMain(xDSLOptMain):
         from forge_opt.frontends import onnx as importer
 
         def from_binary(io: IO[bytes]) -> ModuleOp:
+            from pathlib import Path
+
+            if self.args.input_file and not self.args.split_input_file:
+                # read the weights straight from the file, once
+                return importer.import_onnx(Path(self.args.input_file))
             model = importer._parse_bytes(io.read(), self.get_input_name())
             return importer.import_model(model, self._model_folder())
 

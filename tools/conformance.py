@@ -7,8 +7,9 @@ indices) are compiled as constants, as Forge needs static shapes (onnx-mlir's
 CONSTANT_INPUT mode).
 
     python -m forge_opt.tools.conformance            # print the totals
-    python -m forge_opt.tools.conformance --write    # regenerate docs/supported_ops.md
-                                                     # and tests/conformance_expectations.txt
+    python -m forge_opt.tools.conformance --write    # regenerate docs/supported_ops.md and
+                                                     # tests/conformance_expectations.txt
+                                                     # (run from the checkout's root)
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-EXPECTATIONS = ROOT / "tests" / "conformance_expectations.txt"
-TABLE = ROOT / "docs" / "supported_ops.md"
+# Paths in a checkout of forge-opt (run the tool from its root).
+EXPECTATIONS = Path("tests") / "conformance_expectations.txt"
+TABLE = Path("docs") / "supported_ops.md"
 
 
 @dataclass
@@ -170,7 +171,7 @@ def run_case(case) -> Result:
     return result
 
 
-def read_expectations(path: Path = EXPECTATIONS) -> dict[str, str]:
+def read_expectations(path: Path) -> dict[str, str]:
     expected: dict[str, str] = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -231,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="regenerate the table and the expectations")
     parser.add_argument("-k", help="only cases whose name contains this")
+    parser.add_argument("--table", type=Path, default=TABLE, help=f"where --write puts the table ({TABLE})")
+    parser.add_argument(
+        "--expectations", type=Path, default=EXPECTATIONS,
+        help=f"where --write puts the expected failures ({EXPECTATIONS})",
+    )
     args = parser.parse_args(argv)
     cases = [c for c in node_cases() if not args.k or args.k in c.name]
     results = [run_case(c) for c in cases]
@@ -239,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     for reason, n in collections.Counter(r.reason for r in results if not r.passed).most_common(25):
         print(f"{n:5d}  {reason}")
     if args.write:
-        write_table(results)
-        write_expectations(results)
+        write_table(results, args.table)
+        write_expectations(results, args.expectations)
     return 0
 
 

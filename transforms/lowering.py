@@ -39,6 +39,19 @@ class Emitter:
 Lowering = Callable[[Operation, Emitter], Sequence[SSAValue | None]]
 
 
+class LoweringTable(dict):
+    """Lowering functions by key (ONNX op type or op name); `@table.lowers(k)`
+    registers one."""
+
+    def lowers(self, *keys: str):
+        def register(fn: Lowering) -> Lowering:
+            for key in keys:
+                self[key] = fn
+            return fn
+
+        return register
+
+
 class TableLowering(RewritePattern):
     """Rewrite each op that has an entry in `table` (keyed by `key(op)`)."""
 

@@ -11,18 +11,10 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, static_shape
+from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
 
-LOWERINGS: dict = {}
-
-
-def lowers(*op_types: str):
-    def register(fn):
-        for t in op_types:
-            LOWERINGS[t] = fn
-        return fn
-
-    return register
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
 
 
 def scalar(e: Emitter, value: float, like: SSAValue) -> SSAValue:

@@ -9,21 +9,13 @@ from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 
 from forge_opt import dtypes
 from forge_opt.dialects import tir
-from forge_opt.transforms.lowering import static_shape
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
 from forge_opt.transforms.onnx_to_tir_nn import reduce
 from forge_opt.transforms.onnx_to_tir_shape import constant_ints
 
-LOWERINGS: dict = {}
-
-
-def lowers(*op_types: str):
-    def register(fn):
-        for t in op_types:
-            LOWERINGS[t] = fn
-        return fn
-
-    return register
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
 
 
 def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):

@@ -9,19 +9,11 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, TensorType, f32, i64
 
 from forge_opt.dialects import tir
-from forge_opt.transforms.lowering import Emitter, normalize_axis, static_shape
+from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, scalar
 
-LOWERINGS: dict = {}
-
-
-def lowers(*op_types: str):
-    def register(fn):
-        for t in op_types:
-            LOWERINGS[t] = fn
-        return fn
-
-    return register
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
 
 
 def _ints(values) -> DenseArrayBase:

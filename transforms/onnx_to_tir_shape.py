@@ -8,23 +8,16 @@ import math
 import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i64
 
+from forge_opt import dtypes
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, as_ints, normalize_axis, static_shape
+from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, unary
 from forge_opt.transforms.onnx_to_tir_nn import _ints, reduce
 
-LOWERINGS: dict = {}
-
-
-def lowers(*op_types: str):
-    def register(fn):
-        for t in op_types:
-            LOWERINGS[t] = fn
-        return fn
-
-    return register
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
 
 
 def constant_ints(e: Emitter, value, what: str) -> list[int]:
@@ -289,8 +282,9 @@ def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int])
     return reshape(e, taken, out_shape)
 
 
-@lowers("GatherElements")
-def _gather_elements(op, e):
+def _element_positions(op, e) -> np.ndarray:
+    """Flat positions in `data` addressed by the constant `indices` along
+    `axis` (GatherElements / ScatterElements), shaped like the indices."""
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     indices = constant_array(op.indices)
@@ -299,8 +293,13 @@ def _gather_elements(op, e):
     indices = np.where(indices < 0, indices + shape[axis], indices)
     grid = list(np.indices(indices.shape))
     grid[axis] = indices
-    flat = np.ravel_multi_index(tuple(grid), shape)
-    return [_take_flat(e, op.data, flat, list(indices.shape))]
+    return np.ravel_multi_index(tuple(grid), shape)
+
+
+@lowers("GatherElements")
+def _gather_elements(op, e):
+    positions = _element_positions(op, e)
+    return [_take_flat(e, op.data, positions, list(positions.shape))]
 
 
 @lowers("GatherND")
@@ -459,7 +458,7 @@ def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
     size, count = math.prod(shape), positions.size
     if size * count > _SCATTER_LIMIT:
         raise e.error(f"a scatter of {count} updates into {size} elements is too large to route")
-    dtype = constant_array_dtype(data)
+    dtype = dtypes.numpy_dtype(data.type.element_type)
     route = np.zeros((size, count), dtype)
     if reduction == "none":
         for j, p in enumerate(positions.reshape(-1)):
@@ -509,23 +508,9 @@ def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduct
     return reshape(e, out, shape)
 
 
-def constant_array_dtype(value):
-    from forge_opt import dtypes
-
-    return dtypes.numpy_dtype(value.type.element_type)
-
-
 @lowers("ScatterElements", "Scatter")
 def _scatter_elements(op, e):
-    shape = static_shape(op.data, e)
-    axis = normalize_axis(op.axis.value.data, len(shape), e)
-    indices = constant_array(op.indices)
-    if indices is None:
-        raise e.error("the 'indices' input must be a compile-time constant")
-    indices = np.where(indices < 0, indices + shape[axis], indices)
-    grid = list(np.indices(indices.shape))
-    grid[axis] = indices
-    positions = np.ravel_multi_index(tuple(grid), shape)
+    positions = _element_positions(op, e)
     reduction = op.reduction.data if op.properties.get("reduction") is not None else "none"
     return [_scatter(e, op.data, op.updates, positions, reduction)]
 

@@ -22,18 +22,10 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.elements import array_to_attr
-from forge_opt.transforms.lowering import Emitter, TableLowering
+from forge_opt.transforms.lowering import Emitter, LoweringTable, TableLowering
 
-LOWERINGS: dict = {}
-
-
-def lowers(*op_names: str):
-    def register(fn):
-        for n in op_names:
-            LOWERINGS[n] = fn
-        return fn
-
-    return register
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
 
 
 def call(e: Emitter, function: str, operands, result_type, **keywords):

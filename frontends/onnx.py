@@ -8,6 +8,7 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -273,16 +274,18 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
         pending[i] = len(deps)
         for d in deps:
             users[d].append(i)
+    # Kahn's algorithm, always taking the earliest ready node, so a graph
+    # that is already in order keeps its order.
     ready = [i for i in range(len(nodes)) if pending[i] == 0]
-    ready.reverse()
+    heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        i = ready.pop()
+        i = heapq.heappop(ready)
         order.append(i)
-        for u in reversed(users[i]):
+        for u in users[i]:
             pending[u] -= 1
             if pending[u] == 0:
-                ready.append(u)
+                heapq.heappush(ready, u)
     if len(order) != len(nodes):
         stuck = next(n for i, n in enumerate(nodes) if pending[i] > 0)
         raise ForgeOptError(f"graph '{graph}' has a cycle through {_what(stuck)}")

@@ -19,13 +19,13 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.interpreters.onnx import evaluate
 
 FOLD_LIMIT = 1 << 16
 
-# Never folded: their value is not a function of constant inputs, or they
-# are lowered without materialising their (possibly huge) result.
+# Never folded: their value is not a function of constant inputs.
 _KEEP = {
     "Constant", "RandomNormal", "RandomNormalLike", "RandomUniform",
     "RandomUniformLike", "Bernoulli", "Multinomial", "If", "Loop", "Scan",
@@ -64,6 +64,9 @@ class FoldConstants(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, OnnxOp) or op.ONNX_OP_TYPE in _KEEP or not op.results:
             return
+        source = op.operands[0].owner if op.operands else None
+        if op.ONNX_OP_TYPE == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
+            return  # folding would turn a named weight into an anonymous copy
         if op.ONNX_OP_TYPE in ("Shape", "Size"):
             shape = _static_shape(op.operands[0])
             if shape is None:

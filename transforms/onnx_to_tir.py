@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.transforms.dead_code_elimination import dce
@@ -36,3 +37,18 @@ class OnnxToTirPass(ModulePass):
             apply_recursively=False,
         ).rewrite_module(op)
         dce(op)
+        refine_result_types(op)
+
+
+def refine_result_types(module: ModuleOp) -> None:
+    """Lowerings compute static shapes where ONNX inference left dimensions
+    unknown; a function's result types follow the values it returns."""
+    for func in module.ops:
+        if not isinstance(func, FuncOp) or not func.body.blocks:
+            continue
+        ret = func.body.block.last_op
+        if not isinstance(ret, ReturnOp):
+            continue
+        outputs = [v.type for v in ret.arguments]
+        if list(func.function_type.outputs.data) != outputs:
+            func.function_type = FunctionType.from_lists(list(func.function_type.inputs.data), outputs)

@@ -15,15 +15,18 @@ from forge_opt.transforms.tir_to_forge import TirToForgePass
 from xdsl.utils.exceptions import VerifyException
 
 
-def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp) -> None:
-    """Apply passes in order, verifying after each so a bad rewrite is
-    blamed on the pass that made it."""
-    for p in passes:
+def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_each: bool = True) -> None:
+    """Apply passes in order. With `verify_each`, verify after each so a bad
+    rewrite is blamed on the pass that made it; otherwise once at the end
+    (verification costs about as much as a pass)."""
+    for i, p in enumerate(passes):
         p.apply(ctx, module)
-        try:
-            module.verify()
-        except VerifyException as e:
-            raise ForgeOptError(f"pass '{p.name}' produced invalid IR: {e}") from None
+        if verify_each or i == len(passes) - 1:
+            try:
+                module.verify()
+            except VerifyException as e:
+                where = f"pass '{p.name}'" if verify_each else f"'{OnnxToForgePass.name}'"
+                raise ForgeOptError(f"{where} produced invalid IR: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,15 @@ class OnnxToForgePass(ModulePass):
 
     name = "onnx-to-forge"
 
+    # `onnx-to-forge{verify-each=true}` verifies between its steps, naming the
+    # step that produced invalid IR.
+    verify_each: bool = False
+
     def passes(self) -> list[ModulePass]:
         return [OnnxToTirPass(), LowerSplitPass(), TirToForgePass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_passes(self.passes(), ctx, op)
+        run_passes(self.passes(), ctx, op, self.verify_each)
 
 
 ALL_PASSES: dict[str, type[ModulePass]] = {

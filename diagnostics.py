@@ -28,5 +28,10 @@ def describe(op: Operation) -> str:
     return f"node '{name}' ({op.name})" if name else f"'{op.name}'"
 
 
-def name_loc(name: str) -> NameLoc:
-    return NameLoc(StringAttr(name), UnknownLoc())
+def text(name: str | bytes) -> str:
+    """A name as text: protobuf hands back bytes for invalid UTF-8."""
+    return name.decode("utf-8", errors="replace") if isinstance(name, bytes) else name
+
+
+def name_loc(name: str | bytes) -> NameLoc:
+    return NameLoc(StringAttr(text(name)), UnknownLoc())

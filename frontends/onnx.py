@@ -38,7 +38,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.diagnostics import ForgeOptError, name_loc
+from forge_opt.diagnostics import ForgeOptError, name_loc, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node
@@ -358,8 +358,8 @@ class _Importer:
             _func_name(g.name or "main"),
             (arg_types, [r.type for r in results]),
             Region(block),
-            arg_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(i.name)}) for i in inputs]),
-            res_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(o.name)}) for o in g.output]),
+            arg_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(text(i.name))}) for i in inputs]),
+            res_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(text(o.name))}) for o in g.output]),
         )
         return func
 
@@ -373,7 +373,7 @@ class _Importer:
             op = ConstantOp.build(
                 result_types=[_tensor_type(t, what)],
                 properties={"value": tensor_attr(t, self.base, what, self.weights)},
-                attributes={INITIALIZER_ATTR: StringAttr(t.name)},
+                attributes={INITIALIZER_ATTR: StringAttr(text(t.name))},
             )
             op.location = name_loc(t.name)
             block.add_op(op)
@@ -513,7 +513,7 @@ def _node_label(node: NodeProto) -> str:
     """The node's name; an unnamed node is named after its op type and its
     first output, which ONNX requires to be unique."""
     if node.name:
-        return node.name
+        return text(node.name)
     first = next((o for o in node.output if o), "")
     return f"{node.op_type}:{first}" if first else node.op_type
 
@@ -595,10 +595,23 @@ def check_opsets(model: ModelProto) -> None:
             raise ForgeOptError("the model does not import an opset of the default domain")
 
 
+def _check_text(g: GraphProto) -> None:
+    """Names must be text; protobuf returns bytes for invalid UTF-8."""
+    names = [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
+    for node in g.node:
+        names += [node.name, node.op_type, node.domain, *node.input, *node.output]
+    if any(isinstance(n, bytes) for n in names):
+        raise UnicodeError("invalid UTF-8")
+
+
 def import_model(model: ModelProto, base: Path | None = None, weights: WeightMap | None = None) -> ModuleOp:
-    check_opsets(model)
-    inferred = infer_types(model)
-    func = _Importer(model, base, inferred, weights).import_main()
+    try:
+        _check_text(model.graph)
+        check_opsets(model)
+        inferred = infer_types(model)
+        func = _Importer(model, base, inferred, weights).import_main()
+    except UnicodeError:
+        raise ForgeOptError("the model has a name or string that is not valid UTF-8") from None
     return ModuleOp([func])
 
 

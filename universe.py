@@ -44,10 +44,16 @@ def _forge_python() -> type[Target]:
     return ForgePythonTarget
 
 
+def _dot() -> type[Target]:
+    from forge_opt.targets.dot import DotTarget
+
+    return DotTarget
+
+
 DIALECTS: dict[str, Callable[[], Dialect]] = {"onnx": _onnx, "tir": _tir, "forge": _forge}
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _pass(name) for name in ("onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge")
 }
-TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python}
+TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}
 
 FORGE_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)

@@ -116,3 +116,16 @@ chain (float[2, 8] x) => (float[2, 8] y) {
     assert report.divergence.node == "second"
     assert report.divergence.op_type == "Sigmoid"
     assert "first divergence: node 'second' (Sigmoid), output 'b'" in report.format()
+
+
+def test_dot_renders_with_graphviz(tmp_path):
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
+    exe = Path(sys.executable).parent / "forge-opt"
+    text = subprocess.run(
+        [str(exe), str(EXAMPLE), "-p", "onnx-to-forge", "-t", "dot"], capture_output=True, text=True, check=True
+    ).stdout
+    svg = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, check=True).stdout
+    assert "<svg" in svg and "forge.index" in svg

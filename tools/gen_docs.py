@@ -1,0 +1,154 @@
+"""Generate docs/dialects/*.md and docs/passes.md from the registered
+dialects and passes, so the reference cannot drift from the code.
+
+    python -m forge_opt.tools.gen_docs            # rewrite the pages
+    python -m forge_opt.tools.gen_docs --check    # exit 1 if one is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from pathlib import Path
+
+DOCS = Path("docs")
+
+
+def _doc(obj) -> str:
+    text = inspect.getdoc(obj) or ""
+    return " ".join(text.split())
+
+
+def _irdl_row(op) -> str:
+    d = op.get_irdl_definition()
+    operands = ", ".join(name for name, _ in d.operands) or "-"
+    results = ", ".join(name for name, _ in d.results) or "-"
+    props = ", ".join(d.properties) or "-"
+    return f"| `{op.name}` | {operands} | {results} | {props} | {_doc(op)} |"
+
+
+def onnx_page() -> str:
+    from forge_opt.dialects.onnx import CustomOp, YieldOp
+    from forge_opt.dialects.onnx_ops import ONNX_OPS, ONNX_VERSION
+
+    lines = [
+        "# The `onnx` dialect",
+        "",
+        f"One op per operator of ONNX's default domain in its newest form (onnx {ONNX_VERSION}),",
+        "generated from the schema registry (`dialects/onnx_ops.py`). Operand, result and attribute",
+        "names are the schema's; optional operands may be absent, variadic ones take any number.",
+        "",
+        "Syntax: `%y = onnx.Clip(%x, none, %max) {attrs} : (types) -> types`; `none` marks an absent",
+        "optional operand before a present one, attributes equal to the schema default are not printed,",
+        "graph attributes follow as `name {region}` ending in `onnx.Yield`. The generic form works too.",
+        "",
+        f"- `{CustomOp.name}`: {_doc(CustomOp)}",
+        f"- `{YieldOp.name}`: {_doc(YieldOp)}",
+        "",
+        "| op | opset | inputs | outputs | attributes |",
+        "|---|---|---|---|---|",
+    ]
+    for op in ONNX_OPS:
+        ins = ", ".join(n + ("?" if k == "optional" else "..." if k == "variadic" else "") for n, k in op.ONNX_INPUTS)
+        outs = ", ".join(n + ("?" if k == "optional" else "..." if k == "variadic" else "") for n, k in op.ONNX_OUTPUTS)
+        attrs = ", ".join(f"{n}: {k}" for n, k in op.ONNX_ATTRIBUTES.items())
+        graphs = ", ".join(f"{g}: graph" for g in op.ONNX_GRAPHS)
+        lines.append(f"| `{op.name}` | {op.ONNX_SINCE_VERSION} | {ins} | {outs} | {', '.join(x for x in (attrs, graphs) if x)} |")
+    return "\n".join(lines) + "\n"
+
+
+def tir_page() -> str:
+    from forge_opt.dialects.tir import TIR
+
+    lines = [
+        "# The `tir` dialect",
+        "",
+        "Framework-neutral tensor IR between `onnx` and `forge` (`dialects/tir.py`). Its ops may be",
+        "richer than Forge's (several results, several axes); passes decompose them until each maps",
+        "onto one Forge function. Every op has a numpy implementation (`interpreters/tir.py`).",
+        "",
+        "| op | operands | results | properties | meaning and verifier rules |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [_irdl_row(op) for op in sorted(TIR.operations, key=lambda o: o.name)]
+    return "\n".join(lines) + "\n"
+
+
+def forge_page() -> str:
+    from forge_opt.dialects.forge import FORGE_OPS, ConstantOp, ParameterOp
+    from forge_opt.dialects.forge_api import BY_NAME, REQUIRED
+
+    lines = [
+        "# The `forge` dialect",
+        "",
+        "One op per function of Forge's Python op API (`dialects/forge_api.py`, the table the Forge",
+        "stand-in is built from too). Operands are the function's tensor parameters, properties its",
+        "keyword arguments by Forge's names; a keyword left out takes Forge's default.",
+        "",
+        f"- `{ParameterOp.name}`: {_doc(ParameterOp)}",
+        f"- `{ConstantOp.name}`: {_doc(ConstantOp)}",
+        "",
+        "| op | Forge call | keywords (default) |",
+        "|---|---|---|",
+    ]
+    for name, op in sorted(FORGE_OPS.items(), key=lambda kv: kv[1].name):
+        fn = BY_NAME[name]
+        params = ", ".join(p + ("=None" if k == "optional" else "" if k == "single" else "") if k != "variadic" else "*" + p for p, k in fn.operands)
+        kws = ", ".join(k if d is REQUIRED else f"{k}={d!r}" for k, d in fn.keywords)
+        lines.append(f"| `{op.name}` | `forge.op.{name}(name, {params})` | {kws or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def passes_page() -> str:
+    from forge_opt.transforms.pipelines import ALL_PASSES
+
+    lines = [
+        "# Passes",
+        "",
+        "Registered in `forge-opt` and, through the `xdsl.universe` entry point, in stock `xdsl-opt`.",
+        "",
+        "| pass | options | what it rewrites |",
+        "|---|---|---|",
+    ]
+    import dataclasses
+
+    for name, cls in ALL_PASSES.items():
+        options = ", ".join(f"{f.name.replace('_', '-')}={f.default!r}" for f in dataclasses.fields(cls)) or "-"
+        module_doc = " ".join((inspect.getdoc(sys.modules[cls.__module__]) or "").split())
+        text = module_doc if module_doc.startswith(f"`{name}`") else _doc(cls)
+        lines.append(f"| `{name}` | {options} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {
+    "dialects/onnx.md": onnx_page,
+    "dialects/tir.md": tir_page,
+    "dialects/forge.md": forge_page,
+    "passes.md": passes_page,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder (default: docs)")
+    args = parser.parse_args(argv)
+    stale = []
+    for rel, page in PAGES.items():
+        path = args.docs / rel
+        text = page()
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print("stale: " + ", ".join(stale) + " (run python -m forge_opt.tools.gen_docs)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

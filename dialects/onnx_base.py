@@ -21,6 +21,7 @@ from xdsl.ir import Attribute, ParametrizedAttribute, Region, SSAValue, TypeAttr
 from xdsl.irdl import IRDLOperation, irdl_attr_definition
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
@@ -161,7 +162,13 @@ class OnnxOp(IRDLOperation):
     def verify_(self) -> None:
         check = VERIFIERS.get(self.ONNX_OP_TYPE)
         if check is not None:
-            check(self)
+            try:
+                check(self)
+            except VerifyException as e:
+                from forge_opt.diagnostics import node_name
+
+                name = node_name(self)
+                raise VerifyException(f"node '{name}' ({self.name}): {e}" if name else str(e)) from None
 
     def _is_default(self, name: str, value: Attribute) -> bool:
         prop = self.get_irdl_definition().properties.get(name)

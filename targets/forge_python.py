@@ -194,14 +194,16 @@ class _Emitter:
         t = op.output.type
         shape = tuple(t.get_shape())
         dtype = np.dtype(dtypes.numpy_dtype(t.element_type)).name
-        if dtype in _DATA_FORMATS:
+        # Forge's rule: a weight is a parameter unless it is a scalar (or not
+        # a float); those are constants, loaded by name all the same.
+        if dtype in _DATA_FORMATS and math.prod(shape) > 1:
             self.init.append(
                 f"self.add_parameter({json.dumps(name)}, forge.Parameter(*{shape!r}, requires_grad=True, "
                 f"dev_data_format=forge.DataFormat.{_DATA_FORMATS[dtype]}))"
             )
             self.parameters.append(name)
             self.expr[op.output] = f"self.get_parameter({json.dumps(name)})"
-        else:  # integer weights (indices, shapes) are constants in Forge
+        else:
             self.uses_torch = True
             self.init.append(f"self.add_constant({json.dumps(name)}, shape={shape!r}, dtype=torch.{_torch_dtype(t.element_type)})")
             self.weight_constants.append(name)

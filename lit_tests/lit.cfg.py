@@ -24,3 +24,14 @@ config.substitutions.append(
         "forge-opt %s --print-op-generic --split-input-file | forge-opt --split-input-file | filecheck %s",
     )
 )
+
+# Real MLIR: the native torch-mlir-opt inside the torch-mlir wheel (extra
+# `interop`), not its Python wrapper. Tests that need it say `REQUIRES: torch-mlir`.
+import importlib.util
+
+_spec = importlib.util.find_spec("torch_mlir")
+if _spec is not None and _spec.submodule_search_locations:
+    native = os.path.join(list(_spec.submodule_search_locations)[0], "_mlir_libs", "torch-mlir-opt")
+    if os.path.exists(native):
+        config.available_features.add("torch-mlir")
+        config.substitutions.append(("%torch-mlir-opt", native))

@@ -355,7 +355,7 @@ class _Importer:
         results = self._import_body(g, block, env, outer=set())
         block.add_op(ReturnOp(*results))
         func = FuncOp(
-            _func_name(g.name or "main"),
+            text(g.name) or "main",
             (arg_types, [r.type for r in results]),
             Region(block),
             arg_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(text(i.name))}) for i in inputs]),
@@ -524,10 +524,6 @@ def _unknown_type() -> Attribute:
     from xdsl.dialects.builtin import NoneType
 
     return UnrankedTensorType(NoneType())
-
-
-def _func_name(name: str) -> str:
-    return name
 
 
 _HINT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")

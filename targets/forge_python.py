@@ -60,8 +60,6 @@ def identifier(onnx_name: str) -> str:
     return name
 
 
-input_identifier = identifier
-
 
 def _literal(value: object) -> str:
     """Python source for a keyword value, strings in double quotes."""

@@ -20,7 +20,7 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
-from forge_opt.dialects import forge, tir
+from forge_opt.dialects import forge
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.lowering import Emitter, LoweringTable, TableLowering
 

@@ -118,7 +118,7 @@ def run_case(case) -> Result:
     feeds = dict(zip(names, inputs))
     # Inputs Forge needs static: integer tensors (shapes, axes, sizes,
     # indices) and scalars (pad values, clip bounds).
-    integer = {
+    integer = [  # in graph order, so results do not depend on hashing
         i.name
         for i in model.graph.input
         if i.name in feeds
@@ -127,7 +127,7 @@ def run_case(case) -> Result:
             i.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32)
             or np.asarray(feeds[i.name]).size == 1
         )
-    }
+    ]
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")

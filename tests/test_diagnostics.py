@@ -135,3 +135,25 @@ EDGE_CASES = {
 def test_valid_edge_cases_compile_and_match(name):
     report = check_model(EDGE_CASES[name], rtol=1e-6, atol=1e-6)
     assert report.status == MATCH, report.format() + report.error
+
+
+def test_opset_too_old(tmp_path, capsys):
+    path = tmp_path / "old.onnxtxt"
+    path.write_text('<ir_version: 8, opset_import: ["" : 0]>\ng (float[2] x) => (float[2] y) { [r] y = Relu (x) }\n')
+    code, err = _forge_opt(path, capsys)
+    assert code != 0 and "opset 0 is not valid" in err and "Traceback" not in err, err
+
+
+def test_huge_constant_is_never_materialised(tmp_path, capsys):
+    """A 40 GB ConstantOfShape compiles at once: folding refuses it and it
+    becomes torch.full at load time."""
+    path = tmp_path / "huge.onnxtxt"
+    path.write_text(
+        HEADER
+        + "g (float[100000, 100000] x) => (float[100000, 100000] y) <int64[2] s = {100000, 100000}> {"
+        + " [fill] f = ConstantOfShape <value = float[1] {0.5}> (s) [add] y = Add (x, f) }\n"
+    )
+    out = tmp_path / "huge.py"
+    code = run([str(path), "-p", "onnx-to-forge", "-t", "forge-python", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert 'torch.full((100000, 100000), 0.5, dtype=torch.float32)' in out.read_text()

@@ -89,7 +89,10 @@ def random_inputs(module, seed: int = 0) -> list[np.ndarray]:
 
 
 def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ForgeOptError("forge-check compares with onnxruntime: pip install 'forge-opt[test]'") from None
 
     options = ort.SessionOptions()
     options.log_severity_level = 3

@@ -41,7 +41,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.dialects.forge_api import FUNCTIONS, ForgeFunction
+from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, ForgeFunction
 
 
 def to_attr(value: object) -> Attribute:
@@ -220,14 +220,12 @@ def _verify_conv2d(op: ForgeOp) -> None:
 
 
 FORGE_OPS: dict[str, type[ForgeOp]] = {fn.name: _make_op(fn) for fn in FUNCTIONS}
-globals().update({cls.__name__: cls for cls in FORGE_OPS.values()})
-IndexOp = FORGE_OPS["Index"]
 
 
 def build(function: str, operands: Sequence[SSAValue | None], result_type: Attribute, **keywords) -> ForgeOp:
     """A `forge.<function>` op; keywords that are None are left to Forge's default."""
     cls = FORGE_OPS[function]
-    fn = FUNCTIONS_BY_NAME[function]
+    fn = BY_NAME[function]
     grouped: list[object] = []
     it = list(operands)
     for i, (_, kind) in enumerate(fn.operands):
@@ -242,8 +240,6 @@ def build(function: str, operands: Sequence[SSAValue | None], result_type: Attri
         raise TypeError(f"forge.op.{function} has no keyword {sorted(unknown)}")
     return cls.build(operands=grouped, result_types=[result_type], properties=props)
 
-
-FUNCTIONS_BY_NAME = {fn.name: fn for fn in FUNCTIONS}
 
 
 # -- weights ----------------------------------------------------------------------

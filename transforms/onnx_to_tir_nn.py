@@ -167,8 +167,6 @@ def _conv1d(op, e, x_shape, w_shape):
 
 def _pool(op, e, kind):
     x_shape = static_shape(op.X, e)
-    if len(x_shape) == 3:
-        raise e.error("1-D pooling is lowered through _pool1d")
     kernel = list(op.kernel_shape.get_values())
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
     ceil_mode = op.ceil_mode.value.data

@@ -20,11 +20,16 @@ LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def constant_ints(e: Emitter, value, what: str) -> list[int]:
+def required_constant(e: Emitter, value, what: str) -> np.ndarray:
+    """The compile-time value of an input Forge needs static."""
     array = constant_array(value)
     if array is None:
         raise e.error(f"the '{what}' input must be a compile-time constant")
-    return as_ints(array)
+    return array
+
+
+def constant_ints(e: Emitter, value, what: str) -> list[int]:
+    return as_ints(required_constant(e, value, what))
 
 
 def reshape(e: Emitter, x, shape: list[int]):
@@ -287,9 +292,7 @@ def _element_positions(op, e) -> np.ndarray:
     `axis` (GatherElements / ScatterElements), shaped like the indices."""
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
-    indices = constant_array(op.indices)
-    if indices is None:
-        raise e.error("the 'indices' input must be a compile-time constant")
+    indices = required_constant(e, op.indices, "indices")
     indices = np.where(indices < 0, indices + shape[axis], indices)
     grid = list(np.indices(indices.shape))
     grid[axis] = indices
@@ -305,9 +308,7 @@ def _gather_elements(op, e):
 @lowers("GatherND")
 def _gather_nd(op, e):
     shape = static_shape(op.data, e)
-    indices = constant_array(op.indices)
-    if indices is None:
-        raise e.error("the 'indices' input must be a compile-time constant")
+    indices = required_constant(e, op.indices, "indices")
     b = op.batch_dims.value.data
     depth = indices.shape[-1]
     positions = np.arange(math.prod(shape)).reshape(shape)
@@ -347,9 +348,7 @@ def _pad(op, e):
     )
     value = 0.0
     if op.constant_value is not None:
-        array = constant_array(op.constant_value)
-        if array is None:
-            raise e.error("the 'constant_value' input must be a compile-time constant")
+        array = required_constant(e, op.constant_value, "constant_value")
         value = float(array.reshape(-1)[0]) if array.size else 0.0
     n = len(axes)
     full = [0] * (2 * rank)
@@ -518,9 +517,7 @@ def _scatter_elements(op, e):
 @lowers("ScatterND")
 def _scatter_nd(op, e):
     shape = static_shape(op.data, e)
-    indices = constant_array(op.indices)
-    if indices is None:
-        raise e.error("the 'indices' input must be a compile-time constant")
+    indices = required_constant(e, op.indices, "indices")
     depth = indices.shape[-1]
     slab = math.prod(shape[depth:])
     positions = np.asarray(

@@ -27,9 +27,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Dialect, SSAValue, TypeAttribute
 from xdsl.irdl import (
-    IRDLOperation,
     ParsePropInAttrDict,
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -41,6 +39,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from forge_opt.dialects.irdl_fast import FastOp, op_definition
 from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, ForgeFunction
 
 
@@ -84,7 +83,7 @@ def to_python(attr: Attribute) -> object:
     raise TypeError(f"no Python value for {attr}")
 
 
-class ForgeOp(IRDLOperation):
+class ForgeOp(FastOp):
     """Base of the ops that print as one `forge.op.<FORGE_FUNCTION>` call."""
 
     FORGE_FUNCTION: ClassVar[str] = ""
@@ -157,7 +156,7 @@ def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
     check = _VERIFIERS.get(fn.name)
     if check is not None:
         body["verify_"] = lambda self, check=check: check(self)
-    return irdl_op_definition(type(f"{fn.name}Op", (ForgeOp,), body))
+    return op_definition(type(f"{fn.name}Op", (ForgeOp,), body))
 
 
 def _kw(op: ForgeOp, name: str) -> object:
@@ -245,8 +244,8 @@ def build(function: str, operands: Sequence[SSAValue | None], result_type: Attri
 # -- weights ----------------------------------------------------------------------
 
 
-@irdl_op_definition
-class ParameterOp(IRDLOperation):
+@op_definition
+class ParameterOp(FastOp):
     """A model weight, loaded by name from the ONNX model by the emitted
     `process_framework_parameters` (`self.get_parameter(name)`)."""
 
@@ -259,8 +258,8 @@ class ParameterOp(IRDLOperation):
     assembly_format = "$parameter_name attr-dict `:` type($output)"
 
 
-@irdl_op_definition
-class ConstantOp(IRDLOperation):
+@op_definition
+class ConstantOp(FastOp):
     """A tensor the compiler computed (`self.get_constant(name)`): either
     `value`, saved beside the module, or one repeated `fill` value."""
 

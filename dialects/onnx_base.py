@@ -18,10 +18,12 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import NoneType
 from xdsl.ir import Attribute, ParametrizedAttribute, Region, SSAValue, TypeAttribute
-from xdsl.irdl import IRDLOperation, irdl_attr_definition
+from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from forge_opt.dialects.irdl_fast import FastOp
 
 SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
@@ -66,7 +68,7 @@ class OptType(_WrapperType):
     name = "onnx.opt"
 
 
-class OnnxOp(IRDLOperation):
+class OnnxOp(FastOp):
     """Base of every op generated from an ONNX schema.
 
     The class constants describe the schema, so the importer and the printer

@@ -21,7 +21,6 @@ from xdsl.ir import Attribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedResultSegments,
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -36,6 +35,7 @@ from xdsl.irdl import (
 
 from xdsl.traits import Pure
 
+from forge_opt.dialects.irdl_fast import op_definition
 from forge_opt.dialects.onnx_base import OPTIONAL, SINGLE, VARIADIC, OnnxOp
 
 Params = tuple[tuple[str, str], ...]
@@ -43,7 +43,7 @@ Params = tuple[tuple[str, str], ...]
 ONNX_VERSION = "1.23.2"
 
 
-@irdl_op_definition
+@op_definition
 class AbsOp(OnnxOp):
     """ONNX Abs, opset 13."""
 
@@ -59,7 +59,7 @@ class AbsOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AcosOp(OnnxOp):
     """ONNX Acos, opset 22."""
 
@@ -75,7 +75,7 @@ class AcosOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AcoshOp(OnnxOp):
     """ONNX Acosh, opset 22."""
 
@@ -91,7 +91,7 @@ class AcoshOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AddOp(OnnxOp):
     """ONNX Add, opset 14."""
 
@@ -108,7 +108,7 @@ class AddOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AffineGridOp(OnnxOp):
     """ONNX AffineGrid, opset 20."""
 
@@ -126,7 +126,7 @@ class AffineGridOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AndOp(OnnxOp):
     """ONNX And, opset 7."""
 
@@ -143,7 +143,7 @@ class AndOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ArgMaxOp(OnnxOp):
     """ONNX ArgMax, opset 13."""
 
@@ -162,7 +162,7 @@ class ArgMaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ArgMinOp(OnnxOp):
     """ONNX ArgMin, opset 13."""
 
@@ -181,7 +181,7 @@ class ArgMinOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AsinOp(OnnxOp):
     """ONNX Asin, opset 22."""
 
@@ -197,7 +197,7 @@ class AsinOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AsinhOp(OnnxOp):
     """ONNX Asinh, opset 22."""
 
@@ -213,7 +213,7 @@ class AsinhOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AtanOp(OnnxOp):
     """ONNX Atan, opset 22."""
 
@@ -229,7 +229,7 @@ class AtanOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AtanhOp(OnnxOp):
     """ONNX Atanh, opset 22."""
 
@@ -245,7 +245,7 @@ class AtanhOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class AttentionOp(OnnxOp):
     """ONNX Attention, opset 25."""
 
@@ -280,7 +280,7 @@ class AttentionOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True), AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class AveragePoolOp(OnnxOp):
     """ONNX AveragePool, opset 22."""
 
@@ -303,7 +303,7 @@ class AveragePoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BatchNormalizationOp(OnnxOp):
     """ONNX BatchNormalization, opset 15."""
 
@@ -329,7 +329,7 @@ class BatchNormalizationOp(OnnxOp):
     irdl_options = (AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class BernoulliOp(OnnxOp):
     """ONNX Bernoulli, opset 22."""
 
@@ -346,7 +346,7 @@ class BernoulliOp(OnnxOp):
     seed = opt_prop_def(FloatAttr)
 
 
-@irdl_op_definition
+@op_definition
 class BitCastOp(OnnxOp):
     """ONNX BitCast, opset 26."""
 
@@ -363,7 +363,7 @@ class BitCastOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BitShiftOp(OnnxOp):
     """ONNX BitShift, opset 28."""
 
@@ -381,7 +381,7 @@ class BitShiftOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BitwiseAndOp(OnnxOp):
     """ONNX BitwiseAnd, opset 18."""
 
@@ -398,7 +398,7 @@ class BitwiseAndOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BitwiseNotOp(OnnxOp):
     """ONNX BitwiseNot, opset 18."""
 
@@ -414,7 +414,7 @@ class BitwiseNotOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BitwiseOrOp(OnnxOp):
     """ONNX BitwiseOr, opset 18."""
 
@@ -431,7 +431,7 @@ class BitwiseOrOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BitwiseXorOp(OnnxOp):
     """ONNX BitwiseXor, opset 18."""
 
@@ -448,7 +448,7 @@ class BitwiseXorOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class BlackmanWindowOp(OnnxOp):
     """ONNX BlackmanWindow, opset 17."""
 
@@ -466,7 +466,7 @@ class BlackmanWindowOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CastOp(OnnxOp):
     """ONNX Cast, opset 28."""
 
@@ -485,7 +485,7 @@ class CastOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CastLikeOp(OnnxOp):
     """ONNX CastLike, opset 25."""
 
@@ -504,7 +504,7 @@ class CastLikeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CausalConvWithStateOp(OnnxOp):
     """ONNX CausalConvWithState, opset 27."""
 
@@ -526,7 +526,7 @@ class CausalConvWithStateOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class CeilOp(OnnxOp):
     """ONNX Ceil, opset 13."""
 
@@ -542,7 +542,7 @@ class CeilOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CeluOp(OnnxOp):
     """ONNX Celu, opset 28."""
 
@@ -559,7 +559,7 @@ class CeluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CenterCropPadOp(OnnxOp):
     """ONNX CenterCropPad, opset 18."""
 
@@ -577,7 +577,7 @@ class CenterCropPadOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ClipOp(OnnxOp):
     """ONNX Clip, opset 13."""
 
@@ -596,7 +596,7 @@ class ClipOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class Col2ImOp(OnnxOp):
     """ONNX Col2Im, opset 18."""
 
@@ -617,7 +617,7 @@ class Col2ImOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CompressOp(OnnxOp):
     """ONNX Compress, opset 28."""
 
@@ -635,7 +635,7 @@ class CompressOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConcatOp(OnnxOp):
     """ONNX Concat, opset 13."""
 
@@ -652,7 +652,7 @@ class ConcatOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConcatFromSequenceOp(OnnxOp):
     """ONNX ConcatFromSequence, opset 11."""
 
@@ -670,7 +670,7 @@ class ConcatFromSequenceOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConstantOp(OnnxOp):
     """ONNX Constant, opset 25."""
 
@@ -693,7 +693,7 @@ class ConstantOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConstantOfShapeOp(OnnxOp):
     """ONNX ConstantOfShape, opset 25."""
 
@@ -710,7 +710,7 @@ class ConstantOfShapeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConvOp(OnnxOp):
     """ONNX Conv, opset 22."""
 
@@ -734,7 +734,7 @@ class ConvOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ConvIntegerOp(OnnxOp):
     """ONNX ConvInteger, opset 10."""
 
@@ -760,7 +760,7 @@ class ConvIntegerOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class ConvTransposeOp(OnnxOp):
     """ONNX ConvTranspose, opset 22."""
 
@@ -786,7 +786,7 @@ class ConvTransposeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CosOp(OnnxOp):
     """ONNX Cos, opset 22."""
 
@@ -802,7 +802,7 @@ class CosOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CoshOp(OnnxOp):
     """ONNX Cosh, opset 22."""
 
@@ -818,7 +818,7 @@ class CoshOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CumProdOp(OnnxOp):
     """ONNX CumProd, opset 26."""
 
@@ -837,7 +837,7 @@ class CumProdOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class CumSumOp(OnnxOp):
     """ONNX CumSum, opset 14."""
 
@@ -856,7 +856,7 @@ class CumSumOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class DFTOp(OnnxOp):
     """ONNX DFT, opset 20."""
 
@@ -877,7 +877,7 @@ class DFTOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class DeformConvOp(OnnxOp):
     """ONNX DeformConv, opset 22."""
 
@@ -904,7 +904,7 @@ class DeformConvOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class DepthToSpaceOp(OnnxOp):
     """ONNX DepthToSpace, opset 28."""
 
@@ -922,7 +922,7 @@ class DepthToSpaceOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class DequantizeLinearOp(OnnxOp):
     """ONNX DequantizeLinear, opset 28."""
 
@@ -943,7 +943,7 @@ class DequantizeLinearOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class DetOp(OnnxOp):
     """ONNX Det, opset 22."""
 
@@ -959,7 +959,7 @@ class DetOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class DivOp(OnnxOp):
     """ONNX Div, opset 14."""
 
@@ -976,7 +976,7 @@ class DivOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class DropoutOp(OnnxOp):
     """ONNX Dropout, opset 22."""
 
@@ -997,7 +997,7 @@ class DropoutOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class DynamicQuantizeLinearOp(OnnxOp):
     """ONNX DynamicQuantizeLinear, opset 11."""
 
@@ -1015,7 +1015,7 @@ class DynamicQuantizeLinearOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class EinsumOp(OnnxOp):
     """ONNX Einsum, opset 28."""
 
@@ -1032,7 +1032,7 @@ class EinsumOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class EluOp(OnnxOp):
     """ONNX Elu, opset 22."""
 
@@ -1049,7 +1049,7 @@ class EluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class EqualOp(OnnxOp):
     """ONNX Equal, opset 19."""
 
@@ -1066,7 +1066,7 @@ class EqualOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ErfOp(OnnxOp):
     """ONNX Erf, opset 13."""
 
@@ -1082,7 +1082,7 @@ class ErfOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ExpOp(OnnxOp):
     """ONNX Exp, opset 13."""
 
@@ -1098,7 +1098,7 @@ class ExpOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ExpandOp(OnnxOp):
     """ONNX Expand, opset 13."""
 
@@ -1115,7 +1115,7 @@ class ExpandOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class EyeLikeOp(OnnxOp):
     """ONNX EyeLike, opset 22."""
 
@@ -1133,7 +1133,7 @@ class EyeLikeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class FlattenOp(OnnxOp):
     """ONNX Flatten, opset 25."""
 
@@ -1150,7 +1150,7 @@ class FlattenOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class FloorOp(OnnxOp):
     """ONNX Floor, opset 13."""
 
@@ -1166,7 +1166,7 @@ class FloorOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GRUOp(OnnxOp):
     """ONNX GRU, opset 22."""
 
@@ -1197,7 +1197,7 @@ class GRUOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True), AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class GatherOp(OnnxOp):
     """ONNX Gather, opset 13."""
 
@@ -1215,7 +1215,7 @@ class GatherOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GatherElementsOp(OnnxOp):
     """ONNX GatherElements, opset 13."""
 
@@ -1233,7 +1233,7 @@ class GatherElementsOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GatherNDOp(OnnxOp):
     """ONNX GatherND, opset 13."""
 
@@ -1251,7 +1251,7 @@ class GatherNDOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GeluOp(OnnxOp):
     """ONNX Gelu, opset 20."""
 
@@ -1268,7 +1268,7 @@ class GeluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GemmOp(OnnxOp):
     """ONNX Gemm, opset 13."""
 
@@ -1290,7 +1290,7 @@ class GemmOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GlobalAveragePoolOp(OnnxOp):
     """ONNX GlobalAveragePool, opset 22."""
 
@@ -1306,7 +1306,7 @@ class GlobalAveragePoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GlobalLpPoolOp(OnnxOp):
     """ONNX GlobalLpPool, opset 22."""
 
@@ -1323,7 +1323,7 @@ class GlobalLpPoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GlobalMaxPoolOp(OnnxOp):
     """ONNX GlobalMaxPool, opset 22."""
 
@@ -1339,7 +1339,7 @@ class GlobalMaxPoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GreaterOp(OnnxOp):
     """ONNX Greater, opset 13."""
 
@@ -1356,7 +1356,7 @@ class GreaterOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GreaterOrEqualOp(OnnxOp):
     """ONNX GreaterOrEqual, opset 16."""
 
@@ -1373,7 +1373,7 @@ class GreaterOrEqualOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GridSampleOp(OnnxOp):
     """ONNX GridSample, opset 22."""
 
@@ -1393,7 +1393,7 @@ class GridSampleOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class GroupNormalizationOp(OnnxOp):
     """ONNX GroupNormalization, opset 21."""
 
@@ -1414,7 +1414,7 @@ class GroupNormalizationOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class HammingWindowOp(OnnxOp):
     """ONNX HammingWindow, opset 17."""
 
@@ -1432,7 +1432,7 @@ class HammingWindowOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class HannWindowOp(OnnxOp):
     """ONNX HannWindow, opset 17."""
 
@@ -1450,7 +1450,7 @@ class HannWindowOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class HardSigmoidOp(OnnxOp):
     """ONNX HardSigmoid, opset 22."""
 
@@ -1468,7 +1468,7 @@ class HardSigmoidOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class HardSwishOp(OnnxOp):
     """ONNX HardSwish, opset 22."""
 
@@ -1484,7 +1484,7 @@ class HardSwishOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class HardmaxOp(OnnxOp):
     """ONNX Hardmax, opset 13."""
 
@@ -1501,7 +1501,7 @@ class HardmaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class IdentityOp(OnnxOp):
     """ONNX Identity, opset 25."""
 
@@ -1517,7 +1517,7 @@ class IdentityOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class IfOp(OnnxOp):
     """ONNX If, opset 25."""
 
@@ -1536,7 +1536,7 @@ class IfOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ImageDecoderOp(OnnxOp):
     """ONNX ImageDecoder, opset 20."""
 
@@ -1553,7 +1553,7 @@ class ImageDecoderOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class InstanceNormalizationOp(OnnxOp):
     """ONNX InstanceNormalization, opset 22."""
 
@@ -1572,7 +1572,7 @@ class InstanceNormalizationOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class IsInfOp(OnnxOp):
     """ONNX IsInf, opset 20."""
 
@@ -1590,7 +1590,7 @@ class IsInfOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class IsNaNOp(OnnxOp):
     """ONNX IsNaN, opset 20."""
 
@@ -1606,7 +1606,7 @@ class IsNaNOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LRNOp(OnnxOp):
     """ONNX LRN, opset 13."""
 
@@ -1626,7 +1626,7 @@ class LRNOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LSTMOp(OnnxOp):
     """ONNX LSTM, opset 22."""
 
@@ -1660,7 +1660,7 @@ class LSTMOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True), AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class LayerNormalizationOp(OnnxOp):
     """ONNX LayerNormalization, opset 17."""
 
@@ -1684,7 +1684,7 @@ class LayerNormalizationOp(OnnxOp):
     irdl_options = (AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class LeakyReluOp(OnnxOp):
     """ONNX LeakyRelu, opset 16."""
 
@@ -1701,7 +1701,7 @@ class LeakyReluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LessOp(OnnxOp):
     """ONNX Less, opset 13."""
 
@@ -1718,7 +1718,7 @@ class LessOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LessOrEqualOp(OnnxOp):
     """ONNX LessOrEqual, opset 16."""
 
@@ -1735,7 +1735,7 @@ class LessOrEqualOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LinearAttentionOp(OnnxOp):
     """ONNX LinearAttention, opset 27."""
 
@@ -1763,7 +1763,7 @@ class LinearAttentionOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class LogOp(OnnxOp):
     """ONNX Log, opset 13."""
 
@@ -1779,7 +1779,7 @@ class LogOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LogSoftmaxOp(OnnxOp):
     """ONNX LogSoftmax, opset 13."""
 
@@ -1796,7 +1796,7 @@ class LogSoftmaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LoopOp(OnnxOp):
     """ONNX Loop, opset 25."""
 
@@ -1817,7 +1817,7 @@ class LoopOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class LpNormalizationOp(OnnxOp):
     """ONNX LpNormalization, opset 22."""
 
@@ -1835,7 +1835,7 @@ class LpNormalizationOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class LpPoolOp(OnnxOp):
     """ONNX LpPool, opset 22."""
 
@@ -1858,7 +1858,7 @@ class LpPoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MatMulOp(OnnxOp):
     """ONNX MatMul, opset 13."""
 
@@ -1875,7 +1875,7 @@ class MatMulOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MatMulIntegerOp(OnnxOp):
     """ONNX MatMulInteger, opset 10."""
 
@@ -1895,7 +1895,7 @@ class MatMulIntegerOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class MaxOp(OnnxOp):
     """ONNX Max, opset 13."""
 
@@ -1911,7 +1911,7 @@ class MaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MaxPoolOp(OnnxOp):
     """ONNX MaxPool, opset 22."""
 
@@ -1935,7 +1935,7 @@ class MaxPoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MaxRoiPoolOp(OnnxOp):
     """ONNX MaxRoiPool, opset 22."""
 
@@ -1954,7 +1954,7 @@ class MaxRoiPoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MaxUnpoolOp(OnnxOp):
     """ONNX MaxUnpool, opset 22."""
 
@@ -1975,7 +1975,7 @@ class MaxUnpoolOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MeanOp(OnnxOp):
     """ONNX Mean, opset 13."""
 
@@ -1991,7 +1991,7 @@ class MeanOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MeanVarianceNormalizationOp(OnnxOp):
     """ONNX MeanVarianceNormalization, opset 13."""
 
@@ -2008,7 +2008,7 @@ class MeanVarianceNormalizationOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MelWeightMatrixOp(OnnxOp):
     """ONNX MelWeightMatrix, opset 17."""
 
@@ -2029,7 +2029,7 @@ class MelWeightMatrixOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MinOp(OnnxOp):
     """ONNX Min, opset 13."""
 
@@ -2045,7 +2045,7 @@ class MinOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MishOp(OnnxOp):
     """ONNX Mish, opset 22."""
 
@@ -2061,7 +2061,7 @@ class MishOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ModOp(OnnxOp):
     """ONNX Mod, opset 28."""
 
@@ -2079,7 +2079,7 @@ class ModOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MulOp(OnnxOp):
     """ONNX Mul, opset 14."""
 
@@ -2096,7 +2096,7 @@ class MulOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class MultinomialOp(OnnxOp):
     """ONNX Multinomial, opset 22."""
 
@@ -2114,7 +2114,7 @@ class MultinomialOp(OnnxOp):
     seed = opt_prop_def(FloatAttr)
 
 
-@irdl_op_definition
+@op_definition
 class NegOp(OnnxOp):
     """ONNX Neg, opset 13."""
 
@@ -2130,7 +2130,7 @@ class NegOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class NegativeLogLikelihoodLossOp(OnnxOp):
     """ONNX NegativeLogLikelihoodLoss, opset 22."""
 
@@ -2150,7 +2150,7 @@ class NegativeLogLikelihoodLossOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class NonMaxSuppressionOp(OnnxOp):
     """ONNX NonMaxSuppression, opset 11."""
 
@@ -2172,7 +2172,7 @@ class NonMaxSuppressionOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class NonZeroOp(OnnxOp):
     """ONNX NonZero, opset 13."""
 
@@ -2188,7 +2188,7 @@ class NonZeroOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class NotOp(OnnxOp):
     """ONNX Not, opset 1."""
 
@@ -2204,7 +2204,7 @@ class NotOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class OneHotOp(OnnxOp):
     """ONNX OneHot, opset 28."""
 
@@ -2223,7 +2223,7 @@ class OneHotOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class OptionalOp(OnnxOp):
     """ONNX Optional, opset 28."""
 
@@ -2240,7 +2240,7 @@ class OptionalOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class OptionalGetElementOp(OnnxOp):
     """ONNX OptionalGetElement, opset 28."""
 
@@ -2256,7 +2256,7 @@ class OptionalGetElementOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class OptionalHasElementOp(OnnxOp):
     """ONNX OptionalHasElement, opset 28."""
 
@@ -2272,7 +2272,7 @@ class OptionalHasElementOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class OrOp(OnnxOp):
     """ONNX Or, opset 7."""
 
@@ -2289,7 +2289,7 @@ class OrOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class PReluOp(OnnxOp):
     """ONNX PRelu, opset 16."""
 
@@ -2306,7 +2306,7 @@ class PReluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class PadOp(OnnxOp):
     """ONNX Pad, opset 25."""
 
@@ -2327,7 +2327,7 @@ class PadOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class PowOp(OnnxOp):
     """ONNX Pow, opset 15."""
 
@@ -2344,7 +2344,7 @@ class PowOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class QLinearConvOp(OnnxOp):
     """ONNX QLinearConv, opset 10."""
 
@@ -2374,7 +2374,7 @@ class QLinearConvOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class QLinearMatMulOp(OnnxOp):
     """ONNX QLinearMatMul, opset 21."""
 
@@ -2397,7 +2397,7 @@ class QLinearMatMulOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class QuantizeLinearOp(OnnxOp):
     """ONNX QuantizeLinear, opset 28."""
 
@@ -2420,7 +2420,7 @@ class QuantizeLinearOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RMSNormalizationOp(OnnxOp):
     """ONNX RMSNormalization, opset 23."""
 
@@ -2440,7 +2440,7 @@ class RMSNormalizationOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RNNOp(OnnxOp):
     """ONNX RNN, opset 22."""
 
@@ -2470,7 +2470,7 @@ class RNNOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True), AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class RandomNormalOp(OnnxOp):
     """ONNX RandomNormal, opset 22."""
 
@@ -2489,7 +2489,7 @@ class RandomNormalOp(OnnxOp):
     shape = prop_def(DenseArrayBase.constr(i64))
 
 
-@irdl_op_definition
+@op_definition
 class RandomNormalLikeOp(OnnxOp):
     """ONNX RandomNormalLike, opset 22."""
 
@@ -2508,7 +2508,7 @@ class RandomNormalLikeOp(OnnxOp):
     seed = opt_prop_def(FloatAttr)
 
 
-@irdl_op_definition
+@op_definition
 class RandomUniformOp(OnnxOp):
     """ONNX RandomUniform, opset 22."""
 
@@ -2527,7 +2527,7 @@ class RandomUniformOp(OnnxOp):
     shape = prop_def(DenseArrayBase.constr(i64))
 
 
-@irdl_op_definition
+@op_definition
 class RandomUniformLikeOp(OnnxOp):
     """ONNX RandomUniformLike, opset 22."""
 
@@ -2546,7 +2546,7 @@ class RandomUniformLikeOp(OnnxOp):
     seed = opt_prop_def(FloatAttr)
 
 
-@irdl_op_definition
+@op_definition
 class RangeOp(OnnxOp):
     """ONNX Range, opset 27."""
 
@@ -2565,7 +2565,7 @@ class RangeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReciprocalOp(OnnxOp):
     """ONNX Reciprocal, opset 13."""
 
@@ -2581,7 +2581,7 @@ class ReciprocalOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceL1Op(OnnxOp):
     """ONNX ReduceL1, opset 18."""
 
@@ -2600,7 +2600,7 @@ class ReduceL1Op(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceL2Op(OnnxOp):
     """ONNX ReduceL2, opset 18."""
 
@@ -2619,7 +2619,7 @@ class ReduceL2Op(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceLogSumOp(OnnxOp):
     """ONNX ReduceLogSum, opset 28."""
 
@@ -2638,7 +2638,7 @@ class ReduceLogSumOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceLogSumExpOp(OnnxOp):
     """ONNX ReduceLogSumExp, opset 28."""
 
@@ -2657,7 +2657,7 @@ class ReduceLogSumExpOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceMaxOp(OnnxOp):
     """ONNX ReduceMax, opset 20."""
 
@@ -2676,7 +2676,7 @@ class ReduceMaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceMeanOp(OnnxOp):
     """ONNX ReduceMean, opset 18."""
 
@@ -2695,7 +2695,7 @@ class ReduceMeanOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceMinOp(OnnxOp):
     """ONNX ReduceMin, opset 20."""
 
@@ -2714,7 +2714,7 @@ class ReduceMinOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceProdOp(OnnxOp):
     """ONNX ReduceProd, opset 18."""
 
@@ -2733,7 +2733,7 @@ class ReduceProdOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceSumOp(OnnxOp):
     """ONNX ReduceSum, opset 13."""
 
@@ -2752,7 +2752,7 @@ class ReduceSumOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReduceSumSquareOp(OnnxOp):
     """ONNX ReduceSumSquare, opset 18."""
 
@@ -2771,7 +2771,7 @@ class ReduceSumSquareOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RegexFullMatchOp(OnnxOp):
     """ONNX RegexFullMatch, opset 20."""
 
@@ -2788,7 +2788,7 @@ class RegexFullMatchOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReluOp(OnnxOp):
     """ONNX Relu, opset 14."""
 
@@ -2804,7 +2804,7 @@ class ReluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ReshapeOp(OnnxOp):
     """ONNX Reshape, opset 25."""
 
@@ -2822,7 +2822,7 @@ class ReshapeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ResizeOp(OnnxOp):
     """ONNX Resize, opset 19."""
 
@@ -2851,7 +2851,7 @@ class ResizeOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class ReverseSequenceOp(OnnxOp):
     """ONNX ReverseSequence, opset 28."""
 
@@ -2870,7 +2870,7 @@ class ReverseSequenceOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RoiAlignOp(OnnxOp):
     """ONNX RoiAlign, opset 22."""
 
@@ -2894,7 +2894,7 @@ class RoiAlignOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RotaryEmbeddingOp(OnnxOp):
     """ONNX RotaryEmbedding, opset 23."""
 
@@ -2916,7 +2916,7 @@ class RotaryEmbeddingOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class RoundOp(OnnxOp):
     """ONNX Round, opset 22."""
 
@@ -2932,7 +2932,7 @@ class RoundOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class STFTOp(OnnxOp):
     """ONNX STFT, opset 17."""
 
@@ -2953,7 +2953,7 @@ class STFTOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class ScanOp(OnnxOp):
     """ONNX Scan, opset 25."""
 
@@ -2976,7 +2976,7 @@ class ScanOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ScatterOp(OnnxOp):
     """ONNX Scatter, opset 11."""
 
@@ -2995,7 +2995,7 @@ class ScatterOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ScatterElementsOp(OnnxOp):
     """ONNX ScatterElements, opset 18."""
 
@@ -3015,7 +3015,7 @@ class ScatterElementsOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ScatterNDOp(OnnxOp):
     """ONNX ScatterND, opset 18."""
 
@@ -3034,7 +3034,7 @@ class ScatterNDOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SeluOp(OnnxOp):
     """ONNX Selu, opset 22."""
 
@@ -3052,7 +3052,7 @@ class SeluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceAtOp(OnnxOp):
     """ONNX SequenceAt, opset 11."""
 
@@ -3069,7 +3069,7 @@ class SequenceAtOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceConstructOp(OnnxOp):
     """ONNX SequenceConstruct, opset 11."""
 
@@ -3085,7 +3085,7 @@ class SequenceConstructOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceEmptyOp(OnnxOp):
     """ONNX SequenceEmpty, opset 11."""
 
@@ -3101,7 +3101,7 @@ class SequenceEmptyOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceEraseOp(OnnxOp):
     """ONNX SequenceErase, opset 11."""
 
@@ -3118,7 +3118,7 @@ class SequenceEraseOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceInsertOp(OnnxOp):
     """ONNX SequenceInsert, opset 11."""
 
@@ -3136,7 +3136,7 @@ class SequenceInsertOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceLengthOp(OnnxOp):
     """ONNX SequenceLength, opset 11."""
 
@@ -3152,7 +3152,7 @@ class SequenceLengthOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SequenceMapOp(OnnxOp):
     """ONNX SequenceMap, opset 17."""
 
@@ -3171,7 +3171,7 @@ class SequenceMapOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ShapeOp(OnnxOp):
     """ONNX Shape, opset 25."""
 
@@ -3189,7 +3189,7 @@ class ShapeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ShrinkOp(OnnxOp):
     """ONNX Shrink, opset 9."""
 
@@ -3207,7 +3207,7 @@ class ShrinkOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SigmoidOp(OnnxOp):
     """ONNX Sigmoid, opset 13."""
 
@@ -3223,7 +3223,7 @@ class SigmoidOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SignOp(OnnxOp):
     """ONNX Sign, opset 13."""
 
@@ -3239,7 +3239,7 @@ class SignOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SinOp(OnnxOp):
     """ONNX Sin, opset 22."""
 
@@ -3255,7 +3255,7 @@ class SinOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SinhOp(OnnxOp):
     """ONNX Sinh, opset 22."""
 
@@ -3271,7 +3271,7 @@ class SinhOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SizeOp(OnnxOp):
     """ONNX Size, opset 25."""
 
@@ -3287,7 +3287,7 @@ class SizeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SliceOp(OnnxOp):
     """ONNX Slice, opset 13."""
 
@@ -3308,7 +3308,7 @@ class SliceOp(OnnxOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class SoftmaxOp(OnnxOp):
     """ONNX Softmax, opset 13."""
 
@@ -3325,7 +3325,7 @@ class SoftmaxOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SoftmaxCrossEntropyLossOp(OnnxOp):
     """ONNX SoftmaxCrossEntropyLoss, opset 13."""
 
@@ -3346,7 +3346,7 @@ class SoftmaxCrossEntropyLossOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SoftplusOp(OnnxOp):
     """ONNX Softplus, opset 22."""
 
@@ -3362,7 +3362,7 @@ class SoftplusOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SoftsignOp(OnnxOp):
     """ONNX Softsign, opset 22."""
 
@@ -3378,7 +3378,7 @@ class SoftsignOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SpaceToDepthOp(OnnxOp):
     """ONNX SpaceToDepth, opset 28."""
 
@@ -3396,7 +3396,7 @@ class SpaceToDepthOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SplitOp(OnnxOp):
     """ONNX Split, opset 18."""
 
@@ -3415,7 +3415,7 @@ class SplitOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SplitToSequenceOp(OnnxOp):
     """ONNX SplitToSequence, opset 24."""
 
@@ -3434,7 +3434,7 @@ class SplitToSequenceOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SqrtOp(OnnxOp):
     """ONNX Sqrt, opset 13."""
 
@@ -3450,7 +3450,7 @@ class SqrtOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SqueezeOp(OnnxOp):
     """ONNX Squeeze, opset 25."""
 
@@ -3467,7 +3467,7 @@ class SqueezeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class StringConcatOp(OnnxOp):
     """ONNX StringConcat, opset 20."""
 
@@ -3484,7 +3484,7 @@ class StringConcatOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class StringNormalizerOp(OnnxOp):
     """ONNX StringNormalizer, opset 10."""
 
@@ -3504,7 +3504,7 @@ class StringNormalizerOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class StringSplitOp(OnnxOp):
     """ONNX StringSplit, opset 20."""
 
@@ -3523,7 +3523,7 @@ class StringSplitOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SubOp(OnnxOp):
     """ONNX Sub, opset 14."""
 
@@ -3540,7 +3540,7 @@ class SubOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SumOp(OnnxOp):
     """ONNX Sum, opset 13."""
 
@@ -3556,7 +3556,7 @@ class SumOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SwiGLUOp(OnnxOp):
     """ONNX SwiGLU, opset 28."""
 
@@ -3574,7 +3574,7 @@ class SwiGLUOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class SwishOp(OnnxOp):
     """ONNX Swish, opset 24."""
 
@@ -3591,7 +3591,7 @@ class SwishOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TanOp(OnnxOp):
     """ONNX Tan, opset 22."""
 
@@ -3607,7 +3607,7 @@ class TanOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TanhOp(OnnxOp):
     """ONNX Tanh, opset 13."""
 
@@ -3623,7 +3623,7 @@ class TanhOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TensorScatterOp(OnnxOp):
     """ONNX TensorScatter, opset 24."""
 
@@ -3643,7 +3643,7 @@ class TensorScatterOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TfIdfVectorizerOp(OnnxOp):
     """ONNX TfIdfVectorizer, opset 9."""
 
@@ -3668,7 +3668,7 @@ class TfIdfVectorizerOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class ThresholdedReluOp(OnnxOp):
     """ONNX ThresholdedRelu, opset 22."""
 
@@ -3685,7 +3685,7 @@ class ThresholdedReluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TileOp(OnnxOp):
     """ONNX Tile, opset 13."""
 
@@ -3702,7 +3702,7 @@ class TileOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TopKOp(OnnxOp):
     """ONNX TopK, opset 24."""
 
@@ -3723,7 +3723,7 @@ class TopKOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TransposeOp(OnnxOp):
     """ONNX Transpose, opset 25."""
 
@@ -3740,7 +3740,7 @@ class TransposeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class TriluOp(OnnxOp):
     """ONNX Trilu, opset 14."""
 
@@ -3758,7 +3758,7 @@ class TriluOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class UniqueOp(OnnxOp):
     """ONNX Unique, opset 28."""
 
@@ -3780,7 +3780,7 @@ class UniqueOp(OnnxOp):
     irdl_options = (AttrSizedResultSegments(as_property=True),)
 
 
-@irdl_op_definition
+@op_definition
 class UnsqueezeOp(OnnxOp):
     """ONNX Unsqueeze, opset 25."""
 
@@ -3797,7 +3797,7 @@ class UnsqueezeOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class UpsampleOp(OnnxOp):
     """ONNX Upsample, opset 10."""
 
@@ -3815,7 +3815,7 @@ class UpsampleOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class WhereOp(OnnxOp):
     """ONNX Where, opset 16."""
 
@@ -3833,7 +3833,7 @@ class WhereOp(OnnxOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@op_definition
 class XorOp(OnnxOp):
     """ONNX Xor, opset 7."""
 

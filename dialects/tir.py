@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     ParsePropInAttrDict,
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -25,6 +23,8 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+
+from forge_opt.dialects.irdl_fast import FastOp, op_definition
 
 
 def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -50,8 +50,8 @@ def split_sections(dim: int, *, parts: int | None = None, size: int | None = Non
     return [size] * full + ([rest] if rest else [])
 
 
-@irdl_op_definition
-class SplitOp(IRDLOperation):
+@op_definition
+class SplitOp(FastOp):
     """Split a tensor along one axis into consecutive pieces, one per result.
 
     `sections` lists the size of each piece; they sum to the axis' size and
@@ -111,8 +111,8 @@ class SplitOp(IRDLOperation):
                 raise VerifyException(f"result {i} has shape {list(_shape(out))}, expected {expected}")
 
 
-@irdl_op_definition
-class StridedSliceOp(IRDLOperation):
+@op_definition
+class StridedSliceOp(FastOp):
     """Take `begin:end:stride` along each listed axis; other axes are kept."""
 
     name = "tir.strided_slice"
@@ -190,8 +190,8 @@ class StridedSliceOp(IRDLOperation):
 # -- values ---------------------------------------------------------------------
 
 
-@irdl_op_definition
-class ConstantOp(IRDLOperation):
+@op_definition
+class ConstantOp(FastOp):
     """A tensor known at compile time. `name` is set for a model weight (an
     ONNX initializer), which Forge loads by that name."""
 
@@ -213,8 +213,8 @@ class ConstantOp(IRDLOperation):
         )
 
 
-@irdl_op_definition
-class FullOp(IRDLOperation):
+@op_definition
+class FullOp(FastOp):
     """A tensor of one repeated value (ONNX ConstantOfShape); never
     materialised at compile time, however large."""
 
@@ -253,8 +253,8 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> list[int]:
     return out
 
 
-@irdl_op_definition
-class UnaryOp(IRDLOperation):
+@op_definition
+class UnaryOp(FastOp):
     """An element-wise function of one tensor (`fn` names it)."""
 
     name = "tir.unary"
@@ -276,8 +276,8 @@ class UnaryOp(IRDLOperation):
             raise VerifyException("result shape must equal the input shape")
 
 
-@irdl_op_definition
-class BinaryOp(IRDLOperation):
+@op_definition
+class BinaryOp(FastOp):
     """An element-wise function of two tensors with numpy broadcasting."""
 
     name = "tir.binary"
@@ -306,8 +306,8 @@ class BinaryOp(IRDLOperation):
             raise VerifyException(f"result has shape {list(_shape(self.output))}, expected {shape}")
 
 
-@irdl_op_definition
-class WhereOp(IRDLOperation):
+@op_definition
+class WhereOp(FastOp):
     """`condition ? x : y`, element-wise with broadcasting."""
 
     name = "tir.where"
@@ -319,8 +319,8 @@ class WhereOp(IRDLOperation):
     assembly_format = "$condition `,` $x `,` $y attr-dict `:` type($condition) `,` type($x) `,` type($y) `->` type($output)"
 
 
-@irdl_op_definition
-class CastOp(IRDLOperation):
+@op_definition
+class CastOp(FastOp):
     """Convert element type."""
 
     name = "tir.cast"
@@ -330,8 +330,8 @@ class CastOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class ClipOp(IRDLOperation):
+@op_definition
+class ClipOp(FastOp):
     """Clamp to [min, max]."""
 
     name = "tir.clip"
@@ -347,8 +347,8 @@ class ClipOp(IRDLOperation):
 # -- linear algebra and neural-network ops ------------------------------------------
 
 
-@irdl_op_definition
-class MatmulOp(IRDLOperation):
+@op_definition
+class MatmulOp(FastOp):
     """numpy `matmul`: batched, broadcasting over leading dimensions."""
 
     name = "tir.matmul"
@@ -359,8 +359,8 @@ class MatmulOp(IRDLOperation):
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
 
 
-@irdl_op_definition
-class Conv2dOp(IRDLOperation):
+@op_definition
+class Conv2dOp(FastOp):
     """2-D convolution, NCHW activations, OIHW weights; `pads` is
     [top, left, bottom, right]."""
 
@@ -378,8 +378,8 @@ class Conv2dOp(IRDLOperation):
     assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
 
 
-@irdl_op_definition
-class Pool2dOp(IRDLOperation):
+@op_definition
+class Pool2dOp(FastOp):
     """2-D max or average pooling over NCHW; `pads` is [top, left, bottom, right]."""
 
     name = "tir.pool2d"
@@ -397,8 +397,8 @@ class Pool2dOp(IRDLOperation):
     assembly_format = "$kind $input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class BatchnormOp(IRDLOperation):
+@op_definition
+class BatchnormOp(FastOp):
     """Inference batch normalisation over dimension 1."""
 
     name = "tir.batchnorm"
@@ -414,8 +414,8 @@ class BatchnormOp(IRDLOperation):
     assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
 
-@irdl_op_definition
-class SoftmaxOp(IRDLOperation):
+@op_definition
+class SoftmaxOp(FastOp):
     """Softmax (or log-softmax with `log`) along one axis."""
 
     name = "tir.softmax"
@@ -428,8 +428,8 @@ class SoftmaxOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class LayernormOp(IRDLOperation):
+@op_definition
+class LayernormOp(FastOp):
     """Layer normalisation over the last axis with scale and bias."""
 
     name = "tir.layernorm"
@@ -446,8 +446,8 @@ class LayernormOp(IRDLOperation):
 # -- data movement ------------------------------------------------------------------
 
 
-@irdl_op_definition
-class ReshapeOp(IRDLOperation):
+@op_definition
+class ReshapeOp(FastOp):
     """Same elements, the result type's shape."""
 
     name = "tir.reshape"
@@ -467,8 +467,8 @@ class ReshapeOp(IRDLOperation):
             raise VerifyException(f"cannot reshape {list(a)} into {list(b)}")
 
 
-@irdl_op_definition
-class TransposeOp(IRDLOperation):
+@op_definition
+class TransposeOp(FastOp):
     """Permute dimensions: result dim i is input dim perm[i]."""
 
     name = "tir.transpose"
@@ -487,8 +487,8 @@ class TransposeOp(IRDLOperation):
         )
 
 
-@irdl_op_definition
-class ConcatOp(IRDLOperation):
+@op_definition
+class ConcatOp(FastOp):
     """Join tensors along one axis."""
 
     name = "tir.concat"
@@ -499,8 +499,8 @@ class ConcatOp(IRDLOperation):
     assembly_format = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($output)"
 
 
-@irdl_op_definition
-class ReduceOp(IRDLOperation):
+@op_definition
+class ReduceOp(FastOp):
     """Reduce (`fn`: sum, mean, max) over `axes`, keeping them as size 1 or not."""
 
     name = "tir.reduce"
@@ -514,8 +514,8 @@ class ReduceOp(IRDLOperation):
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class ArgmaxOp(IRDLOperation):
+@op_definition
+class ArgmaxOp(FastOp):
     """Index of the first maximum along `axis`, as i64."""
 
     name = "tir.argmax"
@@ -528,8 +528,8 @@ class ArgmaxOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class TileOp(IRDLOperation):
+@op_definition
+class TileOp(FastOp):
     """Repeat the whole tensor `repeats[i]` times along each dimension."""
 
     name = "tir.tile"
@@ -541,8 +541,8 @@ class TileOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class CumsumOp(IRDLOperation):
+@op_definition
+class CumsumOp(FastOp):
     """Inclusive running sum along `axis`."""
 
     name = "tir.cumsum"
@@ -554,8 +554,8 @@ class CumsumOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class PadOp(IRDLOperation):
+@op_definition
+class PadOp(FastOp):
     """Pad with a constant; `pads` is [d0_lo, d0_hi, d1_lo, d1_hi, ...]."""
 
     name = "tir.pad"
@@ -568,8 +568,8 @@ class PadOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-@irdl_op_definition
-class GatherOp(IRDLOperation):
+@op_definition
+class GatherOp(FastOp):
     """numpy `take(input, indices, axis)`."""
 
     name = "tir.gather"
@@ -582,8 +582,8 @@ class GatherOp(IRDLOperation):
     assembly_format = "$input `,` $indices attr-dict `:` type($input) `,` type($indices) `->` type($output)"
 
 
-@irdl_op_definition
-class BroadcastOp(IRDLOperation):
+@op_definition
+class BroadcastOp(FastOp):
     """Expand size-1 (or missing leading) dimensions to the result shape."""
 
     name = "tir.broadcast"

@@ -86,7 +86,7 @@ def _op_class(schema: onnx.defs.OpSchema) -> str:
     attrs = {n: _KIND[a.type] for n, a in sorted(schema.attributes.items())}
     graphs = [n for n, k in attrs.items() if k == "graph"]
     lines = [
-        "@irdl_op_definition",
+        "@op_definition",
         f"class {name}Op(OnnxOp):",
         f'    """ONNX {name}, opset {schema.since_version}."""',
         "",
@@ -165,7 +165,6 @@ from xdsl.ir import Attribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedResultSegments,
-    irdl_op_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -180,6 +179,7 @@ from xdsl.irdl import (
 
 from xdsl.traits import Pure
 
+from forge_opt.dialects.irdl_fast import op_definition
 from forge_opt.dialects.onnx_base import OPTIONAL, SINGLE, VARIADIC, OnnxOp
 
 Params = tuple[tuple[str, str], ...]

@@ -29,14 +29,28 @@ def make_context() -> Context:
 
 def compile_onnx(source: Source, pipeline: str = "onnx-to-forge") -> ModuleOp:
     """Import a model and run a pass pipeline on it (default: to `forge`)."""
-    from xdsl.passes import PassPipeline
+    module = import_onnx(source)
+    run_pipeline(module, pipeline)
+    return module
 
+
+def run_pipeline(module: ModuleOp, pipeline: str = "onnx-to-forge") -> None:
+    """Run a pass pipeline on `module` in place, verifying the IR before the
+    first pass and after each, as xdsl-opt does."""
+    from xdsl.passes import PassPipeline
+    from xdsl.utils.exceptions import VerifyException
+
+    from forge_opt.diagnostics import ForgeOptError
     from forge_opt.transforms.pipelines import ALL_PASSES
 
-    module = import_onnx(source)
-    passes = PassPipeline.parse_spec({n: (lambda p=p: p) for n, p in ALL_PASSES.items()}, pipeline)
+    def verify(done, module: ModuleOp, _next) -> None:
+        try:
+            module.verify()
+        except VerifyException as e:
+            raise ForgeOptError(f"pass '{done.name}' produced invalid IR: {e}" if done else str(e)) from None
+
+    passes = PassPipeline.parse_spec({n: (lambda p=p: p) for n, p in ALL_PASSES.items()}, pipeline, verify)
     passes.apply(make_context(), module)
-    return module
 
 
 def check_model(source: Source, inputs=None, **options):

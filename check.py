@@ -134,12 +134,11 @@ def check_model(
     `freeze` names graph inputs to compile as constants, with their values
     taken from `inputs` (a dict). With `bisect`, a mismatch also names the
     first ONNX node whose output diverges."""
-    from forge_opt.api import make_context
+    from forge_opt.api import run_pipeline
     from forge_opt.frontends.onnx import import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
     from forge_opt.interpreters.run import main_func
     from forge_opt.targets.forge_python import emit_module
-    from forge_opt.transforms.pipelines import OnnxToForgePass
 
     try:
         model, base = load_model(source)
@@ -164,7 +163,7 @@ def check_model(
             arrays = [np.asarray(inputs[n]) for n in names]
         else:
             arrays = [np.asarray(x) for x in inputs]
-        OnnxToForgePass().apply(make_context(), module)
+        run_pipeline(module)
         emitted = emit_module(module)
         text = emitted.source
     except ForgeOptError as e:

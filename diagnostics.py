@@ -33,5 +33,8 @@ def text(name: str | bytes) -> str:
     return name.decode("utf-8", errors="replace") if isinstance(name, bytes) else name
 
 
+_UNKNOWN = UnknownLoc()
+
+
 def name_loc(name: str | bytes) -> NameLoc:
-    return NameLoc(StringAttr(text(name)), UnknownLoc())
+    return NameLoc(StringAttr(text(name)), _UNKNOWN)

@@ -25,6 +25,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
+from forge_opt.dtypes import tensor_type
 
 
 def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -79,7 +80,7 @@ class SplitOp(FastOp):
         types = []
         for s in sections:
             shape[axis] = s
-            types.append(TensorType(elem, shape))
+            types.append(tensor_type(elem, shape))
         super().__init__(
             operands=[input],
             result_types=[types],
@@ -141,7 +142,7 @@ class StridedSliceOp(FastOp):
             shape[a] = len(range(b, e, s))
         super().__init__(
             operands=[input],
-            result_types=[TensorType(input.type.element_type, shape)],
+            result_types=[tensor_type(input.type.element_type, shape)],
             properties={
                 "axes": DenseArrayBase.from_list(i64, list(axes)),
                 "begin": DenseArrayBase.from_list(i64, list(begin)),
@@ -292,7 +293,7 @@ class BinaryOp(FastOp):
         shape = broadcast_shapes(_shape(lhs), _shape(rhs))
         elem = element_type or lhs.type.element_type
         super().__init__(
-            operands=[lhs, rhs], result_types=[TensorType(elem, shape)], properties={"fn": StringAttr(fn)}
+            operands=[lhs, rhs], result_types=[tensor_type(elem, shape)], properties={"fn": StringAttr(fn)}
         )
 
     def verify_(self) -> None:
@@ -457,7 +458,7 @@ class ReshapeOp(FastOp):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, input: SSAValue, shape: Sequence[int]):
-        super().__init__(operands=[input], result_types=[TensorType(input.type.element_type, shape)])
+        super().__init__(operands=[input], result_types=[tensor_type(input.type.element_type, shape)])
 
     def verify_(self) -> None:
         import math
@@ -482,7 +483,7 @@ class TransposeOp(FastOp):
         shape = _shape(input)
         super().__init__(
             operands=[input],
-            result_types=[TensorType(input.type.element_type, [shape[p] for p in perm])],
+            result_types=[tensor_type(input.type.element_type, [shape[p] for p in perm])],
             properties={"perm": DenseArrayBase.from_list(i64, list(perm))},
         )
 

@@ -147,7 +147,7 @@ def _mlir_type(tp: TypeProto, what: str) -> Attribute:
         if not tt.HasField("shape"):
             return UnrankedTensorType(elem)
         dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
-        return TensorType(elem, dims)
+        return dtypes.tensor_type(elem, dims)
     if kind == "sequence_type":
         return SeqType(_mlir_type(tp.sequence_type.elem_type, what))
     if kind == "optional_type":
@@ -156,7 +156,7 @@ def _mlir_type(tp: TypeProto, what: str) -> Attribute:
 
 
 def _tensor_type(t: TensorProto, what: str) -> TensorType:
-    return TensorType(_element_type(t.data_type, what), list(t.dims))
+    return dtypes.tensor_type(_element_type(t.data_type, what), t.dims)
 
 
 # -- constants ------------------------------------------------------------------

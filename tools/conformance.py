@@ -94,12 +94,11 @@ def _reason(message: str) -> str:
 def run_case(case) -> Result:
     from onnx import TensorProto
 
-    from forge_opt.api import make_context
+    from forge_opt.api import run_pipeline
     from forge_opt.diagnostics import ForgeOptError
     from forge_opt.frontends.onnx import freeze_inputs, import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
     from forge_opt.targets.forge_python import emit_module
-    from forge_opt.transforms.pipelines import OnnxToForgePass
 
     model = case.model
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -134,7 +133,7 @@ def run_case(case) -> Result:
             if integer:
                 model = freeze_inputs(model, {n: feeds[n] for n in integer})
             module = import_model(model)
-            OnnxToForgePass().apply(make_context(), module)
+            run_pipeline(module)
             result.forge_ops = {op.name for op in module.walk() if op.name.startswith("forge.")}
             emitted = emit_module(module)
             actual = run_forge_module(

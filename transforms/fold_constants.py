@@ -14,7 +14,6 @@ import math
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
@@ -22,6 +21,7 @@ from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.interpreters.onnx import evaluate
+from forge_opt.transforms.lowering import Replacement
 
 FOLD_LIMIT = 1 << 16
 
@@ -60,39 +60,39 @@ def _result_size(op: Operation) -> int | None:
     return total
 
 
-class FoldConstants(RewritePattern):
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, OnnxOp) or op.ONNX_OP_TYPE in _KEEP or not op.results:
-            return
-        source = op.operands[0].owner if op.operands else None
-        if op.ONNX_OP_TYPE == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
-            return  # folding would turn a named weight into an anonymous copy
-        if op.ONNX_OP_TYPE in ("Shape", "Size"):
-            shape = _static_shape(op.operands[0])
-            if shape is None:
-                return
-            values = None
-        else:
-            values = [constant_array(v) for v in op.operands]
-            if any(v is None for v in values):
-                return
-        size = _result_size(op)
-        if size is not None and size > FOLD_LIMIT:
-            return
-        if values is None:
-            values = [np.zeros(shape, np.float32)]
-        outputs = evaluate(op, tuple(values))
-        if any(np.asarray(o).size > FOLD_LIMIT for o in outputs):
-            return
-        new_ops = []
-        for out in outputs:
-            const = onnx.ConstantOp.build(
-                result_types=[array_to_attr(np.asarray(out)).type],
-                properties={"value": array_to_attr(np.asarray(out))},
-            )
-            const.location = op.location
-            new_ops.append(const)
-        for old, new in zip(op.results, new_ops):
-            if old.name_hint:
-                new.results[0].name_hint = old.name_hint
-        rewriter.replace(op, new_ops, [c.results[0] for c in new_ops])
+def fold_constant_op(op: Operation) -> Replacement | None:
+    """`onnx.Constant` ops replacing `op`, or None when it does not fold."""
+    if not isinstance(op, OnnxOp) or op.ONNX_OP_TYPE in _KEEP or not op.results:
+        return None
+    source = op.operands[0].owner if op.operands else None
+    if op.ONNX_OP_TYPE == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
+        return None  # folding would turn a named weight into an anonymous copy
+    if op.ONNX_OP_TYPE in ("Shape", "Size"):
+        shape = _static_shape(op.operands[0])
+        if shape is None:
+            return None
+        values = None
+    else:
+        values = [constant_array(v) for v in op.operands]
+        if any(v is None for v in values):
+            return None
+    size = _result_size(op)
+    if size is not None and size > FOLD_LIMIT:
+        return None
+    if values is None:
+        values = [np.zeros(shape, np.float32)]
+    outputs = evaluate(op, tuple(values))
+    if any(np.asarray(o).size > FOLD_LIMIT for o in outputs):
+        return None
+    new_ops = []
+    for out in outputs:
+        const = onnx.ConstantOp.build(
+            result_types=[array_to_attr(np.asarray(out)).type],
+            properties={"value": array_to_attr(np.asarray(out))},
+        )
+        const.location = op.location
+        new_ops.append(const)
+    for old, new in zip(op.results, new_ops):
+        if old.name_hint:
+            new.results[0].name_hint = old.name_hint
+    return new_ops, [c.results[0] for c in new_ops]

@@ -12,35 +12,29 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
 
 from forge_opt.dialects import tir
+from forge_opt.transforms.lowering import Replacement, rewrite_in_order
 
 
-class SplitToStridedSlices(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tir.SplitOp, rewriter: PatternRewriter) -> None:
-        axis = op.axis.value.data
-        dim = op.input.type.get_shape()[axis]
-        new_ops: list[Operation] = []
-        values: list[SSAValue] = []
-        begin = 0
-        for size in op.sections.get_values():
-            if size == dim:
-                values.append(op.input)
-            else:
-                piece = tir.StridedSliceOp(op.input, [axis], [begin], [begin + size], [1])
-                piece.location = op.location
-                new_ops.append(piece)
-                values.append(piece.output)
-            begin += size
-        rewriter.replace(op, new_ops, values)
+def split_to_strided_slices(op: Operation) -> Replacement | None:
+    if not isinstance(op, tir.SplitOp):
+        return None
+    axis = op.axis.value.data
+    dim = op.input.type.get_shape()[axis]
+    new_ops: list[Operation] = []
+    values: list[SSAValue] = []
+    begin = 0
+    for size in op.sections.get_values():
+        if size == dim:
+            values.append(op.input)
+        else:
+            piece = tir.StridedSliceOp(op.input, [axis], [begin], [begin + size], [1])
+            piece.location = op.location
+            new_ops.append(piece)
+            values.append(piece.output)
+        begin += size
+    return new_ops, values
 
 
 @dataclass(frozen=True)
@@ -50,6 +44,4 @@ class LowerSplitPass(ModulePass):
     name = "lower-split"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([SplitToStridedSlices()]), apply_recursively=False
-        ).rewrite_module(op)
+        rewrite_in_order(op, split_to_strided_slices)

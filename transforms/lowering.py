@@ -1,5 +1,6 @@
 """The machinery shared by the lowering passes: a table of lowering
-functions by op, and a pattern that runs the one for each op it meets.
+functions by op, and one in-order walk that runs the one for each op it
+meets.
 
 A lowering function gets the op and an `Emitter`, builds the replacement
 ops through the emitter (they are inserted before the op and carry its
@@ -14,7 +15,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from forge_opt.diagnostics import ForgeOptError, describe
 
@@ -52,18 +52,53 @@ class LoweringTable(dict):
         return register
 
 
-class TableLowering(RewritePattern):
+Replacement = tuple[Sequence[Operation], Sequence[SSAValue | None]]
+Rewrite = Callable[[Operation], Replacement | None]
+
+
+def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
+    """Offer each op nested in `root` to `rewrite` once, in program order.
+
+    When it returns (new ops, values), the new ops go before the op, the
+    uses of its results move to the values and the op is erased. New ops are
+    not offered again: each stage rewrites one level down. One walk with no
+    worklist; xDSL's greedy rewriter costs about as much again as the
+    rewrites themselves.
+    """
+    for region in root.regions:
+        for block in region.blocks:
+            for op in list(block.ops):
+                if op.parent is not block:
+                    continue
+                replacement = rewrite(op)
+                if replacement is None:
+                    if op.regions:
+                        rewrite_in_order(op, rewrite)
+                    continue
+                new_ops, values = replacement
+                if new_ops:
+                    block.insert_ops_before(new_ops, op)
+                for old, new in zip(op.results, values, strict=True):
+                    if new is not None:
+                        old.replace_all_uses_with(new)  # carries the name hint over
+                # As xDSL's PatternRewriter.replace: the ops computing one
+                # value share its name, so emitted names trace to the ONNX value.
+                if len(values) == 1 and values[0] is not None and values[0].name_hint:
+                    for new_op in new_ops:
+                        for result in new_op.results:
+                            if not result.name_hint:
+                                result.name_hint = values[0].name_hint
+                block.erase_op(op)
+
+
+def table_rewrite(table: dict[str, Lowering], key: Callable[[Operation], str | None]) -> Rewrite:
     """Rewrite each op that has an entry in `table` (keyed by `key(op)`)."""
 
-    def __init__(self, table: dict[str, Lowering], key: Callable[[Operation], str | None]):
-        self.table = table
-        self.key = key
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        k = self.key(op)
-        fn = self.table.get(k) if k is not None else None
+    def rewrite(op: Operation) -> Replacement | None:
+        k = key(op)
+        fn = table.get(k) if k is not None else None
         if fn is None:
-            return
+            return None
         emitter = Emitter(op)
         results = list(fn(op, emitter))
         if len(results) != len(op.results):
@@ -75,7 +110,9 @@ class TableLowering(RewritePattern):
                 raise ForgeOptError(f"{describe(op)}: result #{old.index} is used but cannot be lowered")
             if new is not None and new.owner in emitter.ops and old.name_hint:
                 new.name_hint = old.name_hint
-        rewriter.replace(op, emitter.ops, results)
+        return emitter.ops, results
+
+    return rewrite
 
 
 def shape_of(value: SSAValue) -> list[int]:

@@ -11,12 +11,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.transforms.dead_code_elimination import dce
 
 from forge_opt.dialects.onnx_base import OnnxOp
-from forge_opt.transforms.fold_constants import FoldConstants
-from forge_opt.transforms.lowering import TableLowering
+from forge_opt.transforms.fold_constants import fold_constant_op
+from forge_opt.transforms.lowering import rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
 
 
@@ -31,11 +30,8 @@ class OnnxToTirPass(ModulePass):
     name = "onnx-to-tir"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(FoldConstants(), apply_recursively=False).rewrite_module(op)
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([TableLowering(ONNX_LOWERINGS, _onnx_key)]),
-            apply_recursively=False,
-        ).rewrite_module(op)
+        rewrite_in_order(op, fold_constant_op)
+        rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS, _onnx_key))
         dce(op)
         refine_result_types(op)
 

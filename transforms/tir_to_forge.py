@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.transforms.dead_code_elimination import dce
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import array_to_attr
-from forge_opt.transforms.lowering import Emitter, LoweringTable, TableLowering
+from forge_opt.transforms.lowering import Emitter, LoweringTable, rewrite_in_order, table_rewrite
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -409,10 +408,7 @@ class TirToForgePass(ModulePass):
     name = "tir-to-forge"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([TableLowering(LOWERINGS, lambda o: o.name)]),
-            apply_recursively=False,
-        ).rewrite_module(op)
+        rewrite_in_order(op, table_rewrite(LOWERINGS, lambda o: o.name))
         dce(op)
         check_lowered(op)
 

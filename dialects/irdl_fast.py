@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from xdsl.dialects.builtin import DenseArrayBase, i32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects.builtin import DenseArrayBase, UnknownLoc, i32
+from xdsl.ir import Attribute, Operation, OpResult, SSAValue, SSAValues
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -111,11 +111,13 @@ class _Layout:
     # -- building ------------------------------------------------------------
 
     @staticmethod
-    def flatten(kinds: tuple[int, ...], args: Sequence, item: type) -> tuple[list, tuple[int, ...]] | None:
+    def flatten(kinds: tuple[int, ...], args: Sequence, item: type) -> tuple[Sequence, tuple[int, ...]] | None:
         """IRDL's grouped arguments as a flat list and the size of each
         group; None when `args` is not in a plain form."""
         if len(args) != len(kinds):
             return None
+        if OPTIONAL not in kinds and VARIADIC not in kinds:
+            return (args, (1,) * len(args)) if all(isinstance(a, item) for a in args) else None
         flat: list = []
         sizes: list[int] = []
         for kind, arg in zip(kinds, args):
@@ -205,6 +207,28 @@ def _layout(cls: type[IRDLOperation]) -> _Layout | None:
     return layout
 
 
+_UNKNOWN = UnknownLoc()
+
+
+def _init_operation(op: Operation, operands, result_types, properties, attributes) -> None:
+    """`Operation.__init__` for an op without successors or regions, which
+    keep their class defaults (empty); a third cheaper than the general one."""
+    op.operands = operands
+    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    op.properties = properties
+    op.attributes = attributes
+    op.location = _UNKNOWN
+    op.__post_init__()
+
+
+def _without_none(attrs: dict[str, Attribute | None] | None) -> dict[str, Attribute]:
+    if not attrs:
+        return {}
+    if None in attrs.values():
+        return {k: v for k, v in attrs.items() if v is not None}
+    return dict(attrs)
+
+
 @lru_cache(maxsize=256)
 def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i32, sizes)
@@ -230,20 +254,14 @@ class FastOp(IRDLOperation):
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)
             built_results = layout.flatten(layout.result_kinds, result_types or (), Attribute)
             if built_operands is not None and built_results is not None:
-                props = {k: v for k, v in (properties or {}).items() if v is not None}
-                attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
+                props = _without_none(properties)
+                attrs = _without_none(attributes)
                 holder = props if layout.segments_as_property else attrs
                 if layout.operand_segments is not None:
                     holder[layout.operand_segments] = _segment_sizes(built_operands[1])
                 if layout.result_segments is not None:
                     holder[layout.result_segments] = _segment_sizes(built_results[1])
-                Operation.__init__(
-                    self,
-                    operands=built_operands[0],
-                    result_types=built_results[0],
-                    properties=props,
-                    attributes=attrs,
-                )
+                _init_operation(self, built_operands[0], built_results[0], props, attrs)
                 return
         IRDLOperation.__init__(
             self,

@@ -4,8 +4,6 @@ plus what the importer needs around them."""
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Dialect
 from xdsl.irdl import (
-    IRDLOperation,
-    irdl_op_definition,
     prop_def,
     traits_def,
     var_operand_def,
@@ -13,6 +11,7 @@ from xdsl.irdl import (
 )
 from xdsl.traits import IsTerminator
 
+from forge_opt.dialects.irdl_fast import FastOp, op_definition
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.dialects import onnx_verifiers  # noqa: F401  (registers the checks)
 from forge_opt.dialects.onnx_ops import ONNX_OPS, ONNX_VERSION
@@ -21,8 +20,8 @@ from forge_opt.dialects.onnx_ops import ONNX_OPS, ONNX_VERSION
 INITIALIZER_ATTR = "onnx.initializer"
 
 
-@irdl_op_definition
-class CustomOp(IRDLOperation):
+@op_definition
+class CustomOp(FastOp):
     """A node of another domain (e.g. com.microsoft), kept so the model still
     imports; its ONNX attributes are the op's attributes."""
 
@@ -36,8 +35,8 @@ class CustomOp(IRDLOperation):
     )
 
 
-@irdl_op_definition
-class YieldOp(IRDLOperation):
+@op_definition
+class YieldOp(FastOp):
     """Returns the outputs of a graph attribute's body (If, Loop, Scan)."""
 
     name = "onnx.Yield"

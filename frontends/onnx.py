@@ -41,7 +41,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, name_loc, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
-from forge_opt.frontends.onnx_adapters import adapt_node
+from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 
 #: Initializers with more elements than this are hidden from shape inference:
@@ -324,6 +324,8 @@ class _Importer:
             self.opsets[""] = self.opsets.pop("ai.onnx")
         self.types: dict[str, TypeProto] = {}
         self._collect_types(inferred.graph)
+        # a graph has few distinct types: convert each once, keyed by its bytes
+        self._converted: dict[bytes, Attribute] = {}
 
     def _collect_types(self, g: GraphProto) -> None:
         for vi in [*g.input, *g.output, *g.value_info]:
@@ -338,7 +340,11 @@ class _Importer:
         tp = self.types.get(name)
         if tp is None:
             return _unknown_type()
-        return _mlir_type(tp, what)
+        key = tp.SerializeToString()
+        converted = self._converted.get(key)
+        if converted is None:
+            converted = self._converted[key] = _mlir_type(tp, what)
+        return converted
 
     # -- graphs
 
@@ -398,14 +404,13 @@ class _Importer:
         if domain != "":
             return [self._custom(node, env, what)]
         opset = self.opsets.get("", 1)
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opset, "")
-        except onnx.defs.SchemaError:
+        since = schema_version(node.op_type, opset)
+        if since is None:
             if node.op_type in OPS_BY_TYPE:
-                raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}") from None
-            raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain") from None
+                raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}")
+            raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain")
         ops: list[Operation] = []
-        for n in adapt_node(node, schema.since_version, self.types, what):
+        for n in adapt_node(node, since, self.types, what):
             ops.extend(self._build(n, env, _what(n) if n is not node else what))
         return ops
 

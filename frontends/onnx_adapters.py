@@ -9,6 +9,7 @@ used to be attributes and are now inputs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import onnx.defs
@@ -32,9 +33,20 @@ def _adapter(*op_types: str, before: int):
     return register
 
 
+@lru_cache(maxsize=None)
+def schema_version(op_type: str, opset: int | None = None) -> int | None:
+    """The version of the default-domain schema of `op_type` in effect at
+    `opset` (the newest when None), or None when there is none."""
+    try:
+        if opset is None:
+            return onnx.defs.get_schema(op_type).since_version
+        return onnx.defs.get_schema(op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
+
+
 def adapt_node(node: NodeProto, since: int, types: dict[str, TypeProto], what: str) -> list[NodeProto]:
-    newest = onnx.defs.get_schema(node.op_type).since_version
-    if since >= newest:
+    if since >= schema_version(node.op_type):
         return [node]
     adapted = NodeProto()
     adapted.CopyFrom(node)

@@ -1,0 +1,112 @@
+"""`irdl_fast`: for every op of our dialects, the fast builder makes the op
+xDSL's IRDL builder makes, and the fast verifier never accepts what xDSL's
+verifier of the definition rejects."""
+
+import pytest
+from xdsl.dialects.builtin import StringAttr, TensorType, f32, i32
+from xdsl.ir import Block
+from xdsl.irdl import IRDLOperation, OptionalDef, VariadicDef
+from xdsl.utils.exceptions import VerifyException
+
+from forge_opt.dialects import forge, tir
+from forge_opt.dialects.irdl_fast import FastOp, _layout
+from forge_opt.dialects.onnx import ONNX
+
+T = TensorType(f32, [2, 3])
+OPS = [op for d in (ONNX, tir.TIR, forge.FORGE) for op in d.operations]
+FAST = [op for op in OPS if _layout(op) is not None]
+
+
+def _args(defs, one):
+    """Grouped builder arguments: one item per single def, a list of one
+    or two per optional or variadic def (alternating, to vary the sizes)."""
+    grouped = []
+    for i, (_, d) in enumerate(defs):
+        if isinstance(d, OptionalDef):
+            grouped.append([one] if i % 2 else [])
+        elif isinstance(d, VariadicDef):
+            grouped.append([one, one] if i % 2 else [one])
+        else:
+            grouped.append(one)
+    return grouped
+
+
+def _build_both(cls):
+    value = Block(arg_types=[T]).args[0]
+    op_def = cls.get_irdl_definition()
+    kwargs = dict(operands=_args(op_def.operands, value), result_types=_args(op_def.results, T))
+    fast = cls.build(**kwargs)
+    reference = cls.__new__(cls)
+    IRDLOperation.__init__(reference, **kwargs)
+    return fast, reference
+
+
+def _generic_accepts(op) -> bool:
+    try:
+        op.get_irdl_definition().verify(op)
+    except VerifyException:
+        return False
+    return True
+
+
+def test_most_ops_take_the_fast_paths():
+    assert {tir.UnaryOp, tir.BinaryOp, forge.FORGE_OPS["Index"], forge.ParameterOp} <= set(FAST)
+    assert len(FAST) > 0.9 * len(OPS)
+
+
+@pytest.mark.parametrize("cls", FAST, ids=lambda c: c.name)
+def test_fast_build_matches_irdl(cls):
+    fast, reference = _build_both(cls)
+    assert fast.operands == reference.operands
+    assert fast.result_types == reference.result_types
+    assert fast.properties == reference.properties
+    assert fast.attributes == reference.attributes
+    assert not fast.successors and not fast.regions
+    if fast.operands:  # every operand is the same value: it has one use per operand
+        uses = [u for u in fast.operands[0].uses if u.operation is fast]
+        assert sorted(u.index for u in uses) == list(range(len(fast.operands)))
+
+
+@pytest.mark.parametrize("cls", FAST, ids=lambda c: c.name)
+def test_fast_verifier_is_sound(cls):
+    layout = _layout(cls)
+    op, _ = _build_both(cls)
+    mutants = [op]
+    if op.results:
+        wrong_type = cls.build(
+            operands=_args(cls.get_irdl_definition().operands, Block(arg_types=[T]).args[0]),
+            result_types=_args(cls.get_irdl_definition().results, i32),
+        )
+        mutants.append(wrong_type)
+    for mutate in (
+        lambda o: o.properties.update(unknown=StringAttr("x")),
+        lambda o: o.properties.update(operandSegmentSizes=StringAttr("x")),
+        lambda o: setattr(o, "operands", list(o.operands)[:-1]),
+        lambda o: setattr(o, "operands", [*o.operands, o.operands[0]] if o.operands else []),
+        lambda o: o.properties.clear(),
+    ):
+        mutant, _ = _build_both(cls)
+        mutate(mutant)
+        mutants.append(mutant)
+    for mutant in mutants:
+        if layout.holds(mutant):
+            assert _generic_accepts(mutant), f"fast verifier accepted what xDSL rejects: {mutant}"
+
+
+def test_fast_verifier_reports_xdsls_message():
+    x = Block(arg_types=[T]).args[0]
+    op = tir.UnaryOp("relu", x)
+    op.properties["fn"] = i32
+    with pytest.raises(VerifyException, match="fn"):
+        op.verify()
+
+
+def test_plain_ops_pass_the_fast_verifier():
+    x = Block(arg_types=[T]).args[0]
+    for op in (tir.UnaryOp("relu", x), forge.build("Index", [x], TensorType(f32, [2, 1]), dim=-1, start=0, stop=1)):
+        assert _layout(type(op)).holds(op)
+        op.verify()
+
+
+def test_fast_ops_are_fast_ops():
+    assert all(issubclass(op, FastOp) for op in FAST)

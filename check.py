@@ -94,27 +94,30 @@ def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, n
     except ImportError:
         raise ForgeOptError("forge-check compares with onnxruntime: pip install 'forge-opt[test]'") from None
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if base is not None and any(
-        t.data_location == 1 for t in model.graph.initializer
-    ):  # external data: onnxruntime resolves it next to a file
-        import tempfile
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if base is not None and any(
+            t.data_location == 1 for t in model.graph.initializer
+        ):  # external data: onnxruntime resolves it next to a file
+            import tempfile
 
-        import onnx
+            import onnx
 
-        with tempfile.NamedTemporaryFile(suffix=".onnx", dir=base, delete=False) as f:
-            path = f.name
-        try:
-            onnx.save(model, path)
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        finally:
-            os.unlink(path)
-    else:
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-    return session.run(None, feeds)
+            with tempfile.NamedTemporaryFile(suffix=".onnx", dir=base, delete=False) as f:
+                path = f.name
+            try:
+                onnx.save(model, path)
+                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            finally:
+                os.unlink(path)
+        else:
+            session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        return session.run(None, feeds)
+    except Exception as e:  # onnxruntime's own errors carry no common base class
+        raise ForgeOptError(f"onnxruntime, the reference, cannot run the model: {e}") from None
 
 
 def check_model(

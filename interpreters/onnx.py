@@ -1,5 +1,6 @@
 """numpy implementations of every `onnx` op: ONNX's own reference
-implementation (`onnx.reference`), run one op at a time.
+implementation (`onnx.reference`), run one op at a time, except where that
+implementation is wrong (`_OVERRIDES`).
 
 The same functions fold constants in `onnx-to-tir`, so what the compiler
 folds is what the ONNX reference computes.
@@ -64,10 +65,29 @@ def _evaluator_cls():
     return ReferenceEvaluator
 
 
+def _gather_elements(op: OnnxOp, data: np.ndarray, indices: np.ndarray) -> tuple:
+    axis = op.axis.value.data
+    if not -data.ndim <= axis < data.ndim:
+        raise ForgeOptError(f"{describe(op)}: axis {axis} is out of range for rank {data.ndim}")
+    size = data.shape[axis]
+    if indices.size and not (-size <= indices.min() and indices.max() < size):
+        raise ForgeOptError(f"{describe(op)}: an index is out of range for a dimension of size {size}")
+    return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
+
+
+# onnx.reference (1.23.2) gathers wrongly when data has more than 32 entries
+# along `axis` (np.choose's limit, then a fallback that reads one element
+# per row); BERT's position ids hit it.
+_OVERRIDES = {"GatherElements": _gather_elements}
+
+
 def evaluate(op: OnnxOp, args: tuple) -> tuple:
     """Run one op on numpy arrays through onnx.reference."""
     from onnx.reference.ops import load_op
 
+    override = _OVERRIDES.get(op.ONNX_OP_TYPE)
+    if override is not None:
+        return override(op, *args)
     if op.ONNX_GRAPHS:
         raise ForgeOptError(f"{describe(op)}: ops with graph attributes cannot be evaluated")
     node = to_node_proto(op)

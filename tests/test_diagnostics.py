@@ -86,6 +86,16 @@ def test_unreadable_files(content, message, tmp_path, capsys):
     assert code != 0 and message in err and "Traceback" not in err, err
 
 
+def test_missing_files(tmp_path, capsys):
+    code, err = _forge_opt(tmp_path / "absent.onnx", capsys)
+    assert code == 1 and err == f"forge-opt: error: {tmp_path / 'absent.onnx'}: no such file\n"
+    model = tmp_path / "m.onnxtxt"
+    model.write_text(HEADER + "g (float[2] x) => (float[2] y) { [r] y = Relu (x) }\n")
+    out = tmp_path / "absent" / "model.py"
+    code, err = _forge_opt(model, capsys, "-o", str(out))
+    assert code == 1 and err == f"forge-opt: error: {out}: the folder {out.parent} does not exist\n"
+
+
 def test_complex_tensors(tmp_path, capsys):
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"], name="id")],

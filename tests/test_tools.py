@@ -42,6 +42,15 @@ def test_forge_check_unlowered_op_exits_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_forge_check_says_when_onnxruntime_cannot_run_the_model(tmp_path):
+    model = tmp_path / "ir99.onnxtxt"
+    model.write_text(UNLOWERED.replace("ir_version: 8", "ir_version: 99").replace("Det", "Relu"))
+    proc = _forge_check(model)
+    assert proc.returncode == 2
+    assert "onnxruntime, the reference, cannot run the model" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_forge_check_inputs_file(tmp_path):
     x = np.arange(40, dtype=np.float32).reshape(10, 4)
     np.savez(tmp_path / "in.npz", x=x)

@@ -108,6 +108,9 @@ def _message(e: BaseException) -> str:
     if isinstance(e, ForgeOptError):
         return text
     if isinstance(e, FileNotFoundError):
+        folder = os.path.dirname(e.filename or "")
+        if folder and not os.path.isdir(folder):
+            return f"{e.filename}: the folder {folder} does not exist"
         return f"{e.filename}: no such file"
     # xDSL reports bad flags, pass names and pass options as ValueError.
     if type(e).__name__ in ("ParseError", "VerifyException", "DiagnosticException", "ValueError"):

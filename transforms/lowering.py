@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
 
@@ -88,7 +89,30 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
                         for result in new_op.results:
                             if not result.name_hint:
                                 result.name_hint = values[0].name_hint
-                block.erase_op(op)
+                _erase(block, op)
+
+
+def _erase(block: Block, op: Operation) -> None:
+    """`block.erase_op(op)` for an op whose results have no uses left,
+    without marking each result erased (a new value per result)."""
+    block.detach_op(op)
+    op.drop_all_references()
+
+
+def erase_dead_ops(root: Operation) -> None:
+    """Erase ops without effects whose results are unused, in one backward
+    sweep per block (a dead chain dies from its end); xDSL's `dce` does the
+    same through its greedy rewriter, at several times the cost."""
+    for region in root.regions:
+        for block in region.blocks:
+            op = block.last_op
+            while op is not None:
+                before = op.prev_op
+                if is_trivially_dead(op):
+                    _erase(block, op)
+                elif op.regions:
+                    erase_dead_ops(op)
+                op = before
 
 
 def table_rewrite(table: dict[str, Lowering], key: Callable[[Operation], str | None]) -> Rewrite:

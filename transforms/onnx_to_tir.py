@@ -11,11 +11,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
-from xdsl.transforms.dead_code_elimination import dce
 
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.transforms.fold_constants import fold_constant_op
-from forge_opt.transforms.lowering import rewrite_in_order, table_rewrite
+from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
 
 
@@ -32,7 +31,7 @@ class OnnxToTirPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite_in_order(op, fold_constant_op)
         rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS, _onnx_key))
-        dce(op)
+        erase_dead_ops(op)
         refine_result_types(op)
 
 

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.passes import ModulePass
-from xdsl.transforms.dead_code_elimination import dce
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import array_to_attr
-from forge_opt.transforms.lowering import Emitter, LoweringTable, rewrite_in_order, table_rewrite
+from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -409,6 +408,6 @@ class TirToForgePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite_in_order(op, table_rewrite(LOWERINGS, lambda o: o.name))
-        dce(op)
+        erase_dead_ops(op)
         check_lowered(op)
 

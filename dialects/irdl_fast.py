@@ -33,6 +33,7 @@ from xdsl.irdl import (
     irdl_op_definition,
 )
 from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
+from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct
 from xdsl.traits import OpTrait
 
 Check = Callable[[Attribute], bool]
@@ -152,8 +153,6 @@ class _Layout:
                 if size < 0 or (kind == SINGLE and size != 1) or (kind == OPTIONAL and size > 1):
                     return None
             return sizes
-        if VARIADIC not in kinds and OPTIONAL not in kinds:
-            return None if count != len(kinds) else (1,) * count
         rest = count - (len(kinds) - 1)
         if rest < 0 or (OPTIONAL in kinds and rest > 1):
             return None
@@ -181,16 +180,19 @@ class _Layout:
                 return False
         return not closed or all(name in defs for name in held)
 
+    def _values_hold(self, op: Operation, values: Sequence[SSAValue], kinds, segments, checks) -> bool:
+        if segments is None and OPTIONAL not in kinds and VARIADIC not in kinds:
+            return len(values) == len(kinds) and all(c is None or c(v.type) for v, c in zip(values, checks))
+        sizes = self._group_sizes(op, kinds, segments, len(values))
+        return sizes is not None and self._types_hold(values, sizes, checks)
+
     def holds(self, op: Operation) -> bool:
         """True when xDSL's verifier of the definition would accept `op`."""
-        operands, results = op._operands, op.results
-        operand_sizes = self._group_sizes(op, self.operand_kinds, self.operand_segments, len(operands))
-        result_sizes = self._group_sizes(op, self.result_kinds, self.result_segments, len(results))
-        if operand_sizes is None or result_sizes is None or op.regions or op._successors:
-            return False
         return (
-            self._types_hold(operands, operand_sizes, self.operand_checks)
-            and self._types_hold(results, result_sizes, self.result_checks)
+            not op.regions
+            and not op._successors
+            and self._values_hold(op, op._operands, self.operand_kinds, self.operand_segments, self.operand_checks)
+            and self._values_hold(op, op.results, self.result_kinds, self.result_segments, self.result_checks)
             and self._attrs_hold(op.properties, self.properties, closed=True)
             and self._attrs_hold(op.attributes, self.attributes, closed=False)
         )
@@ -297,11 +299,33 @@ class FastOp(IRDLOperation):
         return op
 
 
+class _OperandAccessor(BeforeVariadicSingleAccessor):
+    def __get__(self, op, objtype=None):
+        return self if op is None else op._operands[self.idx]
+
+
+class _ResultAccessor(BeforeVariadicSingleAccessor):
+    def __get__(self, op, objtype=None):
+        return self if op is None else op.results[self.idx]
+
+
+def _index_single_accessors(cls) -> None:
+    """Named operands and results before any variadic one read their tuple
+    directly, not through xDSL's generic accessor (a view object per read)."""
+    for name, accessor in list(vars(cls).items()):
+        if type(accessor) is BeforeVariadicSingleAccessor:
+            if accessor.construct == VarIRConstruct.OPERAND:
+                setattr(cls, name, _OperandAccessor(accessor.construct, accessor.idx))
+            elif accessor.construct == VarIRConstruct.RESULT:
+                setattr(cls, name, _ResultAccessor(accessor.construct, accessor.idx))
+
+
 def op_definition(cls):
     """`irdl_op_definition`, with a verifier that checks the definition by
     plain tests first and falls back to xDSL's on anything it doubts."""
     custom = getattr(cls, "verify_", None)
     cls = irdl_op_definition(cls)
+    _index_single_accessors(cls)
     layout = _layout(cls)
     if layout is None:
         return cls

@@ -7,6 +7,7 @@ decompose them until each maps onto one Forge function.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
@@ -26,6 +27,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
 from forge_opt.dtypes import tensor_type
+
+
+@lru_cache(maxsize=None)
+def _fn_attr(fn: str) -> StringAttr:
+    """The `fn` property; there are a few dozen functions, so each is made once."""
+    return StringAttr(fn)
 
 
 def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -267,7 +274,7 @@ class UnaryOp(FastOp):
 
     def __init__(self, fn: str, input: SSAValue, result_type: Attribute | None = None):
         super().__init__(
-            operands=[input], result_types=[result_type or input.type], properties={"fn": StringAttr(fn)}
+            operands=[input], result_types=[result_type or input.type], properties={"fn": _fn_attr(fn)}
         )
 
     def verify_(self) -> None:
@@ -293,7 +300,7 @@ class BinaryOp(FastOp):
         shape = broadcast_shapes(_shape(lhs), _shape(rhs))
         elem = element_type or lhs.type.element_type
         super().__init__(
-            operands=[lhs, rhs], result_types=[tensor_type(elem, shape)], properties={"fn": StringAttr(fn)}
+            operands=[lhs, rhs], result_types=[tensor_type(elem, shape)], properties={"fn": _fn_attr(fn)}
         )
 
     def verify_(self) -> None:

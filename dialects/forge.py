@@ -11,6 +11,7 @@ enforce the constraints Forge itself asserts. `forge.parameter` and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -47,14 +48,9 @@ def to_attr(value: object) -> Attribute:
     """A property for a Python keyword value."""
     if isinstance(value, Attribute):
         return value
-    if isinstance(value, bool):
-        return IntegerAttr(int(value), i1)
-    if isinstance(value, int):
-        return IntegerAttr(value, i64)
-    if isinstance(value, float):
-        return FloatAttr(value, f64)
-    if isinstance(value, str):
-        return StringAttr(value)
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return _scalar_attr(kind, kind(value))
     if isinstance(value, list | tuple):
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return DenseArrayBase.from_list(i64, list(value))
@@ -62,6 +58,20 @@ def to_attr(value: object) -> Attribute:
             return DenseArrayBase.from_list(f64, [float(v) for v in value])
         return ArrayAttr([to_attr(v) for v in value])
     raise TypeError(f"no property for {value!r}")
+
+
+@lru_cache(maxsize=4096)
+def _scalar_attr(kind: type, value: bool | int | float | str) -> Attribute:
+    # Keyword values repeat (dims, strides, flags), and an attribute costs
+    # microseconds to build and verify; the type is part of the key, as
+    # True == 1 == 1.0 for the cache.
+    if kind is bool:
+        return IntegerAttr(int(value), i1)
+    if kind is int:
+        return IntegerAttr(value, i64)
+    if kind is float:
+        return FloatAttr(value, f64)
+    return StringAttr(value)
 
 
 def to_python(attr: Attribute) -> object:
@@ -234,9 +244,9 @@ def build(function: str, operands: Sequence[SSAValue | None], result_type: Attri
         value = it[i] if i < len(it) else None
         grouped.append([] if kind == "optional" and value is None else value)
     props = {k: to_attr(v) for k, v in keywords.items() if v is not None}
-    unknown = set(props) - set(cls.FORGE_KEYWORDS)
-    if unknown:
-        raise TypeError(f"forge.op.{function} has no keyword {sorted(unknown)}")
+    if not props.keys() <= set(cls.FORGE_KEYWORDS):
+        unknown = sorted(set(props) - set(cls.FORGE_KEYWORDS))
+        raise TypeError(f"forge.op.{function} has no keyword {unknown}")
     return cls.build(operands=grouped, result_types=[result_type], properties=props)
 
 

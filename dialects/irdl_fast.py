@@ -38,6 +38,7 @@ from xdsl.traits import OpTrait
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
+SINGLE_ONLY = frozenset({SINGLE})
 
 
 class _Unsupported(Exception):
@@ -98,6 +99,12 @@ class _Layout:
                 self.segments_as_property = option.as_property
             elif not isinstance(option, ParsePropInAttrDict):
                 raise _Unsupported(option)
+        # one operand per operand definition, one result per result definition
+        self.fixed = (
+            SINGLE_ONLY.issuperset(self.operand_kinds + self.result_kinds)
+            and self.operand_segments is None
+            and self.result_segments is None
+        )
         for kinds, segments in ((self.operand_kinds, self.operand_segments), (self.result_kinds, self.result_segments)):
             if segments is None and sum(k != SINGLE for k in kinds) > 1:
                 raise _Unsupported("several variadics without segment sizes")
@@ -199,7 +206,7 @@ class _Layout:
 
 
 def _layout(cls: type[IRDLOperation]) -> _Layout | None:
-    layout = cls.__dict__.get("_fast_layout", False)
+    layout = cls.__dict__.get("_fast_layout", False)  # not inherited: each class has its own
     if layout is False:
         try:
             layout = _Layout(cls.get_irdl_definition())
@@ -252,7 +259,18 @@ class FastOp(IRDLOperation):
         regions=None,
     ):
         layout = _layout(type(self)) if not regions and not successors else None
-        if layout is not None:
+        if layout is not None and layout.fixed:
+            operands = operands or ()
+            result_types = result_types or ()
+            if (
+                len(operands) == len(layout.operand_kinds)
+                and len(result_types) == len(layout.result_kinds)
+                and all(isinstance(v, SSAValue) for v in operands)
+                and all(isinstance(t, Attribute) for t in result_types)
+            ):
+                _init_operation(self, operands, result_types, _without_none(properties), _without_none(attributes))
+                return
+        elif layout is not None:
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)
             built_results = layout.flatten(layout.result_kinds, result_types or (), Attribute)
             if built_operands is not None and built_results is not None:

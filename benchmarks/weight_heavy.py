@@ -112,7 +112,7 @@ def main() -> None:
             nodes = len(onnx.load(path, load_external_data=False).graph.node)
             print(f"{name}: {title}; {size:.0f} MB, {nodes} nodes; median of {args.runs}")
             print(f"{'process':<20} {'wall s':>8} {'x floor':>8} {'peak RSS MB':>12} {'x file':>7}")
-            for label, (wall, rss) in rows.items():
+            for label, (wall, rss, _) in rows.items():
                 print(f"{label:<20} {wall:>8.2f} {wall / floor:>8.2f} {rss:>12.0f} {rss / size:>7.2f}")
             print()
             breakdown.append((name, stages(path)))

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from xdsl.dialects.builtin import DenseArrayBase, UnknownLoc, i32
-from xdsl.ir import Attribute, Operation, OpResult, SSAValue, SSAValues
+from xdsl.dialects.builtin import DenseArrayBase, TensorType, UnknownLoc, i32
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue, SSAValues
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -39,6 +39,7 @@ from xdsl.traits import OpTrait
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
 SINGLE_ONLY = frozenset({SINGLE})
+_VALUE_TYPES = (OpResult, BlockArgument)
 
 
 class _Unsupported(Exception):
@@ -51,6 +52,8 @@ def _attr_check(constr) -> Check | None:
         return None
     if isinstance(constr, BaseAttr):
         base = constr.attr
+        if base is TensorType:  # most operands: skip the ABC machinery of isinstance
+            return lambda a: type(a) is TensorType or isinstance(a, base)
         return lambda a: isinstance(a, base)
     if isinstance(constr, EqAttrConstraint):
         value = constr.attr
@@ -265,8 +268,8 @@ class FastOp(IRDLOperation):
             if (
                 len(operands) == len(layout.operand_kinds)
                 and len(result_types) == len(layout.result_kinds)
-                and all(isinstance(v, SSAValue) for v in operands)
-                and all(isinstance(t, Attribute) for t in result_types)
+                and all(type(v) in _VALUE_TYPES or isinstance(v, SSAValue) for v in operands)
+                and all(type(t) is TensorType or isinstance(t, Attribute) for t in result_types)
             ):
                 _init_operation(self, operands, result_types, _without_none(properties), _without_none(attributes))
                 return

@@ -297,26 +297,11 @@ class FastOp(IRDLOperation):
         )
 
     @classmethod
-    def build(
-        cls,
-        *,
-        operands=None,
-        result_types=None,
-        attributes=None,
-        properties=None,
-        successors=None,
-        regions=None,
-    ):
+    def build(cls, **arguments):
+        """`IRDLOperation.build` (which calls `IRDLOperation.__init__` itself),
+        through the fast builder."""
         op = cls.__new__(cls)
-        FastOp.__init__(
-            op,
-            operands=operands,
-            result_types=result_types,
-            properties=properties,
-            attributes=attributes,
-            successors=successors,
-            regions=regions,
-        )
+        FastOp.__init__(op, **arguments)
         return op
 
 

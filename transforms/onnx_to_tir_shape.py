@@ -412,11 +412,24 @@ LOWERINGS.update(
         "ReduceL1": _reduction("sum", lambda e, x: unary(e, "abs", x)),
         "ReduceL2": _reduction("sum", _square, lambda e, y: unary(e, "sqrt", y)),
         "ReduceLogSum": _reduction("sum", None, lambda e, y: unary(e, "log", y)),
-        "ReduceLogSumExp": _reduction(
-            "sum", lambda e, x: unary(e, "exp", x), lambda e, y: unary(e, "log", y)
-        ),
     }
 )
+
+
+@lowers("ReduceLogSumExp")
+def _reduce_log_sum_exp(op, e):
+    # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp
+    # never overflows (float32's exp does past 88)
+    axes = _reduce_axes(op, e)
+    if axes is None:
+        return [op.data]  # log(exp(x))
+    keep = bool(op.keepdims.value.data)
+    shape = static_shape(op.data, e)
+    if any(shape[a] == 0 for a in axes):  # an empty sum: log(0) = -inf, no maximum to take
+        return [unary(e, "log", reduce(e, "sum", unary(e, "exp", op.data), axes, keep))]
+    m = reduce(e, "max", op.data, axes, True)
+    total = reduce(e, "sum", unary(e, "exp", binary(e, "sub", op.data, m)), axes, keep)
+    return [binary(e, "add", unary(e, "log", total), reshape(e, m, static_shape(total, e)))]
 
 
 @lowers("ArgMax", "ArgMin")

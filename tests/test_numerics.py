@@ -20,3 +20,17 @@ def test_reduce_log_sum_exp_of_large_values():
     report = check_model(model.SerializeToString(), {"x": x})
     assert report.status == MATCH, report.error
     assert all(np.isfinite(r.max_abs_error) for r in report.outputs)
+
+
+def test_asinh_of_large_negative_values():
+    # x + sqrt(x^2 + 1) is 0 in float32 for x below about -3000
+    graph = helper.make_graph(
+        [helper.make_node("Asinh", ["x"], ["y"], name="asinh")],
+        "asinh",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = np.array([-1e6, -5000.0, -1.5, 0.0, 2.0, 1e6], np.float32)
+    report = check_model(model.SerializeToString(), {"x": x})
+    assert report.status == MATCH, report.error

@@ -388,12 +388,22 @@ def _acos(op, e):
     return [binary(e, "sub", scalar(e, np.pi / 2, op.input), _asin_of(e, op.input))]
 
 
-@lowers("Asinh", "Acosh")
-def _asinh(op, e):
+@lowers("Acosh")
+def _acosh(op, e):
     x = op.input
-    sign = 1.0 if op.ONNX_OP_TYPE == "Asinh" else -1.0
-    root = _sqrt_of(e, binary(e, "add", binary(e, "mul", x, x), scalar(e, sign, x)))
+    root = _sqrt_of(e, binary(e, "add", binary(e, "mul", x, x), scalar(e, -1.0, x)))
     return [unary(e, "log", binary(e, "add", x, root))]
+
+
+@lowers("Asinh")
+def _asinh(op, e):
+    # odd: computed on |x|, as x + sqrt(x^2 + 1) cancels to 0 for large negative x
+    x = op.input
+    a = unary(e, "abs", x)
+    root = _sqrt_of(e, binary(e, "add", binary(e, "mul", a, a), scalar(e, 1.0, x)))
+    y = unary(e, "log", binary(e, "add", a, root))
+    negative = binary(e, "lt", x, scalar(e, 0.0, x))
+    return [_where_values(e, negative, unary(e, "neg", y), y)]
 
 
 @lowers("Atanh")

@@ -37,4 +37,10 @@ _UNKNOWN = UnknownLoc()
 
 
 def name_loc(name: str | bytes) -> NameLoc:
-    return NameLoc(StringAttr(text(name)), _UNKNOWN)
+    """`NameLoc(StringAttr(name), UnknownLoc())`, without re-verifying its
+    two parameters, which are right by construction: every imported op gets
+    one, and verifying them is most of what building one costs."""
+    loc = object.__new__(NameLoc)
+    object.__setattr__(loc, "desc", StringAttr(text(name)))
+    object.__setattr__(loc, "location", _UNKNOWN)
+    return loc

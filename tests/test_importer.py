@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt import import_onnx
-from forge_opt.diagnostics import ForgeOptError
+from forge_opt.diagnostics import ForgeOptError, name_loc
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.frontends.onnx import import_model
 
@@ -59,6 +59,17 @@ def _model(nodes, inputs, outputs, initializers=(), opset=18):
 
 def _vi(name, shape, elem=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, elem, shape)
+
+
+@pytest.mark.parametrize("name", ["n1", "/model/Add", b"bad\xffname"])
+def test_node_locations_equal_verified_ones(name):
+    from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
+
+    text = name.decode("utf-8", errors="replace") if isinstance(name, bytes) else name
+    loc = name_loc(name)
+    assert loc == NameLoc(StringAttr(text), UnknownLoc()) and hash(loc) == hash(NameLoc(StringAttr(text), UnknownLoc()))
+    loc.get_irdl_definition().verify(loc)
+    assert str(loc) == str(NameLoc(StringAttr(text), UnknownLoc()))
 
 
 def test_initializer_keeps_raw_bytes():

@@ -32,10 +32,13 @@ _KEEP = {
 }
 
 
+_CONSTANT_OPS = (onnx.ConstantOp, tir.ConstantOp)
+
+
 def constant_array(value) -> np.ndarray | None:
     """The value of an `onnx.Constant` or `tir.constant` result, else None."""
     op = value.owner
-    if isinstance(op, onnx.ConstantOp | tir.ConstantOp) and op.properties.get("value") is not None:
+    if isinstance(op, _CONSTANT_OPS) and op.properties.get("value") is not None:
         try:
             return attr_to_array(op.properties["value"])
         except ValueError:
@@ -64,7 +67,10 @@ def fold_constant_op(op: Operation) -> Replacement | None:
     """`onnx.Constant` ops replacing `op`, or None when it does not fold."""
     if not isinstance(op, OnnxOp) or op.ONNX_OP_TYPE in _KEEP or not op.results:
         return None
-    source = op.operands[0].owner if op.operands else None
+    operands = op._operands
+    if op.ONNX_OP_TYPE not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
+        return None  # the common case, decided without looking at values
+    source = operands[0].owner if operands else None
     if op.ONNX_OP_TYPE == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
         return None  # folding would turn a named weight into an anonymous copy
     if op.ONNX_OP_TYPE in ("Shape", "Size"):

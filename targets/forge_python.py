@@ -233,8 +233,9 @@ class _Emitter:
         if seen:
             label = f"{label}.{seen}"
         operands = [self.expr[v] for v in op.forge_operands()]
-        keywords = [f"{k}={_literal(v)}" for k, v in op.forge_keywords().items()]
-        if any(isinstance(v, Attribute) for v in op.forge_keywords().values()):
+        given = op.forge_keywords()
+        keywords = [f"{k}={_literal(v)}" for k, v in given.items()]
+        if any(isinstance(v, Attribute) for v in given.values()):
             self.uses_torch = True
         args = ", ".join([json.dumps(label), *operands, *keywords])
         r = op.results[0]

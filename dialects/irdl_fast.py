@@ -38,7 +38,6 @@ from xdsl.traits import OpTrait
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
-SINGLE_ONLY = frozenset({SINGLE})
 _VALUE_TYPES = (OpResult, BlockArgument)
 
 
@@ -104,7 +103,7 @@ class _Layout:
                 raise _Unsupported(option)
         # one operand per operand definition, one result per result definition
         self.fixed = (
-            SINGLE_ONLY.issuperset(self.operand_kinds + self.result_kinds)
+            all(k == SINGLE for k in self.operand_kinds + self.result_kinds)
             and self.operand_segments is None
             and self.result_segments is None
         )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, UnknownLoc, i32
-from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue, SSAValues
+from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, SSAValue, SSAValues
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -35,6 +35,7 @@ from xdsl.irdl import (
 from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
 from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct
 from xdsl.traits import OpTrait
+from xdsl.utils.exceptions import VerifyException
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
@@ -294,6 +295,20 @@ class FastOp(IRDLOperation):
             successors=successors,
             regions=regions,
         )
+
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        # `Operation.verify` reduced to what applies to an op without
+        # successors or regions that does not end its block (no terminator rules)
+        block = self.parent
+        if self.regions or self._successors or (block is not None and block.last_op is self):
+            return super().verify(verify_nested_ops)
+        for operand in self._operands:
+            if isinstance(operand, ErasedSSAValue):
+                raise ValueError("Erased SSA value is used by the operation")
+        try:
+            self.verify_()
+        except VerifyException as err:
+            self.emit_error(f"Operation does not verify: {err}", err)
 
     @classmethod
     def build(cls, **arguments):

@@ -110,3 +110,19 @@ def test_plain_ops_pass_the_fast_verifier():
 
 def test_fast_ops_are_fast_ops():
     assert all(issubclass(op, FastOp) for op in FAST)
+
+
+def test_fast_verify_reports_what_operation_verify_reports():
+    from xdsl.ir import Operation
+    from xdsl.utils.exceptions import DiagnosticException
+
+    block = Block(arg_types=[T])
+    op = tir.UnaryOp("relu", block.args[0])
+    block.add_ops([op, tir.UnaryOp("relu", op.output)])  # `op` does not end the block
+    op.properties["fn"] = StringAttr("no-such-function")
+    messages = []
+    for verify in (op.verify, lambda: Operation.verify(op)):
+        with pytest.raises(DiagnosticException) as info:
+            verify()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "unknown unary function 'no-such-function'" in messages[0]

@@ -245,9 +245,27 @@ def _what(node: NodeProto) -> str:
     return f"node '{node.name}' ({node.op_type})" if node.name else f"a {node.op_type} node"
 
 
+def _in_order(nodes: list[NodeProto], known: set[str]) -> bool:
+    """Whether every node reads only values made before it and no value is
+    made twice: the order ONNX asks for, so the usual case."""
+    made = set(known)
+    for node in nodes:
+        for name in _node_reads(node):
+            if name not in made:
+                return False
+        for out in node.output:
+            if out:
+                if out in made:
+                    return False
+                made.add(out)
+    return True
+
+
 def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeProto]:
     """Nodes in an order where every value is produced before it is used;
     diagnostics for undefined values, doubly produced values and cycles."""
+    if _in_order(nodes, known):
+        return nodes
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
         for out in node.output:

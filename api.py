@@ -38,18 +38,14 @@ def run_pipeline(module: ModuleOp, pipeline: str = "onnx-to-forge") -> None:
     """Run a pass pipeline on `module` in place, verifying the IR before the
     first pass and after each, as xdsl-opt does."""
     from xdsl.passes import PassPipeline
-    from xdsl.utils.exceptions import VerifyException
 
-    from forge_opt.diagnostics import ForgeOptError
-    from forge_opt.transforms.pipelines import ALL_PASSES
+    from forge_opt.transforms.pipelines import ALL_PASSES, verify_after
 
-    def verify(done, module: ModuleOp, _next) -> None:
-        try:
-            module.verify()
-        except VerifyException as e:
-            raise ForgeOptError(f"pass '{done.name}' produced invalid IR: {e}" if done else str(e)) from None
-
-    passes = PassPipeline.parse_spec({n: (lambda p=p: p) for n, p in ALL_PASSES.items()}, pipeline, verify)
+    passes = PassPipeline.parse_spec(
+        {n: (lambda p=p: p) for n, p in ALL_PASSES.items()},
+        pipeline,
+        lambda done, module, _next: verify_after(done, module),
+    )
     passes.apply(make_context(), module)
 
 

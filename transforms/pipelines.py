@@ -15,6 +15,15 @@ from forge_opt.transforms.tir_to_forge import TirToForgePass
 from xdsl.utils.exceptions import VerifyException
 
 
+def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
+    """Verify `module`; invalid IR is an error naming the pass that made it
+    (none: the input itself, whose checks name their ONNX node)."""
+    try:
+        module.verify()
+    except VerifyException as e:
+        raise ForgeOptError(f"pass '{done.name}' produced invalid IR: {e}" if done else str(e)) from None
+
+
 def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_each: bool = True) -> None:
     """Apply passes in order. With `verify_each`, verify after each so a bad
     rewrite is blamed on the pass that made it. Otherwise the driver verifies
@@ -23,10 +32,7 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
     for p in passes:
         p.apply(ctx, module)
         if verify_each:
-            try:
-                module.verify()
-            except VerifyException as e:
-                raise ForgeOptError(f"pass '{p.name}' produced invalid IR: {e}") from None
+            verify_after(p, module)
 
 
 @dataclass(frozen=True)

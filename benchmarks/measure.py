@@ -13,25 +13,30 @@ from io import StringIO
 from pathlib import Path
 
 # The child measures itself; peak RSS from VmHWM (ru_maxrss would keep the
-# forked parent's peak across exec).
+# forked parent's peak across exec). `forge-opt` ends its process with
+# `os._exit`, so the child reports from there too.
 _MEASURE = """
-import sys, time
+import os, sys, time
 t = time.perf_counter()
+def report():
+    hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    print(time.perf_counter() - t, int(hwm.split()[1]) / 1024, file=sys.stderr, flush=True)
+def report_and_exit(code, _exit=os._exit):
+    report()
+    _exit(code)
+os._exit = report_and_exit
 {body}
-hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
-print(time.perf_counter() - t, int(hwm.split()[1]) / 1024, file=sys.stderr)
+report()
 """
 
 FLOOR = "import onnx\nonnx.load(sys.argv[1])"
-IMPORT = (
-    "from forge_opt.tools.forge_opt import run\n"
-    "assert run([sys.argv[1], '-o', '/dev/null']) == 0"
-)
+# `forge-opt` as its console script runs it
+_FORGE_OPT = "from forge_opt.tools.forge_opt import main\nsys.argv = ['forge-opt', sys.argv[1], {args}]\nmain()"
+IMPORT = _FORGE_OPT.format(args="'-o', '/dev/null'")
 COMPILE = (
-    "import os, tempfile\n"
-    "from forge_opt.tools.forge_opt import run\n"
+    "import tempfile\n"
     "out = os.path.join(tempfile.mkdtemp(), 'model.py')\n"
-    "assert run([sys.argv[1], '-p', 'onnx-to-forge', '-t', 'forge-python', '-o', out]) == 0"
+    + _FORGE_OPT.format(args="'-p', 'onnx-to-forge', '-t', 'forge-python', '-o', out")
 )
 PROCESSES = {"onnx.load (floor)": FLOOR, "forge-opt import": IMPORT, "forge-opt to Forge": COMPILE}
 

@@ -148,7 +148,17 @@ def run(args: Sequence[str] | None = None, prog: str = "forge-opt") -> int:
 
 
 def main() -> None:
-    sys.exit(run())
+    # The process ends with the run, so it ends without tearing the IR down:
+    # the interpreter's exit frees it object by object, through the cyclic
+    # collector, which for 100k nodes takes 1.8 s (a tenth of the compile).
+    gc.disable()
+    code = run()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # stdout closed early (`forge-opt ... | head`)
+        code = code or 1
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, UnknownLoc, i32
-from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, SSAValue, SSAValues
+from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, SSAValue, SSAValues, Use
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -77,6 +77,14 @@ def _range_check(constr) -> Check | None:
     raise _Unsupported(constr)
 
 
+def _defaults(defs) -> tuple[tuple[str, Attribute], ...]:
+    return tuple(
+        (name, d.default_value)
+        for name, d in defs.items()
+        if not isinstance(d, OptionalDef) and d.default_value is not None
+    )
+
+
 def _kind(d) -> int:
     return OPTIONAL if isinstance(d, OptionalDef) else VARIADIC if isinstance(d, VariadicDef) else SINGLE
 
@@ -118,6 +126,9 @@ class _Layout:
             name: (isinstance(d, OptionalDef), _attr_check(d.constr)) for name, d in op_def.attributes.items()
         }
         self.traits = tuple(t for t in op_def.traits if type(t).verify is not OpTrait.verify)
+        # what IRDLOperation.__post_init__ fills in when the builder omits it
+        self.property_defaults = _defaults(op_def.properties)
+        self.attribute_defaults = _defaults(op_def.attributes)
 
     # -- building ------------------------------------------------------------
 
@@ -222,15 +233,28 @@ def _layout(cls: type[IRDLOperation]) -> _Layout | None:
 _UNKNOWN = UnknownLoc()
 
 
-def _init_operation(op: Operation, operands, result_types, properties, attributes) -> None:
-    """`Operation.__init__` for an op without successors or regions, which
-    keep their class defaults (empty); a third cheaper than the general one."""
-    op.operands = operands
+def _init_operation(op: Operation, layout: _Layout, operands, result_types, properties, attributes) -> None:
+    """`Operation.__init__` and `IRDLOperation.__post_init__` for an op
+    without successors or regions, which keep their class defaults (empty);
+    a third the cost of the general ones."""
+    uses = tuple(Use(op, i) for i in range(len(operands)))
+    for value, use in zip(operands, uses):
+        # SSAValue.add_use, inlined
+        first = value.first_use
+        use._next_use = first
+        if first is not None:
+            first._prev_use = use
+        value.first_use = use
+    op._operands = operands if type(operands) is SSAValues else SSAValues(operands)
+    op._operand_uses = uses
     op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    for name, default in layout.property_defaults:
+        properties.setdefault(name, default)
+    for name, default in layout.attribute_defaults:
+        attributes.setdefault(name, default)
     op.properties = properties
     op.attributes = attributes
     op.location = _UNKNOWN
-    op.__post_init__()
 
 
 def _without_none(attrs: dict[str, Attribute | None] | None) -> dict[str, Attribute]:
@@ -271,7 +295,7 @@ class FastOp(IRDLOperation):
                 and all(type(v) in _VALUE_TYPES or isinstance(v, SSAValue) for v in operands)
                 and all(type(t) is TensorType or isinstance(t, Attribute) for t in result_types)
             ):
-                _init_operation(self, operands, result_types, _without_none(properties), _without_none(attributes))
+                _init_operation(self, layout, operands, result_types, _without_none(properties), _without_none(attributes))
                 return
         elif layout is not None:
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)
@@ -284,7 +308,7 @@ class FastOp(IRDLOperation):
                     holder[layout.operand_segments] = _segment_sizes(built_operands[1])
                 if layout.result_segments is not None:
                     holder[layout.result_segments] = _segment_sizes(built_results[1])
-                _init_operation(self, built_operands[0], built_results[0], props, attrs)
+                _init_operation(self, layout, built_operands[0], built_results[0], props, attrs)
                 return
         IRDLOperation.__init__(
             self,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue, SSAValues
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
@@ -77,19 +77,61 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
                         rewrite_in_order(op, rewrite)
                     continue
                 new_ops, values = replacement
-                if new_ops:
-                    block.insert_ops_before(new_ops, op)
+                _insert_before(block, new_ops, op)
                 for old, new in zip(op.results, values, strict=True):
                     if new is not None:
-                        old.replace_all_uses_with(new)  # carries the name hint over
+                        _move_uses(old, new)
                 # As xDSL's PatternRewriter.replace: the ops computing one
                 # value share its name, so emitted names trace to the ONNX value.
                 if len(values) == 1 and values[0] is not None and values[0].name_hint:
                     for new_op in new_ops:
                         for result in new_op.results:
-                            if not result.name_hint:
-                                result.name_hint = values[0].name_hint
+                            if result._name is None:
+                                result._name = values[0]._name  # valid already
                 _erase(block, op)
+
+
+def _insert_before(block: Block, new_ops: Sequence[Operation], op: Operation) -> None:
+    """`block.insert_ops_before(new_ops, op)`, linking new ops without
+    regions directly (they cannot contain the block, which is all that
+    xDSL's ancestry walk checks)."""
+    for new in new_ops:
+        if new.parent is not None or new.regions:
+            block.insert_op_before(new, op)
+            continue
+        new.parent = block
+        prev = op._prev_op
+        new._prev_op = prev
+        new._next_op = op
+        op._prev_op = new
+        if prev is None:
+            block._first_op = new
+        else:
+            prev._next_op = new
+
+
+def _move_uses(old: SSAValue, new: SSAValue) -> None:
+    """`old.replace_all_uses_with(new)`: each use object moves to `new` and
+    its user's operand tuple is rebuilt once, with no operand views."""
+    if new is old:
+        return
+    use = old.first_use
+    while use is not None:
+        following = use._next_use
+        user = use._operation
+        operands = list(user._operands)
+        operands[use._index] = new
+        user._operands = SSAValues(operands)
+        first = new.first_use
+        use._prev_use = None
+        use._next_use = first
+        if first is not None:
+            first._prev_use = use
+        new.first_use = use
+        use = following
+    old.first_use = None
+    if new._name is None:
+        new._name = old._name  # carries the name hint over, as xDSL does
 
 
 def _erase(block: Block, op: Operation) -> None:

@@ -38,9 +38,11 @@ _UNKNOWN = UnknownLoc()
 
 def name_loc(name: str | bytes) -> NameLoc:
     """`NameLoc(StringAttr(name), UnknownLoc())`, without re-verifying its
-    two parameters, which are right by construction: every imported op gets
+    parameters, which are right by construction: every imported op gets
     one, and verifying them is most of what building one costs."""
+    desc = object.__new__(StringAttr)
+    object.__setattr__(desc, "data", text(name))
     loc = object.__new__(NameLoc)
-    object.__setattr__(loc, "desc", StringAttr(text(name)))
+    object.__setattr__(loc, "desc", desc)
     object.__setattr__(loc, "location", _UNKNOWN)
     return loc

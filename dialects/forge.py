@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Dialect, OpResult, SSAValue, TypeAttribute
 from xdsl.irdl import (
     ParsePropInAttrDict,
     operand_def,
@@ -108,7 +108,10 @@ class ForgeOp(FastOp):
             v = getattr(self, field)
             if v is None:
                 continue
-            values.extend([v] if isinstance(v, SSAValue) else v)
+            if type(v) is OpResult or isinstance(v, SSAValue):  # the type test first: SSAValue is an ABC
+                values.append(v)
+            else:
+                values.extend(v)
         return values
 
     def forge_keywords(self) -> dict[str, object]:

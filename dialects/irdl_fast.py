@@ -335,6 +335,19 @@ class FastOp(IRDLOperation):
             self.emit_error(f"Operation does not verify: {err}", err)
 
     @classmethod
+    def get_trait(cls, trait):
+        # Looked up once per class and trait type: verifiers ask each op
+        # (func.func's IsolatedFromAbove asks every op in the function).
+        if not isinstance(trait, type):
+            return super().get_trait(trait)
+        found = cls.__dict__.get("_traits_by_type")
+        if found is None:
+            found = cls._traits_by_type = {}
+        if trait not in found:
+            found[trait] = super().get_trait(trait)
+        return found[trait]
+
+    @classmethod
     def build(cls, **arguments):
         """`IRDLOperation.build` (which calls `IRDLOperation.__init__` itself),
         through the fast builder."""

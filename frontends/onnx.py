@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, name_loc, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
-from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
+from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 
@@ -354,14 +355,16 @@ class _Importer:
                 for sub in [a.g] if a.type == AttributeProto.GRAPH else a.graphs:
                     self._collect_types(sub)
 
-    def value_type(self, name: str, what: str) -> Attribute:
+    def value_type(self, name: str, what: str | Callable[[], str]) -> Attribute:
+        """The type of value `name`; `what` names it in an error (a callable
+        builds that text only for the error)."""
         tp = self.types.get(name)
         if tp is None:
             return _unknown_type()
         key = tp.SerializeToString()
         converted = self._converted.get(key)
         if converted is None:
-            converted = self._converted[key] = _mlir_type(tp, what)
+            converted = self._converted[key] = _mlir_type(tp, what if isinstance(what, str) else what())
         return converted
 
     # -- graphs
@@ -415,43 +418,76 @@ class _Importer:
         return [env[o.name] for o in g.output]
 
     def _import_node(self, node: NodeProto, env: dict[str, SSAValue]) -> list[Operation]:
-        domain = node.domain or ""
-        if domain == "ai.onnx":
-            domain = ""
-        what = _what(node)
-        if domain != "":
-            return [self._custom(node, env, what)]
+        domain = node.domain
+        if domain and domain != "ai.onnx":
+            return [self._custom(node, env, _what(node))]
         opset = self.opsets.get("", 1)
         since = schema_version(node.op_type, opset)
         if since is None:
+            what = _what(node)
             if node.op_type in OPS_BY_TYPE:
                 raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}")
             raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain")
-        ops: list[Operation] = []
-        for n in adapt_node(node, since, self.types, what):
-            ops.extend(self._build(n, env, _what(n) if n is not node else what))
-        return ops
+        if since >= schema_version(node.op_type):  # the latest form: nothing to adapt
+            return [self._build(node, env)]
+        return [self._build(n, env) for n in adapt_node(node, since, self.types, _what(node))]
 
-    def _build(self, node: NodeProto, env: dict[str, SSAValue], what: str) -> list[Operation]:
-        cls = OPS_BY_TYPE[node.op_type]
+    def _build(self, node: NodeProto, env: dict[str, SSAValue]) -> Operation:
+        # Error texts name the node; they are built only for an error.
+        op_type = node.op_type
+        cls = OPS_BY_TYPE[op_type]
         operands: list[SSAValue | None] = []
         for name in node.input:
             if not name:
                 operands.append(None)
             elif name not in env:
-                raise ForgeOptError(f"{what}: input '{name}' is not defined")
+                raise ForgeOptError(f"{_what(node)}: input '{name}' is not defined")
             else:
                 operands.append(env[name])
         inputs = cls.ONNX_INPUTS
         if len(operands) > len(inputs) and (not inputs or inputs[-1][1] != "variadic"):
             raise ForgeOptError(
-                f"{what}: has {len(operands)} inputs, but {node.op_type} takes at most {len(inputs)}"
+                f"{_what(node)}: has {len(operands)} inputs, but {op_type} takes at most {len(inputs)}"
             )
         for i, (pname, kind) in enumerate(inputs):
             if kind == "single" and (i >= len(operands) or operands[i] is None):
-                raise ForgeOptError(f"{what}: required input '{pname}' is missing")
+                raise ForgeOptError(f"{_what(node)}: required input '{pname}' is missing")
         props: dict[str, Attribute] = {}
         regions: list[Region] = []
+        if node.attribute:
+            props, regions = self._attributes(node, cls, env)
+        out_names = list(node.output)
+        result_types: list[Attribute | None] = [
+            self.value_type(o, lambda o=o: f"{_what(node)}, output '{o}'") if o else None for o in out_names
+        ]
+        if op_type == "Constant" and "value" in props and not isinstance(result_types[0], TensorType):
+            result_types[0] = props["value"].type
+        outputs = cls.ONNX_OUTPUTS
+        if len(result_types) > len(outputs) and (not outputs or outputs[-1][1] != "variadic"):
+            raise ForgeOptError(
+                f"{_what(node)}: has {len(result_types)} outputs, but {op_type} has at most {len(outputs)}"
+            )
+        try:
+            op = cls.build(
+                operands=cls.group_by_param(inputs, operands),
+                result_types=cls.group_by_param(outputs, result_types),
+                properties=props,
+                regions=regions,
+            )
+        except Exception as e:
+            raise ForgeOptError(f"{_what(node)}: {e}") from None
+        op.location = name_loc(_node_label(node))
+        for name, value in zip([o for o in out_names if o], op.results):
+            _hint(value, name)
+            env[name] = value
+        return op
+
+    def _attributes(
+        self, node: NodeProto, cls: type[OnnxOp], env: dict[str, SSAValue]
+    ) -> tuple[dict[str, Attribute], list[Region]]:
+        """The node's attributes as properties, and its graphs as regions."""
+        what = _what(node)
+        props: dict[str, Attribute] = {}
         graphs = {a.name: a for a in node.attribute if a.type == AttributeProto.GRAPH}
         for a in node.attribute:
             if a.type == AttributeProto.GRAPH:
@@ -464,35 +500,12 @@ class _Importer:
                     f"(opset {cls.ONNX_SINCE_VERSION})"
                 )
             props[a.name] = _attribute(a, self.base, what)
+        regions: list[Region] = []
         for gname in cls.ONNX_GRAPHS:
             if gname not in graphs:
                 raise ForgeOptError(f"{what}: graph attribute '{gname}' is missing")
             regions.append(self._subgraph(graphs[gname].g, env, what))
-        out_names = list(node.output)
-        result_types: list[Attribute | None] = [
-            self.value_type(o, f"{what}, output '{o}'") if o else None for o in out_names
-        ]
-        if node.op_type == "Constant" and "value" in props and not isinstance(result_types[0], TensorType):
-            result_types[0] = props["value"].type
-        outputs = cls.ONNX_OUTPUTS
-        if len(result_types) > len(outputs) and (not outputs or outputs[-1][1] != "variadic"):
-            raise ForgeOptError(
-                f"{what}: has {len(result_types)} outputs, but {node.op_type} has at most {len(outputs)}"
-            )
-        try:
-            op = cls.build(
-                operands=cls.group_by_param(inputs, operands),
-                result_types=cls.group_by_param(outputs, result_types),
-                properties=props,
-                regions=regions,
-            )
-        except Exception as e:
-            raise ForgeOptError(f"{what}: {e}") from None
-        op.location = name_loc(_node_label(node))
-        for name, value in zip([o for o in out_names if o], op.results):
-            _hint(value, name)
-            env[name] = value
-        return [op]
+        return props, regions
 
     def _subgraph(self, g: GraphProto, env: dict[str, SSAValue], what: str) -> Region:
         arg_types = [self.value_type(i.name, f"{what}, subgraph input '{i.name}'") for i in g.input]
@@ -550,10 +563,17 @@ def _unknown_type() -> Attribute:
 
 
 _HINT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+# A name already valid as a hint, split as xDSL's name_hint setter splits it
+# (a trailing `_<digits>` is dropped): the common case, set without the setter.
+_PLAIN_NAME = re.compile(r"([A-Za-z][A-Za-z0-9_]*?)(?:_[0-9]+)?")
 
 
 def _hint(value: SSAValue, name: str) -> None:
     """Name the SSA value after the ONNX value, where that makes a valid name."""
+    plain = _PLAIN_NAME.fullmatch(name)
+    if plain is not None:
+        value._name = plain[1]
+        return
     hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
     if hint and not hint[0].isdigit() and not hint.startswith("_"):
         try:

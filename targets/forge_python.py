@@ -8,11 +8,11 @@ written as `torch.full`, and a single number is written inline."""
 
 from __future__ import annotations
 
-import json
 import keyword
 import math
 import re
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO
 
@@ -38,9 +38,15 @@ _TORCH_DTYPES = {
 _DATA_FORMATS = {"float32": "Float32", "float16": "Float16", "bfloat16": "Float16_b"}
 
 
+# Python source for a string, in double quotes: json.dumps's own encoder,
+# without json.dumps's per-call set-up (one call per emitted op).
+_quote = encode_basestring_ascii
+_NON_WORD = re.compile(r"\W")
+
+
 def class_name(graph_name: str) -> str:
     """Forge's rule, `name.title().replace("_", "")`, on a safe identifier."""
-    safe = re.sub(r"\W", "_", graph_name) or "model"
+    safe = _NON_WORD.sub("_", graph_name) or "model"
     name = safe.title().replace("_", "")
     if not name or name[0].isdigit():
         name = "Model" + name
@@ -50,7 +56,7 @@ def class_name(graph_name: str) -> str:
 def identifier(onnx_name: str) -> str:
     """Forge's rule for ONNX names: `.`, `/`, `:` become `_`; a name starting
     with a digit becomes `input__<name>`."""
-    name = re.sub(r"\W", "_", onnx_name)
+    name = _NON_WORD.sub("_", onnx_name)
     if not name:
         return "value"
     if name[0].isdigit():
@@ -64,7 +70,7 @@ def identifier(onnx_name: str) -> str:
 def _literal(value: object) -> str:
     """Python source for a keyword value, strings in double quotes."""
     if isinstance(value, str):
-        return json.dumps(value)
+        return _quote(value)
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
     if isinstance(value, Attribute):  # an element type: Cast's dtype
@@ -173,8 +179,11 @@ class _Emitter:
             name = self.names.claim(identifier(onnx_name))
             self.expr[arg] = name
             args.append(name)
+        calls: set[type] = set()  # op classes known to be Forge calls: one isinstance per class
         for counter, op in enumerate(block.ops, 1):
-            if isinstance(op, ReturnOp):
+            if type(op) in calls:
+                self._call(op, counter)
+            elif isinstance(op, ReturnOp):
                 outs = [self.expr[v] for v in op.arguments]
                 self.forward.append(f"return {', '.join(outs)}" if outs else "return")
             elif isinstance(op, forge.ParameterOp):
@@ -182,6 +191,7 @@ class _Emitter:
             elif isinstance(op, forge.ConstantOp):
                 self._constant(op)
             elif isinstance(op, forge.ForgeOp):
+                calls.add(type(op))
                 self._call(op, counter)
             else:
                 raise ForgeOptError(f"{describe(op)}: is not a forge op; run '-p onnx-to-forge' first")
@@ -196,16 +206,16 @@ class _Emitter:
         # a float); those are constants, loaded by name all the same.
         if dtype in _DATA_FORMATS and math.prod(shape) > 1:
             self.init.append(
-                f"self.add_parameter({json.dumps(name)}, forge.Parameter(*{shape!r}, requires_grad=True, "
+                f"self.add_parameter({_quote(name)}, forge.Parameter(*{shape!r}, requires_grad=True, "
                 f"dev_data_format=forge.DataFormat.{_DATA_FORMATS[dtype]}))"
             )
             self.parameters.append(name)
-            self.expr[op.output] = f"self.get_parameter({json.dumps(name)})"
+            self.expr[op.output] = f"self.get_parameter({_quote(name)})"
         else:
             self.uses_torch = True
-            self.init.append(f"self.add_constant({json.dumps(name)}, shape={shape!r}, dtype=torch.{_torch_dtype(t.element_type)})")
+            self.init.append(f"self.add_constant({_quote(name)}, shape={shape!r}, dtype=torch.{_torch_dtype(t.element_type)})")
             self.weight_constants.append(name)
-            self.expr[op.output] = f"self.get_constant({json.dumps(name)})"
+            self.expr[op.output] = f"self.get_constant({_quote(name)})"
         self.weight_names.add(name)
 
     def _constant(self, op: forge.ConstantOp) -> None:
@@ -217,14 +227,14 @@ class _Emitter:
         shape = tuple(t.get_shape())
         name = self.weight_name(op.constant_name.data)
         torch_dtype = _torch_dtype(t.element_type)
-        self.init.append(f"self.add_constant({json.dumps(name)}, shape={shape!r}, dtype=torch.{torch_dtype})")
+        self.init.append(f"self.add_constant({_quote(name)}, shape={shape!r}, dtype=torch.{torch_dtype})")
         if op.fill is not None:
             self.fills.append(
-                f"self.set_constant({json.dumps(name)}, torch.full({shape!r}, {_literal(op.fill.value.data)}, dtype=torch.{torch_dtype}))"
+                f"self.set_constant({_quote(name)}, torch.full({shape!r}, {_literal(op.fill.value.data)}, dtype=torch.{torch_dtype}))"
             )
         else:
             self.constants[name] = np.array(attr_to_array(op.value))
-        self.expr[op.output] = f"self.get_constant({json.dumps(name)})"
+        self.expr[op.output] = f"self.get_constant({_quote(name)})"
 
     def _call(self, op: forge.ForgeOp, counter: int) -> None:
         label = node_name(op) or f"{op.FORGE_FUNCTION.lower()}_{counter}"
@@ -237,7 +247,7 @@ class _Emitter:
         keywords = [f"{k}={_literal(v)}" for k, v in given.items()]
         if any(isinstance(v, Attribute) for v in given.values()):
             self.uses_torch = True
-        args = ", ".join([json.dumps(label), *operands, *keywords])
+        args = ", ".join([_quote(label), *operands, *keywords])
         r = op.results[0]
         result = self.names.claim(identifier(r.name_hint or f"{op.FORGE_FUNCTION.lower()}_{counter}"))
         self.expr[r] = result
@@ -260,7 +270,7 @@ class _Emitter:
         if constants_file:
             header += [
                 "",
-                f"CONSTANTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {json.dumps(constants_file)})",
+                f"CONSTANTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {_quote(constants_file)})",
             ]
         load = []
         weights = [(n, "parameter") for n in self.parameters] + [(n, "constant") for n in self.weight_constants]
@@ -268,8 +278,8 @@ class _Emitter:
             load.append("initializers = {t.name: t for t in model.graph.initializer}")
             for name, kind in weights:
                 load.append(
-                    f"self.set_{kind}({json.dumps(name)}, "
-                    f"torch.from_numpy(onnx.numpy_helper.to_array(initializers[{json.dumps(name)}]).copy()))"
+                    f"self.set_{kind}({_quote(name)}, "
+                    f"torch.from_numpy(onnx.numpy_helper.to_array(initializers[{_quote(name)}]).copy()))"
                 )
         if constants_file:
             load.append("with np.load(CONSTANTS) as constants:")

@@ -248,18 +248,23 @@ def _what(node: NodeProto) -> str:
 
 def _in_order(nodes: list[NodeProto], known: set[str]) -> bool:
     """Whether every node reads only values made before it and no value is
-    made twice: the order ONNX asks for, so the usual case."""
+    made twice: the order ONNX asks for, so the usual case. False too when a
+    name is not text, which the slow path then reports."""
     made = set(known)
     for node in nodes:
-        for name in _node_reads(node):
-            if name not in made:
+        if type(node.op_type) is bytes or type(node.name) is bytes or type(node.domain) is bytes:
+            return False
+        for name in node.input:
+            if name and name not in made:
                 return False
+        if node.attribute and not made.issuperset(_node_reads(node)):
+            return False
         for out in node.output:
             if out:
                 if out in made:
                     return False
                 made.add(out)
-    return True
+    return not any(type(name) is bytes for name in made)  # every name read is in `made`
 
 
 def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeProto]:
@@ -267,6 +272,7 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
     diagnostics for undefined values, doubly produced values and cycles."""
     if _in_order(nodes, known):
         return nodes
+    _check_text(nodes, known)
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
         for out in node.output:
@@ -347,9 +353,8 @@ class _Importer:
         self._converted: dict[bytes, Attribute] = {}
 
     def _collect_types(self, g: GraphProto) -> None:
-        for vi in [*g.input, *g.output, *g.value_info]:
-            if vi.type.WhichOneof("value"):
-                self.types[vi.name] = vi.type
+        values = [*g.input, *g.output, *g.value_info]
+        self.types.update({vi.name: vi.type for vi in values if vi.type.WhichOneof("value")})
         for node in g.node:
             for a in node.attribute:
                 for sub in [a.g] if a.type == AttributeProto.GRAPH else a.graphs:
@@ -508,6 +513,7 @@ class _Importer:
         return props, regions
 
     def _subgraph(self, g: GraphProto, env: dict[str, SSAValue], what: str) -> Region:
+        _check_text((), _graph_names(g))
         arg_types = [self.value_type(i.name, f"{what}, subgraph input '{i.name}'") for i in g.input]
         block = Block(arg_types=arg_types)
         inner = dict(env)
@@ -634,18 +640,22 @@ def check_opsets(model: ModelProto) -> None:
             raise ForgeOptError("the model does not import an opset of the default domain")
 
 
-def _check_text(g: GraphProto) -> None:
+def _check_text(nodes: Iterable[NodeProto], names: Iterable[str | bytes]) -> None:
     """Names must be text; protobuf returns bytes for invalid UTF-8."""
-    names = [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
-    for node in g.node:
+    names = list(names)
+    for node in nodes:
         names += [node.name, node.op_type, node.domain, *node.input, *node.output]
     if any(isinstance(n, bytes) for n in names):
         raise UnicodeError("invalid UTF-8")
 
 
+def _graph_names(g: GraphProto) -> list[str | bytes]:
+    return [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
+
+
 def import_model(model: ModelProto, base: Path | None = None, weights: WeightMap | None = None) -> ModuleOp:
     try:
-        _check_text(model.graph)
+        _check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
         check_opsets(model)
         inferred = infer_types(model)
         func = _Importer(model, base, inferred, weights).import_main()

@@ -72,6 +72,30 @@ def test_node_locations_equal_verified_ones(name):
     assert str(loc) == str(NameLoc(StringAttr(text), UnknownLoc()))
 
 
+@pytest.mark.parametrize("where", ["value", "node name", "op type", "graph output"])
+@pytest.mark.parametrize("in_order", [True, False])
+def test_names_that_are_not_utf8_are_diagnosed(where, in_order):
+    # protobuf hands back bytes for a string field that is not valid UTF-8
+    bad = "QQQQ"
+    names = {"value": ("m", bad), "node name": ("n0", bad), "op type": ("Relu", bad), "graph output": ("y", bad)}
+    field, _ = names[where]
+
+    def name(n):
+        return bad if n == field else n
+
+    nodes = [
+        helper.make_node(name("Relu"), ["x"], [name("m")], name=name("n0")),
+        helper.make_node("Relu", [name("m")], [name("y")], name="n1"),
+    ]
+    if not in_order:
+        nodes.reverse()
+    model = _model(nodes, [_vi("x", [2])], [_vi(name("y"), [2])])
+    broken = onnx.ModelProto()
+    broken.ParseFromString(model.SerializeToString().replace(bad.encode(), b"Q\xffQQ"))
+    with pytest.raises(ForgeOptError, match="not valid UTF-8"):
+        import_model(broken)
+
+
 def test_initializer_keeps_raw_bytes():
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
     model = _model(

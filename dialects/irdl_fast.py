@@ -39,7 +39,6 @@ from xdsl.utils.exceptions import VerifyException
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
-_VALUE_TYPES = (OpResult, BlockArgument)
 
 
 class _Unsupported(Exception):
@@ -236,8 +235,12 @@ _UNKNOWN = UnknownLoc()
 def _init_operation(op: Operation, layout: _Layout, operands, result_types, properties, attributes) -> None:
     """`Operation.__init__` and `IRDLOperation.__post_init__` for an op
     without successors or regions, which keep their class defaults (empty);
-    a third the cost of the general ones."""
-    uses = tuple(Use(op, i) for i in range(len(operands)))
+    a fifth the cost of the general ones. Most ops have one operand and one
+    result, which skip the loops."""
+    if len(operands) == 1:
+        uses = (Use(op, 0),)
+    else:
+        uses = tuple([Use(op, i) for i in range(len(operands))])
     for value, use in zip(operands, uses):
         # SSAValue.add_use, inlined
         first = value.first_use
@@ -247,7 +250,10 @@ def _init_operation(op: Operation, layout: _Layout, operands, result_types, prop
         value.first_use = use
     op._operands = operands if type(operands) is SSAValues else SSAValues(operands)
     op._operand_uses = uses
-    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    if len(result_types) == 1:
+        op.results = SSAValues((OpResult(result_types[0], op, 0),))
+    else:
+        op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
     for name, default in layout.property_defaults:
         properties.setdefault(name, default)
     for name, default in layout.attribute_defaults:
@@ -255,6 +261,18 @@ def _init_operation(op: Operation, layout: _Layout, operands, result_types, prop
     op.properties = properties
     op.attributes = attributes
     op.location = _UNKNOWN
+
+
+def _plain(operands, result_types) -> bool:
+    """Each operand a value and each result type an attribute (the type
+    tests first: SSAValue and Attribute are ABCs, slow to test)."""
+    for v in operands:
+        if type(v) is not OpResult and type(v) is not BlockArgument and not isinstance(v, SSAValue):
+            return False
+    for t in result_types:
+        if type(t) is not TensorType and not isinstance(t, Attribute):
+            return False
+    return True
 
 
 def _without_none(attrs: dict[str, Attribute | None] | None) -> dict[str, Attribute]:
@@ -285,15 +303,18 @@ class FastOp(IRDLOperation):
         successors=None,
         regions=None,
     ):
-        layout = _layout(type(self)) if not regions and not successors else None
+        layout = None
+        if not regions and not successors:
+            layout = type(self).__dict__.get("_fast_layout", False)  # set by op_definition
+            if layout is False:
+                layout = _layout(type(self))
         if layout is not None and layout.fixed:
             operands = operands or ()
             result_types = result_types or ()
             if (
                 len(operands) == len(layout.operand_kinds)
                 and len(result_types) == len(layout.result_kinds)
-                and all(type(v) in _VALUE_TYPES or isinstance(v, SSAValue) for v in operands)
-                and all(type(t) is TensorType or isinstance(t, Attribute) for t in result_types)
+                and _plain(operands, result_types)
             ):
                 _init_operation(self, layout, operands, result_types, _without_none(properties), _without_none(attributes))
                 return

@@ -191,6 +191,8 @@ class _Layout:
 
     @staticmethod
     def _attrs_hold(held: dict[str, Attribute], defs, closed: bool) -> bool:
+        if not defs:
+            return not (closed and held)
         for name, (optional, check) in defs.items():
             attr = held.get(name)
             if attr is None:
@@ -208,14 +210,29 @@ class _Layout:
 
     def holds(self, op: Operation) -> bool:
         """True when xDSL's verifier of the definition would accept `op`."""
+        if op.regions or op._successors:
+            return False
+        if self.fixed:
+            values_hold = _each_holds(op._operands, self.operand_checks) and _each_holds(op.results, self.result_checks)
+        else:
+            values_hold = self._values_hold(
+                op, op._operands, self.operand_kinds, self.operand_segments, self.operand_checks
+            ) and self._values_hold(op, op.results, self.result_kinds, self.result_segments, self.result_checks)
         return (
-            not op.regions
-            and not op._successors
-            and self._values_hold(op, op._operands, self.operand_kinds, self.operand_segments, self.operand_checks)
-            and self._values_hold(op, op.results, self.result_kinds, self.result_segments, self.result_checks)
+            values_hold
             and self._attrs_hold(op.properties, self.properties, closed=True)
             and self._attrs_hold(op.attributes, self.attributes, closed=False)
         )
+
+
+def _each_holds(values: Sequence[SSAValue], checks: tuple[Check | None, ...]) -> bool:
+    """One value per definition, each passing its definition's check."""
+    if len(values) != len(checks):
+        return False
+    for value, check in zip(values, checks):
+        if check is not None and not check(value._type):
+            return False
+    return True
 
 
 def _layout(cls: type[IRDLOperation]) -> _Layout | None:
@@ -348,7 +365,7 @@ class FastOp(IRDLOperation):
         if self.regions or self._successors or (block is not None and block.last_op is self):
             return super().verify(verify_nested_ops)
         for operand in self._operands:
-            if isinstance(operand, ErasedSSAValue):
+            if type(operand) is not OpResult and isinstance(operand, ErasedSSAValue):
                 raise ValueError("Erased SSA value is used by the operation")
         try:
             self.verify_()

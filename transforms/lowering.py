@@ -68,7 +68,7 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
     """
     for region in root.regions:
         for block in region.blocks:
-            for op in list(block.ops):
+            for op in _ops_of(block):
                 if op.parent is not block:
                     continue
                 replacement = rewrite(op)
@@ -89,6 +89,16 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
                             if result._name is None:
                                 result._name = values[0]._name  # valid already
                 _erase(block, op)
+
+
+def _ops_of(block: Block) -> list[Operation]:
+    """`list(block.ops)`, read off the linked list without an iterator object."""
+    ops = []
+    op = block._first_op
+    while op is not None:
+        ops.append(op)
+        op = op._next_op
+    return ops
 
 
 def _insert_before(block: Block, new_ops: Sequence[Operation], op: Operation) -> None:
@@ -138,7 +148,20 @@ def _erase(block: Block, op: Operation) -> None:
     """`block.erase_op(op)` for an op whose results have no uses left,
     without marking each result erased (a new value per result)."""
     block.detach_op(op)
-    op.drop_all_references()
+    if op.regions or op._successors:
+        op.drop_all_references()
+        return
+    op.parent = None
+    for value, use in zip(op._operands, op._operand_uses):
+        # SSAValue.remove_use, inlined
+        prev, following = use._prev_use, use._next_use
+        if prev is not None:
+            prev._next_use = following
+        else:
+            value.first_use = following
+        if following is not None:
+            following._prev_use = prev
+    op._operand_uses = ()
 
 
 def erase_dead_ops(root: Operation) -> None:
@@ -174,8 +197,8 @@ def table_rewrite(table: dict[str, Lowering], key: Callable[[Operation], str | N
         for old, new in zip(op.results, results):
             if new is None and old.uses:
                 raise ForgeOptError(f"{describe(op)}: result #{old.index} is used but cannot be lowered")
-            if new is not None and new.owner in emitter.ops and old.name_hint:
-                new.name_hint = old.name_hint
+            if new is not None and old._name is not None and new.owner in emitter.ops:
+                new._name = old._name  # valid already: no need for the setter's checks
         return emitter.ops, results
 
     return rewrite

@@ -12,14 +12,13 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
 
-from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
 
 
 def _onnx_key(op) -> str | None:
-    return op.ONNX_OP_TYPE if isinstance(op, OnnxOp) else None
+    return getattr(op, "ONNX_OP_TYPE", None)  # only onnx ops have it (cheaper than isinstance of an ABC)
 
 
 @dataclass(frozen=True)

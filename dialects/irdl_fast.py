@@ -394,14 +394,18 @@ class FastOp(IRDLOperation):
         return op
 
 
+# SSAValues overrides __getitem__ in Python (for slices); tuple's own is a C call.
+item = tuple.__getitem__
+
+
 class _OperandAccessor(BeforeVariadicSingleAccessor):
     def __get__(self, op, objtype=None):
-        return self if op is None else op._operands[self.idx]
+        return self if op is None else item(op._operands, self.idx)
 
 
 class _ResultAccessor(BeforeVariadicSingleAccessor):
     def __get__(self, op, objtype=None):
-        return self if op is None else op.results[self.idx]
+        return self if op is None else item(op.results, self.idx)
 
 
 def _index_single_accessors(cls) -> None:

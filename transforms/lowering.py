@@ -18,6 +18,7 @@ from xdsl.ir import Block, Operation, SSAValue, SSAValues
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects.irdl_fast import item
 
 
 class Emitter:
@@ -31,7 +32,7 @@ class Emitter:
         return new
 
     def value(self, new: Operation) -> SSAValue:
-        return self.add(new).results[0]
+        return item(self.add(new).results, 0)
 
     def error(self, message: str) -> ForgeOptError:
         return ForgeOptError(f"{describe(self.op)}: {message}")

@@ -13,20 +13,24 @@ from io import StringIO
 from pathlib import Path
 
 # The child measures itself; peak RSS from VmHWM (ru_maxrss would keep the
-# forked parent's peak across exec). `forge-opt` ends its process with
-# `os._exit`, so the child reports from there too.
+# forked parent's peak across exec). It reports at exit, and `forge-opt`
+# ends its process with `os._exit`, which skips exit handlers, so from there too.
 _MEASURE = """
-import os, sys, time
+import atexit, os, sys, time
 t = time.perf_counter()
 def report():
+    if report.done:
+        return
+    report.done = True
     hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
     print(time.perf_counter() - t, int(hwm.split()[1]) / 1024, file=sys.stderr, flush=True)
+report.done = False
 def report_and_exit(code, _exit=os._exit):
     report()
     _exit(code)
 os._exit = report_and_exit
+atexit.register(report)
 {body}
-report()
 """
 
 FLOOR = "import onnx\nonnx.load(sys.argv[1])"

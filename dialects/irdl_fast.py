@@ -251,9 +251,10 @@ _UNKNOWN = UnknownLoc()
 
 def _init_operation(op: Operation, layout: _Layout, operands, result_types, properties, attributes) -> None:
     """`Operation.__init__` and `IRDLOperation.__post_init__` for an op
-    without successors or regions, which keep their class defaults (empty);
-    a fifth the cost of the general ones. Most ops have one operand and one
-    result, which skip the loops."""
+    without successors or regions, which keep their class defaults (empty):
+    operands, uses and results wired directly, with no operand view and no
+    walk of the definition. One operand and one result, the common case,
+    skip the loops."""
     if len(operands) == 1:
         uses = (Use(op, 0),)
     else:

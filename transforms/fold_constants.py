@@ -68,12 +68,12 @@ def fold_constant_op(op: Operation) -> Replacement | None:
     if op_type is None or op_type in _KEEP or not op.results:
         return None
     operands = op._operands
-    if op.ONNX_OP_TYPE not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
+    if op_type not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
         return None  # the common case, decided without looking at values
     source = operands[0].owner if operands else None
-    if op.ONNX_OP_TYPE == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
+    if op_type == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
         return None  # folding would turn a named weight into an anonymous copy
-    if op.ONNX_OP_TYPE in ("Shape", "Size"):
+    if op_type in ("Shape", "Size"):
         shape = _static_shape(op.operands[0])
         if shape is None:
             return None

@@ -1,0 +1,90 @@
+"""The rewrite walk keeps xDSL's use lists exact: it links ops, moves uses
+and unlinks erased ops itself rather than through xDSL's own methods."""
+
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, Region
+
+from forge_opt.dialects import tir
+from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order
+
+T = TensorType(f32, [2, 3])
+
+
+def _module():
+    """relu(x) used twice by one add and once by an abs."""
+    block = Block(arg_types=[T])
+    x = block.args[0]
+    relu = tir.UnaryOp("relu", x)
+    relu.results[0].name_hint = "r"
+    add = tir.BinaryOp("add", relu.results[0], relu.results[0])
+    absolute = tir.UnaryOp("abs", relu.results[0])
+    block.add_ops([relu, add, absolute, ReturnOp(add.results[0], absolute.results[0])])
+    func = FuncOp("f", ([T], [T, T]), Region(block))
+    return ModuleOp([func]), block
+
+
+def _uses_match_operands(block: Block) -> None:
+    """Each value's use list holds exactly the (op, index) slots that read it."""
+    slots = {}
+    for op in block.ops:
+        for i, value in enumerate(op.operands):
+            slots.setdefault(value, set()).add((id(op), i))
+    values = list(block.args) + [r for op in block.ops for r in op.results]
+    for value in values:
+        uses = [(id(u.operation), u.index) for u in value.uses]
+        assert len(uses) == len(set(uses))
+        assert set(uses) == slots.get(value, set()), value
+        for use in value.uses:
+            assert use.operation.operands[use.index] is value
+
+
+def test_replacing_a_value_read_twice_by_one_op_moves_every_use():
+    module, block = _module()
+    x = block.args[0]
+
+    def rewrite(op):
+        if isinstance(op, tir.UnaryOp) and op.fn.data == "relu":
+            new = tir.UnaryOp("sigmoid", x)
+            return [new], [new.results[0]]
+        return None
+
+    old = block.first_op
+    rewrite_in_order(module, rewrite)
+    module.verify()
+    _uses_match_operands(block)
+    new = block.first_op
+    assert new.fn.data == "sigmoid" and old.parent is None and not old.results[0].uses
+    assert [u.index for u in new.results[0].uses] and new.results[0].name_hint == "r"
+    assert [op.name for op in block.ops] == ["tir.unary", "tir.binary", "tir.unary", "func.return"]
+
+
+def test_replacing_with_several_new_ops_keeps_their_order():
+    module, block = _module()
+    x = block.args[0]
+
+    def rewrite(op):
+        if isinstance(op, tir.UnaryOp) and op.fn.data == "relu":
+            first = tir.UnaryOp("exp", x)
+            second = tir.UnaryOp("log", first.results[0])
+            return [first, second], [second.results[0]]
+        return None
+
+    rewrite_in_order(module, rewrite)
+    module.verify()
+    _uses_match_operands(block)
+    assert [op.fn.data for op in list(block.ops)[:2]] == ["exp", "log"]
+    assert [r.name_hint for op in list(block.ops)[:2] for r in op.results] == ["r", "r"]
+
+
+def test_erased_dead_ops_leave_no_uses_behind():
+    module, block = _module()
+    x = block.args[0]
+    dead = tir.UnaryOp("exp", x)
+    deader = tir.UnaryOp("log", dead.results[0])
+    block.insert_ops_before([dead, deader], block.first_op)
+    erase_dead_ops(module)
+    module.verify()
+    _uses_match_operands(block)
+    assert dead.parent is None and deader.parent is None
+    assert all(u.operation is not dead for u in x.uses)

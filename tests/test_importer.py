@@ -96,6 +96,21 @@ def test_names_that_are_not_utf8_are_diagnosed(where, in_order):
         import_model(broken)
 
 
+@pytest.mark.parametrize("name", ["v", "v_1", "a_1_2", "a_", "a__3", "A0_b_33", "x1", "_x", "1a", "a:1", "a.b/c", "é"])
+def test_value_names_are_set_as_xdsls_setter_sets_them(name):
+    from xdsl.dialects.builtin import TensorType, f32
+    from xdsl.ir import Block
+
+    from forge_opt.frontends.onnx import _HINT_CHARS, _hint
+
+    fast, slow = Block(arg_types=[TensorType(f32, [1])] * 2).args
+    _hint(fast, name)
+    hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
+    if hint and not hint[0].isdigit() and not hint.startswith("_"):
+        slow.name_hint = hint  # xDSL's setter: validates, drops a trailing _<digits>
+    assert fast.name_hint == slow.name_hint
+
+
 def test_initializer_keeps_raw_bytes():
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
     model = _model(

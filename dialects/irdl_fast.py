@@ -260,12 +260,7 @@ def _init_operation(op: Operation, layout: _Layout, operands, result_types, prop
     else:
         uses = tuple([Use(op, i) for i in range(len(operands))])
     for value, use in zip(operands, uses):
-        # SSAValue.add_use, inlined
-        first = value.first_use
-        use._next_use = first
-        if first is not None:
-            first._prev_use = use
-        value.first_use = use
+        value.add_use(use)
     op._operands = operands if type(operands) is SSAValues else SSAValues(operands)
     op._operand_uses = uses
     if len(result_types) == 1:
@@ -321,11 +316,7 @@ class FastOp(IRDLOperation):
         successors=None,
         regions=None,
     ):
-        layout = None
-        if not regions and not successors:
-            layout = type(self).__dict__.get("_fast_layout", False)  # set by op_definition
-            if layout is False:
-                layout = _layout(type(self))
+        layout = _layout(type(self)) if not regions and not successors else None
         if layout is not None and layout.fixed:
             operands = operands or ()
             result_types = result_types or ()

@@ -133,12 +133,7 @@ def _move_uses(old: SSAValue, new: SSAValue) -> None:
         operands = list(user._operands)
         operands[use._index] = new
         user._operands = SSAValues(operands)
-        first = new.first_use
-        use._prev_use = None
-        use._next_use = first
-        if first is not None:
-            first._prev_use = use
-        new.first_use = use
+        new.add_use(use)
         use = following
     old.first_use = None
     if new._name is None:
@@ -149,20 +144,7 @@ def _erase(block: Block, op: Operation) -> None:
     """`block.erase_op(op)` for an op whose results have no uses left,
     without marking each result erased (a new value per result)."""
     block.detach_op(op)
-    if op.regions or op._successors:
-        op.drop_all_references()
-        return
-    op.parent = None
-    for value, use in zip(op._operands, op._operand_uses):
-        # SSAValue.remove_use, inlined
-        prev, following = use._prev_use, use._next_use
-        if prev is not None:
-            prev._next_use = following
-        else:
-            value.first_use = following
-        if following is not None:
-            following._prev_use = prev
-    op._operand_uses = ()
+    op.drop_all_references()
 
 
 def erase_dead_ops(root: Operation) -> None:

@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import TensorType
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects.forge_rules import data_format
 from forge_opt.frontends.onnx import freeze_inputs, load_model
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -65,6 +66,18 @@ def pcc(a: np.ndarray, b: np.ndarray) -> float:
     if a.std() == 0 or b.std() == 0:
         return 1.0 if np.allclose(a, b) else 0.0
     return float(np.corrcoef(a, b)[0, 1])
+
+
+def dtype_mismatch(want: np.ndarray, got: np.ndarray) -> str | None:
+    """Forge's `verify` check of an output's element type: the reference's
+    dtype and Forge's must have the same DataFormat (bool and int64 are both
+    Int32, forge/forge/verify/verify.py check_dtypes)."""
+    want_format, got_format = data_format(want.dtype), data_format(got.dtype)
+    if want_format is None:
+        return f"dtype {want.dtype}, for which Forge has no DataFormat"
+    if want_format != got_format:
+        return f"dtype {got.dtype} ({got_format}) where the reference gives {want.dtype} ({want_format})"
+    return None
 
 
 def random_inputs(module, seed: int = 0) -> list[np.ndarray]:
@@ -184,6 +197,10 @@ def check_model(
         want, got = np.asarray(want), np.asarray(got)
         if want.shape != got.shape:
             results.append(OutputResult(name, got.shape, float("inf"), 0.0, False, f"shape {list(got.shape)} != {list(want.shape)}"))
+            continue
+        mismatch = dtype_mismatch(want, got)
+        if mismatch:
+            results.append(OutputResult(name, got.shape, float("inf"), 0.0, False, mismatch))
             continue
         if want.dtype.kind in "fc":
             err = float(np.max(np.abs(want.astype(np.float64) - got.astype(np.float64)))) if want.size else 0.0

@@ -87,6 +87,11 @@ def onnx_type(element_type: Attribute) -> int:
 
 
 def mlir_type_of_numpy(dtype: np.dtype) -> Attribute:
+    return _mlir_type_of_numpy(np.dtype(dtype))
+
+
+@lru_cache(maxsize=64)
+def _mlir_type_of_numpy(dtype: np.dtype) -> Attribute:
     for mlir, np_dtype in _TABLE.values():
         if np_dtype is not None and np_dtype == np.dtype(dtype).newbyteorder("<"):
             return mlir

@@ -10,7 +10,7 @@ enforce the constraints Forge itself asserts. `forge.parameter` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar
 
@@ -40,8 +40,12 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+import numpy as np
+
+from forge_opt import dtypes
+from forge_opt.dialects import forge_rules
+from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
-from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, ForgeFunction
 
 
 def to_attr(value: object) -> Attribute:
@@ -101,6 +105,8 @@ class ForgeOp(FastOp):
     FORGE_OPERANDS: ClassVar[tuple[str, ...]] = ()
     # Properties in the order of the function's keyword parameters.
     FORGE_KEYWORDS: ClassVar[tuple[str, ...]] = ()
+    # Keywords Forge asserts to be tuples.
+    FORGE_TUPLES: ClassVar[tuple[str, ...]] = ()
 
     def forge_operands(self) -> list[SSAValue]:
         values: list[SSAValue] = []
@@ -115,33 +121,74 @@ class ForgeOp(FastOp):
         return values
 
     def forge_keywords(self) -> dict[str, object]:
-        """Keyword arguments given, as Python values, in Forge's order."""
-        return {
-            name: to_python(self.properties[name])
-            for name in self.FORGE_KEYWORDS
-            if name in self.properties
-        }
+        """Keyword arguments given, as Python values, in Forge's order (a
+        tuple where Forge asserts one)."""
+        values = {}
+        for name in self.FORGE_KEYWORDS:
+            if name in self.properties:
+                value = to_python(self.properties[name])
+                values[name] = tuple(value) if name in self.FORGE_TUPLES and isinstance(value, list) else value
+        return values
 
     @property
     def result(self) -> SSAValue:
         return self.results[0]
 
 
-#: Checks Forge itself asserts, by function name.
-_VERIFIERS: dict[str, Callable[[ForgeOp], None]] = {}
-
-
-def _verifies(name: str):
-    def register(fn):
-        _VERIFIERS[name] = fn
-        return fn
-
-    return register
-
-
 def _field(parameter: str) -> str:
     # `operands` (Concatenate's *operands) is taken by Operation itself.
     return "inputs" if parameter == "operands" else parameter
+
+
+def _element_dtype(t: Attribute) -> np.dtype | None:
+    try:
+        return dtypes.numpy_dtype(t.element_type)
+    except dtypes.UnsupportedElementType:
+        return None
+
+
+def rule_call(op: ForgeOp) -> forge_rules.Call:
+    """The op as a call for Forge's rules: every keyword, defaults filled in."""
+    fn = BY_NAME[op.FORGE_FUNCTION]
+    given = op.forge_keywords()
+    keywords = {}
+    for name, default in fn.keywords:
+        value = given.get(name, default)
+        if value is REQUIRED:
+            raise VerifyException(f"forge.op.{fn.name}: the keyword '{name}' is required")
+        if name == "dtype" and isinstance(value, TypeAttribute):
+            value = dtypes.numpy_dtype(value)
+        keywords[name] = value
+    operands = op.forge_operands()
+    return forge_rules.Call(
+        fn.name,
+        [v.type.get_shape() for v in operands],
+        [_element_dtype(v.type) for v in operands],
+        keywords,
+    )
+
+
+def _verify_forge_call(op: ForgeOp) -> None:
+    """Forge's own checks (`forge_rules`), its golden element type, and the
+    result shape where the dialect can tell it."""
+    call = rule_call(op)
+    try:
+        forge_rules.check_call(call)
+        want = forge_rules.result_dtype(call) if None not in call.dtypes else None
+    except forge_rules.ForgeRuleError as e:
+        raise VerifyException(str(e)) from None
+    got = _element_dtype(op.output.type)
+    if want is not None and got != want:
+        raise VerifyException(
+            f"forge.op.{call.function} computes {want.name} in Forge, but the result type is {op.output.type}"
+        )
+    if call.function == "Index":
+        kw = call.keywords
+        expected = list(call.shapes[0])
+        stop = kw["start"] + 1 if kw["stop"] is None else kw["stop"]
+        expected[kw["dim"]] = len(range(kw["start"], stop, kw["stride"]))
+        if list(op.output.type.get_shape()) != expected:
+            raise VerifyException(f"result has shape {list(op.output.type.get_shape())}, expected {expected}")
 
 
 def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
@@ -153,90 +200,49 @@ def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
             "FORGE_FUNCTION": ClassVar[str],
             "FORGE_OPERANDS": ClassVar[tuple[str, ...]],
             "FORGE_KEYWORDS": ClassVar[tuple[str, ...]],
+            "FORGE_TUPLES": ClassVar[tuple[str, ...]],
         },
         "FORGE_FUNCTION": fn.name,
         "FORGE_OPERANDS": tuple(_field(n) for n, _ in fn.operands),
         "FORGE_KEYWORDS": tuple(n for n, _ in fn.keywords),
+        "FORGE_TUPLES": fn.tuple_keywords,
         "output": result_def(TensorType),
         "traits": traits_def(Pure()),
         "irdl_options": (ParsePropInAttrDict(),),
         "assembly_format": "operands attr-dict `:` functional-type(operands, results)",
+        "verify_": _verify_forge_call,
     }
     for name, kind in fn.operands:
         body[_field(name)] = defs[kind](TensorType)
-    for name, _ in fn.keywords:
-        body[name] = opt_prop_def(Attribute)
-    check = _VERIFIERS.get(fn.name)
-    if check is not None:
-        body["verify_"] = lambda self, check=check: check(self)
+    for name, default in fn.keywords:
+        body[name] = prop_def(Attribute) if default is REQUIRED else opt_prop_def(Attribute)
     return op_definition(type(f"{fn.name}Op", (ForgeOp,), body))
-
-
-def _kw(op: ForgeOp, name: str) -> object:
-    attr = op.properties.get(name)
-    return None if attr is None else to_python(attr)
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return value.type.get_shape()
-
-
-@_verifies("Index")
-def _verify_index(op: ForgeOp) -> None:
-    shape = _shape(op.operandA)
-    rank = len(shape)
-    dim, start, stop, stride = (_kw(op, k) for k in ("dim", "start", "stop", "stride"))
-    if dim is None or start is None or stop is None:
-        raise VerifyException("dim, start and stop are required")
-    stride = 1 if stride is None else stride
-    if not -rank <= dim < 0:
-        raise VerifyException(f"dim {dim} must be negative and within rank {rank}")
-    size = shape[dim]
-    if stride <= 0:
-        raise VerifyException(f"stride {stride} must be positive")
-    if not 0 <= start < size:
-        raise VerifyException(f"start {start} must be in 0..{size - 1} (dim {dim} has size {size})")
-    if not start <= stop <= size:
-        raise VerifyException(f"stop {stop} must be in {start}..{size} (dim {dim} has size {size})")
-    expected = list(shape)
-    expected[dim] = len(range(start, stop, stride))
-    if list(_shape(op.output)) != expected:
-        raise VerifyException(f"result has shape {list(_shape(op.output))}, expected {expected}")
-
-
-@_verifies("Transpose")
-def _verify_transpose(op: ForgeOp) -> None:
-    rank = len(_shape(op.operandA))
-    for k in ("dim0", "dim1"):
-        d = _kw(op, k)
-        if d is None or not -rank <= d < rank:
-            raise VerifyException(f"{k} {d} is out of range for rank {rank}")
-
-
-def _verify_single_dim(op: ForgeOp) -> None:
-    rank = len(_shape(op.operandA))
-    dim = _kw(op, "dim")
-    if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise VerifyException(f"dim {dim} must be one dimension within rank {rank}")
-
-
-for _name in ("ReduceSum", "ReduceAvg", "ReduceMax"):
-    _VERIFIERS[_name] = _verify_single_dim
-
-
-@_verifies("Conv2d")
-def _verify_conv2d(op: ForgeOp) -> None:
-    padding = _kw(op, "padding")
-    if not (isinstance(padding, list) and len(padding) == 4):
-        raise VerifyException("padding must be an explicit [top, left, bottom, right] list")
 
 
 FORGE_OPS: dict[str, type[ForgeOp]] = {fn.name: _make_op(fn) for fn in FUNCTIONS}
 
 
+def golden_type(function: str, operands: Sequence[SSAValue | None], shape: Sequence[int], keywords) -> TensorType:
+    """The result type of a call: `shape`, with the element type Forge's
+    golden computes (`forge_rules.result_dtype`)."""
+    present = [v for v in operands if v is not None]
+    kinds = [_element_dtype(v.type) for v in present]
+    if None in kinds:  # an element type numpy has no dtype for: the verifier names it
+        return dtypes.tensor_type(present[0].type.element_type, shape)
+    kw = dict(keywords)
+    if isinstance(kw.get("dtype"), TypeAttribute):
+        kw["dtype"] = dtypes.numpy_dtype(kw["dtype"])
+    want = forge_rules.result_dtype(forge_rules.Call(function, [], kinds, kw))
+    return dtypes.tensor_type(dtypes.mlir_type_of_numpy(want), shape)
+
+
 def build(function: str, operands: Sequence[SSAValue | None], result_type: Attribute, **keywords) -> ForgeOp:
-    """A `forge.<function>` op; keywords that are None are left to Forge's default."""
+    """A `forge.<function>` op; keywords that are None are left to Forge's
+    default. The result gets `result_type`'s shape and the element type
+    Forge computes, which may differ from the `tir` value's (a comparison
+    keeps its first operand's type, an integer Divide gives float32)."""
     cls = FORGE_OPS[function]
+    result_type = golden_type(function, operands, result_type.get_shape(), keywords)
     fn = BY_NAME[function]
     grouped: list[object] = []
     it = list(operands)

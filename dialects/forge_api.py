@@ -18,6 +18,8 @@ class ForgeFunction:
     # (parameter name, default or REQUIRED), in Forge's order
     keywords: tuple[tuple[str, object], ...] = ()
     keyword_only: bool = False  # Softmax's dim, Concatenate's axis
+    # keywords Forge asserts to be tuples (a list fails), printed as tuples
+    tuple_keywords: tuple[str, ...] = ()
 
     @property
     def op_name(self) -> str:
@@ -34,8 +36,8 @@ _A = (("operandA", "single"),)
 _AB = (("operandA", "single"), ("operandB", "single"))
 
 
-def _f(name, operands=_A, keywords=(), keyword_only=False) -> ForgeFunction:
-    return ForgeFunction(name, operands, tuple(keywords), keyword_only)
+def _f(name, operands=_A, keywords=(), keyword_only=False, tuple_keywords=()) -> ForgeFunction:
+    return ForgeFunction(name, operands, tuple(keywords), keyword_only, tuple(tuple_keywords))
 
 
 FUNCTIONS: tuple[ForgeFunction, ...] = (
@@ -70,6 +72,7 @@ FUNCTIONS: tuple[ForgeFunction, ...] = (
             ("ceil_mode", False), ("return_indices", False), ("max_pool_add_sub_surround", False),
             ("max_pool_add_sub_surround_value", 1.0), ("channel_last", False),
         ],
+        tuple_keywords=("kernel_size",),
     ),
     _f(
         "AvgPool2d",
@@ -105,7 +108,9 @@ FUNCTIONS: tuple[ForgeFunction, ...] = (
     _f("Repeat", keywords=[("repeats", REQUIRED)]),
     _f("Unsqueeze", keywords=[("dim", REQUIRED)]),
     _f("Squeeze", keywords=[("dim", REQUIRED)]),
+    # ConstantPad cannot be called from Python (rule constantpad-unusable); Pad is emitted instead
     _f("ConstantPad", keywords=[("padding", REQUIRED), ("value", 0.0)]),
+    _f("Pad", keywords=[("pad", REQUIRED), ("mode", "constant"), ("value", 0.0), ("channel_last", False)]),
     _f("AdvIndex", _AB, [("dim", 0)]),
     _f("Concatenate", (("operands", "variadic"),), [("axis", REQUIRED)], keyword_only=True),
     _f("Embedding", (("indices", "single"), ("embedding_table", "single"))),

@@ -8,26 +8,11 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from forge_opt import dtypes
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array
-from forge_opt.dialects.forge_api import BY_NAME, REQUIRED
-from forge_opt.interpreters.forge_kernels import KERNELS
-
-
-def keyword_values(op: forge.ForgeOp) -> dict[str, object]:
-    """Every keyword of the Forge call: given ones, else Forge's default."""
-    given = op.forge_keywords()
-    values = {}
-    for name, default in BY_NAME[op.FORGE_FUNCTION].keywords:
-        value = given.get(name, default)
-        if value is REQUIRED:
-            raise ValueError(f"forge.op.{op.FORGE_FUNCTION}: keyword '{name}' is required")
-        if name == "dtype" and not isinstance(value, str | np.dtype):
-            value = dtypes.numpy_dtype(value)
-        values[name] = value
-    return values
+from forge_opt.interpreters.forge_kernels import evaluate
 
 
 def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
-    return (np.asarray(KERNELS[op.FORGE_FUNCTION](*args, **keyword_values(op))),)
+    return (evaluate(op.FORGE_FUNCTION, args, forge.rule_call(op).keywords),)
 
 
 def fill_array(op: forge.ConstantOp) -> np.ndarray:

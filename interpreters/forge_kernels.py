@@ -12,7 +12,17 @@ import math
 
 import numpy as np
 
+from forge_opt.dialects import forge_rules
+
 KERNELS: dict[str, object] = {}
+
+
+def evaluate(function: str, arrays, keywords: dict) -> np.ndarray:
+    """Forge's golden for one call: the kernel's values in the element type
+    Forge computes (`forge_rules.result_dtype`)."""
+    out = np.asarray(KERNELS[function](*arrays, **keywords))
+    call = forge_rules.Call(function, [], [None if a is None else a.dtype for a in arrays], keywords)
+    return out.astype(forge_rules.result_dtype(call), copy=False)
 
 
 def kernel(*names: str):
@@ -47,9 +57,9 @@ for _name, _fn in {
 
 @kernel("Divide")
 def divide(a, b):
-    if np.issubdtype(np.result_type(a, b), np.integer):
-        return np.trunc(a / b).astype(np.result_type(a, b))
-    return np.divide(a, b)
+    """torch::div: true division, for integers too (op_divide.cpp)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.true_divide(a, b)
 
 
 @kernel("Power")
@@ -105,7 +115,10 @@ def clip(x, min, max):
 
 @kernel("Cast")
 def cast(x, dtype):
-    return x.astype(dtype)
+    """`.to()` the dtype of dtype's DataFormat: bool and int64 are Int32,
+    so a cast to bool truncates (op_cast.cpp)."""
+    with np.errstate(invalid="ignore"):
+        return x.astype(forge_rules.format_dtype(dtype))
 
 
 @kernel("Identity")
@@ -326,6 +339,20 @@ def squeeze(x, dim):
 def constant_pad(x, padding, value=0.0):
     pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
     return np.pad(x, pairs, constant_values=value)
+
+
+@kernel("Pad")
+def pad(x, pad, mode="constant", value=0.0, channel_last=False):
+    """F.pad order: (left, right[, top, bottom]) on the last dims (op_pad.cpp)."""
+    if channel_last:
+        x = np.moveaxis(x, -1, -3)
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        pairs[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    numpy_mode = {"constant": "constant", "replicate": "edge", "reflect": "reflect"}[mode]
+    extra = {"constant_values": value} if mode == "constant" else {}
+    out = np.pad(x, pairs, mode=numpy_mode, **extra)
+    return np.moveaxis(out, -3, -1) if channel_last else out
 
 
 @kernel("AdvIndex")

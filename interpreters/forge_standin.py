@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from forge_opt.dialects import forge_rules
 from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.interpreters import forge_kernels
 
@@ -80,9 +81,15 @@ class Parameter(Tensor):
 def _array(fn: str, what: str, value: object) -> np.ndarray:
     if isinstance(value, Tensor):
         return value.value()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        # Forge wraps Python numbers in forge.op.Constant (a float32 scalar).
-        return np.asarray(value, dtype=np.float32)
+    if isinstance(value, float):
+        # Forge wraps Python numbers in forge.op.Constant, a float32 of shape (1,)
+        # (forge/forge/op/common.py); op_constant.cpp reads the number as a float.
+        return np.full((1,), value, dtype=np.float32)
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ForgeCallError(
+            f"[attr-variant] {fn}: {what} is the int {value}; Forge wraps it in Constant, "
+            "which reads a float (forge/forge/op/constant.py)"
+        )
     raise ForgeCallError(f"{fn}: {what} must be a Tensor, got {type(value).__name__}")
 
 
@@ -102,74 +109,8 @@ def _signature(fn: ForgeFunction) -> inspect.Signature:
     return inspect.Signature(params)
 
 
-# Checks Forge asserts, by function.
-def _check_index(x, kw):
-    size = x.shape[kw["dim"]]
-    start = kw["start"]
-    stop = start + 1 if kw["stop"] is None else kw["stop"]
-    if stop < 0:
-        stop += size
-    if not start < size:
-        raise ForgeCallError(f"Index: start {start} must be < {size}")
-    if not stop <= size:
-        raise ForgeCallError(f"Index: stop {stop} must be <= {size}")
-    if kw["stride"] < 0 and size != 1:
-        raise ForgeCallError("Index: a negative stride is only allowed on a dimension of size 1")
-    if kw["stride"] == 0:
-        raise ForgeCallError("Index: stride must not be 0")
-    kw["stop"] = stop
-
-
-def _check_single_dim(x, kw):
-    dim = kw["dim"]
-    if not isinstance(dim, int) or not -4 <= dim <= 3:
-        raise ForgeCallError(f"reduce: dim {dim!r} must be one axis in -4..3")
-
-
-def _check_transpose(x, kw):
-    for k in ("dim0", "dim1"):
-        if not isinstance(kw[k], int) or not -x.ndim <= kw[k] < x.ndim:
-            raise ForgeCallError(f"Transpose: {k} {kw[k]!r} is out of range for rank {x.ndim}")
-
-
-def _check_pool(x, kw):
-    if kw.get("return_indices"):
-        raise ForgeCallError("MaxPool2d: return_indices must be False")
-    if kw.get("divisor_override") is not None:
-        raise ForgeCallError("AvgPool2d: divisor_override must be None")
-    padding = kw["padding"]
-    if isinstance(padding, list) and "count_include_pad" in kw:
-        left, right, top, bottom = padding
-        if (left, top) != (right, bottom):
-            raise ForgeCallError("AvgPool2d: padding must be symmetric")
-
-
-def _check_int_dims(x, kw):
-    for k in ("dim", "axis"):
-        if k in kw and kw[k] is not None and not isinstance(kw[k], int):
-            raise ForgeCallError(f"{k} must be an int, got {kw[k]!r}")
-
-
-_CHECKS = {
-    "Index": _check_index,
-    "ReduceSum": _check_single_dim,
-    "ReduceAvg": _check_single_dim,
-    "ReduceMax": _check_single_dim,
-    "Transpose": _check_transpose,
-    "MaxPool2d": _check_pool,
-    "AvgPool2d": _check_pool,
-    "Softmax": _check_int_dims,
-    "LogSoftmax": _check_int_dims,
-    "Concatenate": _check_int_dims,
-    "Unsqueeze": _check_int_dims,
-    "Squeeze": _check_int_dims,
-    "Broadcast": _check_int_dims,
-}
-
-
 def _make_function(fn: ForgeFunction):
     sig = _signature(fn)
-    check = _CHECKS.get(fn.name)
 
     def call(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)  # TypeError for what Python would reject
@@ -189,9 +130,15 @@ def _make_function(fn: ForgeFunction):
                 arrays.append(_array(fn.name, operand, v))
         if fn.name == "Cast" and not isinstance(values["dtype"], np.dtype):
             values["dtype"] = np.dtype(values["dtype"])
-        if check is not None:
-            check(arrays[0], values)
-        return Tensor(forge_kernels.KERNELS[fn.name](*arrays, **values))
+        call = forge_rules.Call(
+            fn.name, [None if a is None else a.shape for a in arrays],
+            [None if a is None else a.dtype for a in arrays], values,
+        )
+        try:
+            forge_rules.check_call(call)
+        except forge_rules.ForgeRuleError as e:
+            raise ForgeCallError(str(e)) from None
+        return Tensor(forge_kernels.evaluate(fn.name, arrays, values))
 
     call.__name__ = call.__qualname__ = fn.name
     call.__signature__ = sig

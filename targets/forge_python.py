@@ -18,7 +18,7 @@ from typing import IO
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType, f32
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.target import Target
@@ -73,6 +73,8 @@ def _literal(value: object) -> str:
         return _quote(value)
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_literal(v) for v in value) + (",)" if len(value) == 1 else ")")
     if isinstance(value, Attribute):  # an element type: Cast's dtype
         return "torch." + _torch_dtype(value)
     if isinstance(value, float):
@@ -122,13 +124,16 @@ def _onnx_names(attrs, count: int, prefix: str) -> list[str]:
 
 
 def _is_inline_scalar(op: forge.ConstantOp) -> bool:
-    """A constant of one number, written as a Python literal where used
-    (Forge wraps int and float operands itself)."""
+    """A float32 constant of one number, written as a float literal where
+    used: Forge wraps it in `Constant`, a float32 of shape (1,) that reads
+    its number as a float, so an int or another dtype cannot be inline."""
     if op.value is None:
         return False
     t = op.output.type
+    if not isinstance(t, TensorType) or t.element_type != f32:
+        return False
     return isinstance(t, TensorType) and math.prod(t.get_shape()) == 1 and all(
-        isinstance(u.operation, forge.ForgeOp) and _rank(u.operation) >= len(t.get_shape())
+        isinstance(u.operation, forge.ForgeOp) and _rank(u.operation) >= max(1, len(t.get_shape()))
         for u in op.output.uses
     )
 

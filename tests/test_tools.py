@@ -83,7 +83,7 @@ def test_example_matches():
 
 
 def test_standin_index_follows_forge():
-    x = Tensor(np.arange(10.0))
+    x = Tensor(np.arange(10, dtype=np.float32))
     np.testing.assert_array_equal(Index("i", x, dim=-1, start=2, stop=5).value(), [2, 3, 4])
     np.testing.assert_array_equal(Index("i", x, -1, 3).value(), [3])  # stop=None is start+1
     np.testing.assert_array_equal(Index("i", x, -1, 8, -1).value(), [8])  # negative stop adds the size

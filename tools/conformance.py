@@ -95,6 +95,7 @@ def run_case(case) -> Result:
     from onnx import TensorProto
 
     from forge_opt.api import run_pipeline
+    from forge_opt.check import dtype_mismatch
     from forge_opt.diagnostics import ForgeOptError
     from forge_opt.frontends.onnx import freeze_inputs, import_model
     from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
@@ -156,6 +157,10 @@ def run_case(case) -> Result:
         got = np.asarray(got)
         if want.shape != got.shape:
             result.reason = f"wrong shape {list(got.shape)} instead of {list(want.shape)}"
+            return result
+        mismatch = dtype_mismatch(want, got)
+        if mismatch:
+            result.reason = "wrong " + mismatch
             return result
         try:
             np.testing.assert_allclose(

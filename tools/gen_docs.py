@@ -1,5 +1,6 @@
-"""Generate docs/dialects/*.md and docs/passes.md from the registered
-dialects and passes, so the reference cannot drift from the code.
+"""Generate docs/dialects/*.md, docs/passes.md and docs/forge_rules.md from
+the registered dialects, passes and Forge rules, so the reference cannot
+drift from the code.
 
     python -m forge_opt.tools.gen_docs            # rewrite the pages
     python -m forge_opt.tools.gen_docs --check    # exit 1 if one is stale
@@ -100,6 +101,32 @@ def forge_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def forge_rules_page() -> str:
+    from forge_opt.dialects.forge_rules import RULES
+
+    lines = [
+        "# Forge's rules, as forge-opt enforces them",
+        "",
+        "Each check that real Forge makes of a `forge.op` call (its Python wrapper's asserts, its C++",
+        "op's `TT_ASSERT`s, which run in release builds), read from tt-forge-fe at commit c6f95fba.",
+        "They are written once (`dialects/forge_rules.py`): the `forge` dialect's verifier and the",
+        "Forge stand-in both call them, so IR that verifies is IR Forge accepts, and an emitted module",
+        "that runs on the stand-in runs on Forge. Errors start with the rule's id.",
+        "",
+        "Element types follow Forge's golden (`result_dtype`): a comparison keeps its first operand's",
+        "type, Divide is true division (float32 for integers), Cast to bool, int64, int8 or uint8 gives",
+        "int32 (truncating), LogicalNot gives bool. The `forge` dialect's result types must say so, and",
+        "`forge-check` compares output DataFormats as Forge's `verify` does (bool and int64 are Int32).",
+        "",
+        "| rule | functions | what | source |",
+        "|---|---|---|---|",
+    ]
+    for r in RULES:
+        functions = ", ".join(r.functions) or "every function"
+        lines.append(f"| `{r.id}` | {functions} | {r.what} | `{r.source}` |")
+    return "\n".join(lines) + "\n"
+
+
 def passes_page() -> str:
     from forge_opt.transforms.pipelines import ALL_PASSES
 
@@ -126,6 +153,7 @@ PAGES = {
     "dialects/tir.md": tir_page,
     "dialects/forge.md": forge_page,
     "passes.md": passes_page,
+    "forge_rules.md": forge_rules_page,
 }
 
 

@@ -109,6 +109,21 @@ def _out_size(size, k, s, d, lo, hi, ceil_mode=False):
     return math.floor(n)
 
 
+def fold_spatial_pad(x, pads: list[int], identity: float):
+    """(input, pads) with a constant `tir.pad` of `identity` on the two
+    spatial dims of `x` folded into the op's [top, left, bottom, right]
+    pads: exporters write TF-style padding as a Pad before Conv or pooling,
+    and Forge pads inside the op for free. The Pad goes if nothing else uses it."""
+    pad = x.owner
+    if not isinstance(pad, tir.PadOp) or pad.value.value.data != identity:
+        return x, pads
+    p = list(pad.pads.get_values())
+    if len(p) != 8 or any(p[:4]):
+        return x, pads
+    top, bottom, left, right = p[4:]
+    return pad.input, [pads[0] + top, pads[1] + left, pads[2] + bottom, pads[3] + right]
+
+
 @lowers("Conv")
 def _conv(op, e):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
@@ -116,13 +131,15 @@ def _conv(op, e):
         return [_conv1d(op, e, x_shape, w_shape)]
     kernel = w_shape[2:]
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, "Conv")
+    x, pads = fold_spatial_pad(op.X, pads, 0.0)
+    x_shape = static_shape(x, e)
     groups = op.group.value.data
     out = [x_shape[0], w_shape[0]] + [
         _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2])
         for i in range(2)
     ]
     conv = tir.Conv2dOp.build(
-        operands=[op.X, op.W, [op.B] if op.B is not None else []],
+        operands=[x, op.W, [op.B] if op.B is not None else []],
         result_types=[TensorType(op.X.type.element_type, out)],
         properties={
             "strides": _ints(strides),
@@ -170,13 +187,23 @@ def _pool(op, e, kind):
     kernel = list(op.kernel_shape.get_values())
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
     ceil_mode = op.ceil_mode.value.data
+    count_include_pad = getattr(op, "count_include_pad", None)
+    include = count_include_pad.value.data if count_include_pad is not None else 0
+    x = op.X
+    # A pad of the pool's identity folds in: -inf for max; zeros for an
+    # average that counts padding (or has none of its own, then counts it).
+    # Not with ceil_mode, whose last window may not start in the padding.
+    if not ceil_mode and (kind == "max" or include or not any(pads)):
+        x, pads = fold_spatial_pad(x, pads, -math.inf if kind == "max" else 0.0)
+        if x is not op.X:
+            include = 1
+            x_shape = static_shape(x, e)
     out = x_shape[:2] + [
         _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2], bool(ceil_mode))
         for i in range(2)
     ]
-    count_include_pad = getattr(op, "count_include_pad", None)
     pool = tir.Pool2dOp.build(
-        operands=[op.X],
+        operands=[x],
         result_types=[TensorType(op.X.type.element_type, out)],
         properties={
             "kind": tir.StringAttr(kind),
@@ -185,9 +212,7 @@ def _pool(op, e, kind):
             "pads": _ints(pads),
             "dilations": _ints(dilations),
             "ceil_mode": IntegerAttr(ceil_mode, i64),
-            "count_include_pad": IntegerAttr(
-                count_include_pad.value.data if count_include_pad is not None else 0, i64
-            ),
+            "count_include_pad": IntegerAttr(include, i64),
         },
     )
     return pool

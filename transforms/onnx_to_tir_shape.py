@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i1, i64
 
 from forge_opt import dtypes
 from forge_opt.dialects import tir
@@ -399,7 +399,8 @@ def _square(e, x):
 
 
 def _neg(e, x):
-    return unary(e, "neg", x)
+    """min = -max(-x); for booleans the negation is `not` (-True is True)."""
+    return unary(e, "not" if x.type.element_type == i1 else "neg", x)
 
 
 LOWERINGS.update(

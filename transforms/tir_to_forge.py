@@ -13,12 +13,23 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    FunctionType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    i1,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
-from forge_opt.dialects import forge
+from forge_opt.dialects import forge, forge_rules, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
 
@@ -27,7 +38,13 @@ lowers = LOWERINGS.lowers
 
 
 def call(e: Emitter, function: str, operands, result_type, **keywords):
-    return e.value(forge.build(function, operands, result_type, **keywords))
+    """One Forge call; a call Forge's own checks reject is an error naming the node."""
+    new = forge.build(function, operands, result_type, **keywords)
+    try:
+        new.verify_()
+    except VerifyException as error:
+        raise e.error(f"Forge cannot compute it: {error}") from None
+    return e.value(new)
 
 
 def _shape(value) -> list[int]:
@@ -136,7 +153,13 @@ def _where(op, e):
 
 @lowers("tir.cast")
 def _cast(op, e):
-    return [call(e, "Cast", [op.input], op.output.type, dtype=op.output.type.element_type)]
+    target = op.output.type.element_type
+    if target == i1 and op.input.type.element_type != i1:
+        # Forge casts to bool as to Int32, truncating (0.5 -> 0); ONNX
+        # means x != 0. The comparison's 0/1 is brought to Int32 by
+        # `_in_tir_format` where a user needs it.
+        return [call(e, "NotEqual", [op.input, scalar_constant(e, 0, op.input)], op.output.type)]
+    return [call(e, "Cast", [op.input], op.output.type, dtype=target)]
 
 
 @lowers("tir.clip")
@@ -164,56 +187,88 @@ def _conv2d(op, e):
     ]
 
 
+def pad_last_two(e: Emitter, x, top: int, bottom: int, left: int, right: int, value: float):
+    """Forge's Pad on the last two dims (F.pad order); nothing for no padding."""
+    if not any((top, bottom, left, right)):
+        return x
+    shape = _shape(x)
+    shape[-2] += top + bottom
+    shape[-1] += left + right
+    return call(e, "Pad", [x], _t(x, shape), pad=[left, right, top, bottom], mode="constant", value=float(value))
+
+
+def _floor_padding(size: int, out: int, span: int, stride: int, lo: int, hi: int) -> int:
+    """The end padding that gives exactly `out` windows without ceil_mode:
+    at least `hi`, more where ceil_mode made windows past it."""
+    return max(hi, (out - 1) * stride + span - size - lo)
+
+
 @lowers("tir.pool2d")
 def _pool2d(op, e):
+    """Forge pools take symmetric padding and no ceil_mode (rules
+    pool-symmetric, pool-flags): other cases pad explicitly first, with the
+    pool's identity, to exactly the windows wanted."""
     top, left, bottom, right = _ints(op.pads)
-    kernel, strides = _ints(op.kernel), _ints(op.strides)
+    kernel, strides, dilations = _ints(op.kernel), _ints(op.strides), _ints(op.dilations)
     ceil_mode = bool(op.ceil_mode.value.data)
     x = op.input
-    if op.kind.data == "max":
+    shape, out = _shape(x), _shape(op.output)
+    if dilations != [1, 1]:
+        raise e.error(f"Forge's pooling supports dilation 1 only, not {dilations}")
+    is_max = op.kind.data == "max"
+    symmetric = (top, left) == (bottom, right) and not ceil_mode
+    if symmetric:
+        padding = [left, right, top, bottom]
+    else:
+        bottom = _floor_padding(shape[2], out[2], kernel[0], strides[0], top, bottom)
+        right = _floor_padding(shape[3], out[3], kernel[1], strides[1], left, right)
+        x = pad_last_two(e, x, top, bottom, left, right, -math.inf if is_max else 0.0)
+        padding = [0, 0, 0, 0]
+    if is_max:
         return [
             call(
                 e, "MaxPool2d", [x], op.output.type,
-                kernel_size=_int_or_pair(kernel), stride=_int_or_pair(strides),
-                padding=[left, right, top, bottom], dilation=_int_or_pair(_ints(op.dilations)),
-                ceil_mode=ceil_mode,
+                kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
+                stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
-    if (top, left) == (bottom, right):
-        return [
-            call(
-                e, "AvgPool2d", [x], op.output.type,
-                kernel_size=kernel, stride=strides, padding=[left, right, top, bottom],
-                ceil_mode=ceil_mode, count_include_pad=include,
-            )
-        ]
-    # Forge's AvgPool2d asserts symmetric padding: pad explicitly, pool
-    # counting the padding, and rescale by a compile-time window-size map
-    # where the padding must not count.
-    shape = _shape(x)
-    padded = [shape[0], shape[1], shape[2] + top + bottom, shape[3] + left + right]
-    x = call(e, "ConstantPad", [x], _t(x, padded), padding=[0, 0, 0, 0, top, bottom, left, right], value=0.0)
     y = call(
         e, "AvgPool2d", [x], op.output.type,
-        kernel_size=kernel, stride=strides, padding=[0, 0, 0, 0], ceil_mode=ceil_mode, count_include_pad=True,
+        kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
+        count_include_pad=include if symmetric else True,
     )
-    if include:
+    if symmetric:
         return [y]
-    return [call(e, "Multiply", [y, _window_scale(e, op, shape, kernel, strides, ceil_mode)], op.output.type)]
+    scale = _window_scale(op, shape, kernel, strides, (top, bottom, left, right), include, ceil_mode)
+    if scale is None:
+        return [y]
+    return [call(e, "Multiply", [y, constant(e, op, scale)], op.output.type)]
 
 
-def _window_scale(e: Emitter, op, shape, kernel, strides, ceil_mode):
-    """kernel area / the number of input (not padding) elements per window."""
+def _window_scale(op, shape, kernel, strides, padded, include, ceil_mode):
+    """Per output position, what the explicitly padded pool (which divides
+    by the whole kernel) must be multiplied by to give the wanted average;
+    None where that is 1 everywhere."""
     import numpy as np
 
     from forge_opt.interpreters.forge_kernels import avg_pool2d
 
     top, left, bottom, right = _ints(op.pads)
-    inside = np.pad(np.ones((1, 1, shape[2], shape[3]), np.float32), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    share = avg_pool2d(inside, kernel, strides, [0, 0, 0, 0], ceil_mode, True)
-    scale = (1.0 / share[0, 0]).astype(dtypes.numpy_dtype(op.output.type.element_type))
-    attr = array_to_attr(scale)
+    ones = np.ones((1, 1, shape[2], shape[3]), np.float64)
+    wanted = avg_pool2d(ones, kernel, strides, [left, right, top, bottom], ceil_mode, include)
+    p_top, p_bottom, p_left, p_right = padded
+    inside = np.pad(ones, ((0, 0), (0, 0), (p_top, p_bottom), (p_left, p_right)))
+    emitted = avg_pool2d(inside, kernel, strides, [0, 0, 0, 0], False, True)
+    scale = np.divide(wanted, emitted, out=np.zeros_like(wanted), where=emitted != 0)[0, 0]
+    if np.allclose(scale, 1.0):
+        return None
+    return scale.astype(dtypes.numpy_dtype(op.output.type.element_type))
+
+
+def constant(e: Emitter, op, array):
+    """A computed constant, named after the op's ONNX node."""
+    attr = array_to_attr(array)
     return e.value(
         forge.ConstantOp.build(
             result_types=[attr.type],
@@ -320,7 +375,45 @@ def _cumsum(op, e):
 
 @lowers("tir.pad")
 def _pad(op, e):
-    return [call(e, "ConstantPad", [op.input], op.output.type, padding=_ints(op.pads), value=op.value.value.data)]
+    """Forge's Pad on the last two dims; other dims by concatenating filled
+    constants (ConstantPad cannot be called: rule constantpad-unusable)."""
+    pads, value, x = _ints(op.pads), op.value.value.data, op.input
+    rank = len(_shape(x))
+    for axis in range(rank - 2):
+        lo, hi = pads[2 * axis], pads[2 * axis + 1]
+        if lo or hi:
+            x = _concat_fill(e, op, x, axis, lo, hi, value)
+    last = pads[2 * (rank - 2) :] if rank >= 2 else [0, 0] + pads
+    top, bottom, left, right = last
+    return [pad_last_two(e, x, top, bottom, left, right, value) if rank >= 2 else
+            _concat_fill(e, op, x, 0, left, right, value)]
+
+
+def _fill_attr(value: float, like):
+    elem = like.type.element_type
+    if isinstance(elem, IntegerType):
+        return IntegerAttr(int(value), elem)
+    return FloatAttr(float(value), elem)
+
+
+def _concat_fill(e: Emitter, op, x, axis: int, lo: int, hi: int, value: float):
+    """`x` with `lo` and `hi` slices of `value` added along `axis`."""
+    parts = []
+    for count in (lo, hi):
+        shape = _shape(x)
+        shape[axis] = count
+        if count:
+            fill = forge.ConstantOp.build(
+                result_types=[_t(x, shape)],
+                properties={"constant_name": StringAttr(_constant_name(op)), "fill": _fill_attr(value, x)},
+            )
+            parts.append(e.value(fill))
+        else:
+            parts.append(None)
+    shape = _shape(x)
+    shape[axis] += lo + hi
+    operands = [v for v in (parts[0], x, parts[1]) if v is not None]
+    return call(e, "Concatenate", operands, _t(x, shape), axis=axis - len(shape))
 
 
 @lowers("tir.gather")
@@ -407,7 +500,59 @@ class TirToForgePass(ModulePass):
     name = "tir-to-forge"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        rewrite_in_order(op, table_rewrite(LOWERINGS, lambda o: o.name))
+        rewrite_in_order(op, _in_tir_format(table_rewrite(LOWERINGS, lambda o: o.name)))
         erase_dead_ops(op)
         check_lowered(op)
+        for func in op.walk():
+            if isinstance(func, FuncOp):
+                _return_forge_types(func)
+
+
+def _format(t) -> str | None:
+    try:
+        return forge_rules.data_format(dtypes.numpy_dtype(t.element_type))
+    except dtypes.UnsupportedElementType:
+        return None
+
+
+def _any_format(use) -> bool:
+    """A use that reads 0/1 in any element type: Where's condition (its golden
+    casts it to bool, op_where.cpp)."""
+    return isinstance(use.operation, tir.WhereOp) and use.index == 0
+
+
+def _in_tir_format(rewrite):
+    """Where Forge computes a value in another DataFormat than the `tir` value
+    it replaces (a comparison keeps its first operand's type, integer Divide
+    gives float32), cast it back, so users and outputs see the format ONNX
+    gives; Forge's Cast to an integer type truncates toward zero, which is
+    ONNX's integer division."""
+
+    def wrapped(op):
+        replacement = rewrite(op)
+        if replacement is None:
+            return None
+        new_ops, values = replacement
+        values = list(values)
+        for i, (old, new) in enumerate(zip(op.results, values)):
+            if new is None or _format(old.type) == _format(new.type) or _format(old.type) is None:
+                continue
+            if all(_any_format(use) for use in old.uses):
+                continue
+            cast = forge.build("Cast", [new], old.type, dtype=old.type.element_type)
+            cast.location = op.location
+            new_ops = [*new_ops, cast]
+            values[i] = cast.results[0]
+        return new_ops, values
+
+    return wrapped
+
+
+def _return_forge_types(func: FuncOp) -> None:
+    """The function returns what Forge computes (bool and int64 as int32)."""
+    ret = func.body.block.last_op
+    if isinstance(ret, ReturnOp):
+        outputs = [v.type for v in ret.arguments]
+        if outputs != list(func.function_type.outputs.data):
+            func.function_type = FunctionType.from_lists(list(func.function_type.inputs.data), outputs)
 

@@ -1,10 +1,11 @@
 // RUN: forge-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// Forge's own checks (dialects/forge_rules.py), enforced by the verifier.
 
 func.func @stop_beyond_dim(%x: tensor<10x4xf32>) -> tensor<4x4xf32> {
   %y = forge.index %x {dim = -2 : i64, start = 8 : i64, stop = 12 : i64} : (tensor<10x4xf32>) -> tensor<4x4xf32>
   func.return %y : tensor<4x4xf32>
 }
-// CHECK: stop 12 must be in 8..10 (dim -2 has size 10)
+// CHECK: [index-stop] forge.op.Index: stop 12 must be <= 10
 
 // -----
 
@@ -12,15 +13,7 @@ func.func @start_at_size(%x: tensor<10x4xf32>) -> tensor<10x0xf32> {
   %y = forge.index %x {dim = -1 : i64, start = 4 : i64, stop = 4 : i64} : (tensor<10x4xf32>) -> tensor<10x0xf32>
   func.return %y : tensor<10x0xf32>
 }
-// CHECK: start 4 must be in 0..3 (dim -1 has size 4)
-
-// -----
-
-func.func @positive_dim(%x: tensor<10x4xf32>) -> tensor<2x4xf32> {
-  %y = forge.index %x {dim = 0 : i64, start = 0 : i64, stop = 2 : i64} : (tensor<10x4xf32>) -> tensor<2x4xf32>
-  func.return %y : tensor<2x4xf32>
-}
-// CHECK: dim 0 must be negative and within rank 2
+// CHECK: [index-start] forge.op.Index: start 4 must be < 4
 
 // -----
 
@@ -28,4 +21,76 @@ func.func @zero_stride(%x: tensor<10x4xf32>) -> tensor<2x4xf32> {
   %y = forge.index %x {dim = -2 : i64, start = 0 : i64, stop = 2 : i64, stride = 0 : i64} : (tensor<10x4xf32>) -> tensor<2x4xf32>
   func.return %y : tensor<2x4xf32>
 }
-// CHECK: stride 0 must be positive
+// CHECK: [index-stride] forge.op.Index: stride 0 must be a non-zero int
+
+// -----
+
+func.func @reshape_without_shape(%x: tensor<2x3xf32>) -> tensor<6xf32> {
+  %y = forge.reshape %x : (tensor<2x3xf32>) -> tensor<6xf32>
+  func.return %y : tensor<6xf32>
+}
+// CHECK: property 'shape' expected
+
+// -----
+
+func.func @reduce_dim_beyond_forge(%x: tensor<1x2x3x4x5xf32>) -> tensor<1x2x3x4x5xf32> {
+  %y = forge.reduce_sum %x {dim = -5 : i64} : (tensor<1x2x3x4x5xf32>) -> tensor<1x2x3x4x5xf32>
+  func.return %y : tensor<1x2x3x4x5xf32>
+}
+// CHECK: [reduce-dim] forge.op.ReduceSum: dim -5 must be one axis in -4..3
+
+// -----
+
+func.func @constant_pad_is_never_callable(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %y = forge.constant_pad %x {padding = array<i64: 0, 0, 1, 1>} : (tensor<2x3xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: [constantpad-unusable] forge.op.ConstantPad: every Python call fails in Forge
+
+// -----
+
+func.func @max_pool_asymmetric_padding(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %y = forge.max_pool2d %x {kernel_size = 2 : i64, padding = array<i64: 0, 1, 0, 1>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  func.return %y : tensor<1x1x4x4xf32>
+}
+// CHECK: [pool-symmetric] forge.op.MaxPool2d: padding [0, 1, 0, 1] ([left, right, top, bottom]) must be symmetric
+
+// -----
+
+func.func @comparison_keeps_its_operand_type(%x: tensor<4xf32>) -> tensor<4xi1> {
+  %y = forge.equal %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  func.return %y : tensor<4xi1>
+}
+// CHECK: forge.op.Equal computes float32 in Forge, but the result type is tensor<4xi1>
+
+// -----
+
+func.func @integer_divide_is_true_division(%x: tensor<4xi64>) -> tensor<4xi64> {
+  %y = forge.divide %x, %x : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  func.return %y : tensor<4xi64>
+}
+// CHECK: forge.op.Divide computes float32 in Forge, but the result type is tensor<4xi64>
+
+// -----
+
+func.func @cast_to_bool_is_int32(%x: tensor<4xf32>) -> tensor<4xi1> {
+  %y = forge.cast %x {dtype = i1} : (tensor<4xf32>) -> tensor<4xi1>
+  func.return %y : tensor<4xi1>
+}
+// CHECK: forge.op.Cast computes int32 in Forge, but the result type is tensor<4xi1>
+
+// -----
+
+func.func @float64_has_no_data_format(%x: tensor<4xf64>) -> tensor<4xf64> {
+  %y = forge.exp %x : (tensor<4xf64>) -> tensor<4xf64>
+  func.return %y : tensor<4xf64>
+}
+// CHECK: [dtype-unsupported] forge.op.Exp: operand 0 has dtype float64, which Forge cannot hold
+
+// -----
+
+func.func @clip_bounds_are_floats(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = forge.clip %x {min = 0 : i64, max = 6 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: [attr-variant] forge.op.Clip: min must be a float, got 0

@@ -1,7 +1,7 @@
 // RUN: forge-opt %s -p tir-to-forge --split-input-file | filecheck %s
-// Forge's rules: pooling padding as [left, right, top, bottom], symmetric
-// average-pool padding (asymmetric padding becomes an explicit pad), one pair
-// of dims per Transpose, one dim per Reduce and Broadcast.
+// Forge's rules: pooling padding as [left, right, top, bottom] and symmetric,
+// with no ceil_mode (other padding becomes an explicit Pad with the pool's
+// identity), one pair of dims per Transpose, one dim per Reduce and Broadcast.
 
 func.func @max_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
   %y = tir.pool2d "max" %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
@@ -9,8 +9,9 @@ func.func @max_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
 }
 
 // CHECK-LABEL: func.func @max_pool_asymmetric(
-// CHECK-NEXT:    %y = forge.max_pool2d %x {kernel_size = 2 : i64, stride = 2 : i64, padding = array<i64: 0, 1, 0, 1>, dilation = 1 : i64, ceil_mode = false} : (tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32>
-// CHECK-NEXT:    func.return %y : tensor<1x2x3x3xf32>
+// CHECK-NEXT:    %y = forge.pad %x {pad = array<i64: 0, 1, 0, 1>, mode = "constant", value = 0xfff0000000000000 : f64} : (tensor<1x2x5x5xf32>) -> tensor<1x2x6x6xf32>
+// CHECK-NEXT:    %y_1 = forge.max_pool2d %y {kernel_size = 2 : i64, stride = 2 : i64, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false} : (tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32>
+// CHECK-NEXT:    func.return %y_1 : tensor<1x2x3x3xf32>
 
 // -----
 
@@ -20,7 +21,7 @@ func.func @avg_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
 }
 
 // CHECK-LABEL: func.func @avg_pool_asymmetric(
-// CHECK-NEXT:    %y = forge.constant_pad %x {padding = array<i64: 0, 0, 0, 0, 0, 1, 0, 1>, value = 0.000000e+00 : f64} : (tensor<1x2x5x5xf32>) -> tensor<1x2x6x6xf32>
+// CHECK-NEXT:    %y = forge.pad %x {pad = array<i64: 0, 1, 0, 1>, mode = "constant", value = 0.000000e+00 : f64} : (tensor<1x2x5x5xf32>) -> tensor<1x2x6x6xf32>
 // CHECK-NEXT:    %y_1 = forge.avg_pool2d %y {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true} : (tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32>
 // CHECK-NEXT:    func.return %y_1 : tensor<1x2x3x3xf32>
 

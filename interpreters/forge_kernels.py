@@ -76,9 +76,7 @@ def erf(x):
 
 for _name, _fn in {
     "Exp": np.exp,
-    "Log": np.log,
     "Sqrt": np.sqrt,
-    "Reciprocal": np.reciprocal,
     "Sigmoid": lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype),
     "Tanh": np.tanh,
     "Abs": np.abs,
@@ -89,6 +87,19 @@ for _name, _fn in {
     "LogicalNot": np.logical_not,
 }.items():
     KERNELS[_name] = _fn
+
+
+def _epsilon(fn):
+    """Forge's golden adds 1e-10 first, so log(0) and 1/0 are finite
+    (op_log.cpp, op_reciprocal.cpp)."""
+    def kernel_fn(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(x + np.asarray(1e-10, x.dtype))
+    return kernel_fn
+
+
+KERNELS["Log"] = _epsilon(np.log)
+KERNELS["Reciprocal"] = _epsilon(np.reciprocal)
 
 
 @kernel("Relu")

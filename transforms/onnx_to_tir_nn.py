@@ -114,14 +114,13 @@ def fold_spatial_pad(x, pads: list[int], identity: float):
     spatial dims of `x` folded into the op's [top, left, bottom, right]
     pads: exporters write TF-style padding as a Pad before Conv or pooling,
     and Forge pads inside the op for free. The Pad goes if nothing else uses it."""
-    pad = x.owner
-    if not isinstance(pad, tir.PadOp) or pad.value.value.data != identity:
-        return x, pads
-    p = list(pad.pads.get_values())
-    if len(p) != 8 or any(p[:4]):
-        return x, pads
-    top, bottom, left, right = p[4:]
-    return pad.input, [pads[0] + top, pads[1] + left, pads[2] + bottom, pads[3] + right]
+    while isinstance(pad := x.owner, tir.PadOp) and pad.value.value.data == identity:
+        p = list(pad.pads.get_values())
+        if len(p) != 8 or any(p[:4]):
+            break
+        top, bottom, left, right = p[4:]
+        x, pads = pad.input, [pads[0] + top, pads[1] + left, pads[2] + bottom, pads[3] + right]
+    return x, pads
 
 
 @lowers("Conv")

@@ -356,6 +356,8 @@ def _pad(op, e):
         full[2 * a], full[2 * a + 1] = pads[i], pads[n + i]
     if any(p < 0 for p in full):
         raise e.error("negative pads are not supported")
+    if not any(full):
+        return [op.data]
     out = [d + full[2 * i] + full[2 * i + 1] for i, d in enumerate(shape)]
     return [
         e.value(

@@ -28,7 +28,7 @@ class ForgeRuleError(Exception):
     """A call Forge itself rejects; the message starts with the rule's id."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs microseconds to build, once per op
 class Call:
     """One call of `forge.op.<function>`, as the rules see it."""
 
@@ -93,9 +93,18 @@ _FORMATS = {
 _FORMAT_DTYPES = {"Float32": "float32", "Float16": "float16", "Float16_b": "bfloat16", "Int32": "int32"}
 
 
+_FORMAT_OF: dict[np.dtype, str | None] = {}
+
+
 def data_format(dtype: np.dtype) -> str | None:
     """Forge's DataFormat for a dtype, None where Forge has none (float64, int16, ...)."""
-    return _FORMATS.get(np.dtype(dtype).name)
+    try:
+        return _FORMAT_OF[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable stand-in for a dtype
+        fmt = _FORMATS.get(np.dtype(dtype).name)
+        if isinstance(dtype, np.dtype):
+            _FORMAT_OF[dtype] = fmt  # dtype.name costs microseconds; every op asks
+        return fmt
 
 
 def format_dtype(dtype: np.dtype) -> np.dtype:

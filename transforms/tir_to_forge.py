@@ -9,6 +9,7 @@ other op is an error naming it, its ONNX node and what would lower it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -509,8 +510,13 @@ class TirToForgePass(ModulePass):
 
 
 def _format(t) -> str | None:
+    return _element_format(t.element_type)
+
+
+@functools.lru_cache(maxsize=64)
+def _element_format(element_type) -> str | None:
     try:
-        return forge_rules.data_format(dtypes.numpy_dtype(t.element_type))
+        return forge_rules.data_format(dtypes.numpy_dtype(element_type))
     except dtypes.UnsupportedElementType:
         return None
 

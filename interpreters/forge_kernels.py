@@ -346,12 +346,6 @@ def squeeze(x, dim):
     return np.squeeze(x, axis=dim)
 
 
-@kernel("ConstantPad")
-def constant_pad(x, padding, value=0.0):
-    pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
-    return np.pad(x, pairs, constant_values=value)
-
-
 @kernel("Pad")
 def pad(x, pad, mode="constant", value=0.0, channel_last=False):
     """F.pad order: (left, right[, top, bottom]) on the last dims (op_pad.cpp)."""

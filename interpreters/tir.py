@@ -175,7 +175,9 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.PadOp)
     def run_pad(self, interp: Interpreter, op: tir.PadOp, args: tuple):
-        return (k.constant_pad(args[0], _ints(op.pads), op.value.value.data),)
+        pads = _ints(op.pads)
+        pairs = [(pads[2 * i], pads[2 * i + 1]) for i in range(args[0].ndim)]
+        return (np.pad(args[0], pairs, constant_values=op.value.value.data),)
 
     @impl(tir.GatherOp)
     def run_gather(self, interp: Interpreter, op: tir.GatherOp, args: tuple):

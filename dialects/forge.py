@@ -147,6 +147,11 @@ def _element_dtype(t: Attribute) -> np.dtype | None:
         return None
 
 
+def _rule_value(value: object) -> object:
+    """A keyword as the rules see it: an element type (Cast's dtype) as its numpy dtype."""
+    return dtypes.numpy_dtype(value) if isinstance(value, TypeAttribute) else value
+
+
 def rule_call(op: ForgeOp) -> forge_rules.Call:
     """The op as a call for Forge's rules: every keyword, defaults filled in."""
     fn = BY_NAME[op.FORGE_FUNCTION]
@@ -156,9 +161,7 @@ def rule_call(op: ForgeOp) -> forge_rules.Call:
         value = given.get(name, default)
         if value is REQUIRED:
             raise VerifyException(f"forge.op.{fn.name}: the keyword '{name}' is required")
-        if name == "dtype" and isinstance(value, TypeAttribute):
-            value = dtypes.numpy_dtype(value)
-        keywords[name] = value
+        keywords[name] = _rule_value(value)
     operands = op.forge_operands()
     return forge_rules.Call(
         fn.name,
@@ -185,8 +188,7 @@ def _verify_forge_call(op: ForgeOp) -> None:
     if call.function == "Index":
         kw = call.keywords
         expected = list(call.shapes[0])
-        stop = kw["start"] + 1 if kw["stop"] is None else kw["stop"]
-        expected[kw["dim"]] = len(range(kw["start"], stop, kw["stride"]))
+        expected[kw["dim"]] = len(range(kw["start"], forge_rules.index_stop(call), kw["stride"]))
         if list(op.output.type.get_shape()) != expected:
             raise VerifyException(f"result has shape {list(op.output.type.get_shape())}, expected {expected}")
 
@@ -229,9 +231,7 @@ def golden_type(function: str, operands: Sequence[SSAValue | None], shape: Seque
     kinds = [_element_dtype(v.type) for v in present]
     if None in kinds:  # an element type numpy has no dtype for: the verifier names it
         return dtypes.tensor_type(present[0].type.element_type, shape)
-    kw = dict(keywords)
-    if isinstance(kw.get("dtype"), TypeAttribute):
-        kw["dtype"] = dtypes.numpy_dtype(kw["dtype"])
+    kw = {name: _rule_value(value) for name, value in keywords.items()}
     want = forge_rules.result_dtype(forge_rules.Call(function, [], kinds, kw))
     return dtypes.tensor_type(dtypes.mlir_type_of_numpy(want), shape)
 

@@ -229,14 +229,19 @@ def _index_start(call: Call) -> str | None:
     return None
 
 
-@rule("index-stop", ("Index",), "`start <= stop <= size` after stop=None and negative stops are resolved",
-      "forge/forge/op/tm.py Index")
-def _index_stop(call: Call) -> str | None:
-    size = call.shapes[0][call.keywords["dim"]]
+def index_stop(call: Call) -> object:
+    """Index's stop as Forge resolves it: None is start + 1, a negative stop adds the size."""
     start, stop = call.keywords["start"], call.keywords["stop"]
     stop = start + 1 if stop is None else stop
     if _int(stop) and stop < 0:
-        stop += size
+        stop += call.shapes[0][call.keywords["dim"]]
+    return stop
+
+
+@rule("index-stop", ("Index",), "`start <= stop <= size` after stop=None and negative stops are resolved",
+      "forge/forge/op/tm.py Index")
+def _index_stop(call: Call) -> str | None:
+    size, stop = call.shapes[0][call.keywords["dim"]], index_stop(call)
     if not _int(stop) or not stop <= size:
         return f"stop {stop} must be <= {size}"
     return None

@@ -94,3 +94,12 @@ func.func @clip_bounds_are_floats(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %y : tensor<4xf32>
 }
 // CHECK: [attr-variant] forge.op.Clip: min must be a float, got 0
+
+// -----
+
+// A negative stop adds the size, as in Forge: 1:-1 of 10 has 8 elements.
+func.func @negative_stop_is_resolved(%x: tensor<10xf32>) -> tensor<9xf32> {
+  %y = forge.index %x {dim = -1 : i64, start = 1 : i64, stop = -1 : i64} : (tensor<10xf32>) -> tensor<9xf32>
+  func.return %y : tensor<9xf32>
+}
+// CHECK: result has shape [9], expected [8]

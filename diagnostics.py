@@ -3,8 +3,10 @@ in messages (by the ONNX node they came from)."""
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import NameLoc
 from xdsl.ir import Operation
+
+from forge_opt import xdsl_internals
 
 
 class ForgeOptError(Exception):
@@ -33,16 +35,6 @@ def text(name: str | bytes) -> str:
     return name.decode("utf-8", errors="replace") if isinstance(name, bytes) else name
 
 
-_UNKNOWN = UnknownLoc()
-
-
 def name_loc(name: str | bytes) -> NameLoc:
-    """`NameLoc(StringAttr(name), UnknownLoc())`, without re-verifying its
-    parameters, which are right by construction: every imported op gets
-    one, and verifying them is most of what building one costs."""
-    desc = object.__new__(StringAttr)
-    object.__setattr__(desc, "data", text(name))
-    loc = object.__new__(NameLoc)
-    object.__setattr__(loc, "desc", desc)
-    object.__setattr__(loc, "location", _UNKNOWN)
-    return loc
+    """The location of an op imported from the ONNX node or value `name`."""
+    return xdsl_internals.name_loc(text(name))

@@ -33,9 +33,10 @@ from xdsl.irdl import (
     irdl_op_definition,
 )
 from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
-from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct
 from xdsl.traits import OpTrait
 from xdsl.utils.exceptions import VerifyException
+
+from forge_opt.xdsl_internals import has_successors, index_single_accessors, init_operation, operands_of, types_hold
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
@@ -210,29 +211,20 @@ class _Layout:
 
     def holds(self, op: Operation) -> bool:
         """True when xDSL's verifier of the definition would accept `op`."""
-        if op.regions or op._successors:
+        if op.regions or has_successors(op):
             return False
+        operands = operands_of(op)
         if self.fixed:
-            values_hold = _each_holds(op._operands, self.operand_checks) and _each_holds(op.results, self.result_checks)
+            values_hold = types_hold(operands, self.operand_checks) and types_hold(op.results, self.result_checks)
         else:
             values_hold = self._values_hold(
-                op, op._operands, self.operand_kinds, self.operand_segments, self.operand_checks
+                op, operands, self.operand_kinds, self.operand_segments, self.operand_checks
             ) and self._values_hold(op, op.results, self.result_kinds, self.result_segments, self.result_checks)
         return (
             values_hold
             and self._attrs_hold(op.properties, self.properties, closed=True)
             and self._attrs_hold(op.attributes, self.attributes, closed=False)
         )
-
-
-def _each_holds(values: Sequence[SSAValue], checks: tuple[Check | None, ...]) -> bool:
-    """One value per definition, each passing its definition's check."""
-    if len(values) != len(checks):
-        return False
-    for value, check in zip(values, checks):
-        if check is not None and not check(value._type):
-            return False
-    return True
 
 
 def _layout(cls: type[IRDLOperation]) -> _Layout | None:
@@ -255,18 +247,7 @@ def _init_operation(op: Operation, layout: _Layout, operands, result_types, prop
     operands, uses and results wired directly, with no operand view and no
     walk of the definition. One operand and one result, the common case,
     skip the loops."""
-    if len(operands) == 1:
-        uses = (Use(op, 0),)
-    else:
-        uses = tuple([Use(op, i) for i in range(len(operands))])
-    for value, use in zip(operands, uses):
-        value.add_use(use)
-    op._operands = operands if type(operands) is SSAValues else SSAValues(operands)
-    op._operand_uses = uses
-    if len(result_types) == 1:
-        op.results = SSAValues((OpResult(result_types[0], op, 0),))
-    else:
-        op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+    init_operation(op, operands, result_types)
     for name, default in layout.property_defaults:
         properties.setdefault(name, default)
     for name, default in layout.attribute_defaults:
@@ -354,9 +335,9 @@ class FastOp(IRDLOperation):
         # `Operation.verify` reduced to what applies to an op without
         # successors or regions that does not end its block (no terminator rules)
         block = self.parent
-        if self.regions or self._successors or (block is not None and block.last_op is self):
+        if self.regions or has_successors(self) or (block is not None and block.last_op is self):
             return super().verify(verify_nested_ops)
-        for operand in self._operands:
+        for operand in operands_of(self):
             if type(operand) is not OpResult and isinstance(operand, ErasedSSAValue):
                 raise ValueError("Erased SSA value is used by the operation")
         try:
@@ -386,37 +367,12 @@ class FastOp(IRDLOperation):
         return op
 
 
-# SSAValues overrides __getitem__ in Python (for slices); tuple's own is a C call.
-item = tuple.__getitem__
-
-
-class _OperandAccessor(BeforeVariadicSingleAccessor):
-    def __get__(self, op, objtype=None):
-        return self if op is None else item(op._operands, self.idx)
-
-
-class _ResultAccessor(BeforeVariadicSingleAccessor):
-    def __get__(self, op, objtype=None):
-        return self if op is None else item(op.results, self.idx)
-
-
-def _index_single_accessors(cls) -> None:
-    """Named operands and results before any variadic one read their tuple
-    directly, not through xDSL's generic accessor (a view object per read)."""
-    for name, accessor in list(vars(cls).items()):
-        if type(accessor) is BeforeVariadicSingleAccessor:
-            if accessor.construct == VarIRConstruct.OPERAND:
-                setattr(cls, name, _OperandAccessor(accessor.construct, accessor.idx))
-            elif accessor.construct == VarIRConstruct.RESULT:
-                setattr(cls, name, _ResultAccessor(accessor.construct, accessor.idx))
-
-
 def op_definition(cls):
     """`irdl_op_definition`, with a verifier that checks the definition by
     plain tests first and falls back to xDSL's on anything it doubts."""
     custom = getattr(cls, "verify_", None)
     cls = irdl_op_definition(cls)
-    _index_single_accessors(cls)
+    index_single_accessors(cls)
     layout = _layout(cls)
     if layout is None:
         return cls

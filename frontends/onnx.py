@@ -40,6 +40,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, name_loc, text
+from forge_opt.xdsl_internals import set_name
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
@@ -578,7 +579,7 @@ def _hint(value: SSAValue, name: str) -> None:
     """Name the SSA value after the ONNX value, where that makes a valid name."""
     plain = _PLAIN_NAME.fullmatch(name)
     if plain is not None:
-        value._name = plain[1]
+        set_name(value, plain[1])
         return
     hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
     if hint and not hint[0].isdigit() and not hint.startswith("_"):

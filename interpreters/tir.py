@@ -7,51 +7,9 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from forge_opt import dtypes
 from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.interpreters import forge_kernels as k
-
-UNARY = {
-    "abs": np.abs,
-    "atan": np.arctan,
-    "ceil": np.ceil,
-    "cos": np.cos,
-    "erf": k.erf,
-    "exp": np.exp,
-    "floor": np.floor,
-    "gelu": k.gelu,
-    "gelu_tanh": lambda x: k.gelu(x, "tanh"),
-    "identity": lambda x: x,
-    "log": np.log,
-    "neg": np.negative,
-    "not": np.logical_not,
-    "reciprocal": np.reciprocal,
-    "relu": k.relu,
-    "sigmoid": k.KERNELS["Sigmoid"],
-    "sign": np.sign,
-    "sin": np.sin,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-}
-
-BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": k.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-    "pow": np.power,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "and": np.logical_and,
-    "or": np.logical_or,
-    "mod": np.mod,
-}
-
 
 def _dtype(value) -> np.dtype:
     return dtypes.numpy_dtype(value.type.element_type)
@@ -86,11 +44,11 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.UnaryOp)
     def run_unary(self, interp: Interpreter, op: tir.UnaryOp, args: tuple):
-        return (np.asarray(UNARY[op.fn.data](args[0])).astype(_dtype(op.output)),)
+        return (np.asarray(UNARY[op.fn.data].numpy(args[0])).astype(_dtype(op.output)),)
 
     @impl(tir.BinaryOp)
     def run_binary(self, interp: Interpreter, op: tir.BinaryOp, args: tuple):
-        return (np.asarray(BINARY[op.fn.data](*args)).astype(_dtype(op.output)),)
+        return (np.asarray(BINARY[op.fn.data].numpy(*args)).astype(_dtype(op.output)),)
 
     @impl(tir.WhereOp)
     def run_where(self, interp: Interpreter, op: tir.WhereOp, args: tuple):
@@ -126,8 +84,10 @@ class TirFunctions(InterpreterFunctions):
             padding=[left, right, top, bottom], ceil_mode=bool(op.ceil_mode.value.data),
         )
         if op.kind.data == "max":
-            return (k.max_pool2d(args[0], dilation=_ints(op.dilations), **common),)
-        return (k.avg_pool2d(args[0], count_include_pad=bool(op.count_include_pad.value.data), **common),)
+            common["dilation"] = _ints(op.dilations)
+        else:
+            common["count_include_pad"] = bool(op.count_include_pad.value.data)
+        return (POOL[op.kind.data].numpy(args[0], **common),)
 
     @impl(tir.BatchnormOp)
     def run_batchnorm(self, interp: Interpreter, op: tir.BatchnormOp, args: tuple):
@@ -156,8 +116,7 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.ReduceOp)
     def run_reduce(self, interp: Interpreter, op: tir.ReduceOp, args: tuple):
-        fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.fn.data]
-        out = fn(args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
+        out = REDUCE[op.fn.data].numpy(args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
         return (np.asarray(out).astype(_dtype(op.output)),)
 
     @impl(tir.ArgmaxOp)

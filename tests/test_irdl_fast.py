@@ -3,7 +3,7 @@ xDSL's IRDL builder makes, and the fast verifier never accepts what xDSL's
 verifier of the definition rejects."""
 
 import pytest
-from xdsl.dialects.builtin import StringAttr, TensorType, f32, i32
+from xdsl.dialects.builtin import DenseArrayBase, StringAttr, TensorType, f32, i32, i64
 from xdsl.ir import Block
 from xdsl.irdl import IRDLOperation, OptionalDef, VariadicDef
 from xdsl.utils.exceptions import VerifyException
@@ -117,12 +117,12 @@ def test_fast_verify_reports_what_operation_verify_reports():
     from xdsl.utils.exceptions import DiagnosticException
 
     block = Block(arg_types=[T])
-    op = tir.UnaryOp("relu", block.args[0])
+    op = tir.TransposeOp(block.args[0], [1, 0])
     block.add_ops([op, tir.UnaryOp("relu", op.output)])  # `op` does not end the block
-    op.properties["fn"] = StringAttr("no-such-function")
+    op.properties["perm"] = DenseArrayBase.from_list(i64, [0, 0])
     messages = []
     for verify in (op.verify, lambda: Operation.verify(op)):
         with pytest.raises(DiagnosticException) as info:
             verify()
         messages.append(str(info.value))
-    assert messages[0] == messages[1] and "unknown unary function 'no-such-function'" in messages[0]
+    assert messages[0] == messages[1] and "perm [0, 0] is not a permutation" in messages[0]

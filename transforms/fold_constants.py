@@ -21,6 +21,7 @@ from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.interpreters.onnx import evaluate
 from forge_opt.transforms.lowering import Replacement
+from forge_opt.xdsl_internals import operands_of
 
 FOLD_LIMIT = 1 << 16
 
@@ -67,7 +68,7 @@ def fold_constant_op(op: Operation) -> Replacement | None:
     op_type = getattr(op, "ONNX_OP_TYPE", None)  # only onnx ops have it (cheaper than isinstance of an ABC)
     if op_type is None or op_type in _KEEP or not op.results:
         return None
-    operands = op._operands
+    operands = operands_of(op)
     if op_type not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
         return None  # the common case, decided without looking at values
     source = operands[0].owner if operands else None

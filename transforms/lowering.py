@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Block, Operation, SSAValue, SSAValues
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
-from forge_opt.dialects.irdl_fast import item
+from forge_opt.xdsl_internals import copy_name, insert_before, item, move_uses, name_of, ops_of, set_name
+from forge_opt.dialects.tir_shapes import ShapeError
 
 
 class Emitter:
@@ -41,14 +42,14 @@ class Emitter:
 Lowering = Callable[[Operation, Emitter], Sequence[SSAValue | None]]
 
 
-class LoweringTable(dict):
-    """Lowering functions by key (ONNX op type or op name); `@table.lowers(k)`
+class LoweringTable(dict[type[Operation], Lowering]):
+    """Lowering functions by the op class they lower; `@table.lowers(Op)`
     registers one."""
 
-    def lowers(self, *keys: str):
+    def lowers(self, *ops: type[Operation]):
         def register(fn: Lowering) -> Lowering:
-            for key in keys:
-                self[key] = fn
+            for op in ops:
+                self[op] = fn
             return fn
 
         return register
@@ -69,7 +70,7 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
     """
     for region in root.regions:
         for block in region.blocks:
-            for op in _ops_of(block):
+            for op in ops_of(block):
                 if op.parent is not block:
                     continue
                 replacement = rewrite(op)
@@ -78,66 +79,17 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
                         rewrite_in_order(op, rewrite)
                     continue
                 new_ops, values = replacement
-                _insert_before(block, new_ops, op)
+                insert_before(block, new_ops, op)
                 for old, new in zip(op.results, values, strict=True):
                     if new is not None:
-                        _move_uses(old, new)
+                        move_uses(old, new)
                 # As xDSL's PatternRewriter.replace: the ops computing one
                 # value share its name, so emitted names trace to the ONNX value.
                 if len(values) == 1 and values[0] is not None and values[0].name_hint:
                     for new_op in new_ops:
                         for result in new_op.results:
-                            if result._name is None:
-                                result._name = values[0]._name  # valid already
+                            copy_name(values[0], result)
                 _erase(block, op)
-
-
-def _ops_of(block: Block) -> list[Operation]:
-    """`list(block.ops)`, read off the linked list without an iterator object."""
-    ops = []
-    op = block._first_op
-    while op is not None:
-        ops.append(op)
-        op = op._next_op
-    return ops
-
-
-def _insert_before(block: Block, new_ops: Sequence[Operation], op: Operation) -> None:
-    """`block.insert_ops_before(new_ops, op)`, linking new ops without
-    regions directly (they cannot contain the block, which is all that
-    xDSL's ancestry walk checks)."""
-    for new in new_ops:
-        if new.parent is not None or new.regions:
-            block.insert_op_before(new, op)
-            continue
-        new.parent = block
-        prev = op._prev_op
-        new._prev_op = prev
-        new._next_op = op
-        op._prev_op = new
-        if prev is None:
-            block._first_op = new
-        else:
-            prev._next_op = new
-
-
-def _move_uses(old: SSAValue, new: SSAValue) -> None:
-    """`old.replace_all_uses_with(new)`: each use object moves to `new` and
-    its user's operand tuple is rebuilt once, with no operand views."""
-    if new is old:
-        return
-    use = old.first_use
-    while use is not None:
-        following = use._next_use
-        user = use._operation
-        operands = list(user._operands)
-        operands[use._index] = new
-        user._operands = SSAValues(operands)
-        new.add_use(use)
-        use = following
-    old.first_use = None
-    if new._name is None:
-        new._name = old._name  # carries the name hint over, as xDSL does
 
 
 def _erase(block: Block, op: Operation) -> None:
@@ -163,16 +115,20 @@ def erase_dead_ops(root: Operation) -> None:
                 op = before
 
 
-def table_rewrite(table: dict[str, Lowering], key: Callable[[Operation], str | None]) -> Rewrite:
-    """Rewrite each op that has an entry in `table` (keyed by `key(op)`)."""
+def table_rewrite(table: dict[type[Operation], Lowering]) -> Rewrite:
+    """Rewrite each op whose class has an entry in `table`. An op a lowering
+    builds from operands it cannot take (`ShapeError`) is an error of the
+    op being lowered."""
 
     def rewrite(op: Operation) -> Replacement | None:
-        k = key(op)
-        fn = table.get(k) if k is not None else None
+        fn = table.get(type(op))
         if fn is None:
             return None
         emitter = Emitter(op)
-        results = list(fn(op, emitter))
+        try:
+            results = list(fn(op, emitter))
+        except ShapeError as error:
+            raise emitter.error(str(error)) from None
         if len(results) != len(op.results):
             raise ForgeOptError(
                 f"{describe(op)}: lowering gave {len(results)} values for {len(op.results)} results"
@@ -180,8 +136,8 @@ def table_rewrite(table: dict[str, Lowering], key: Callable[[Operation], str | N
         for old, new in zip(op.results, results):
             if new is None and old.uses:
                 raise ForgeOptError(f"{describe(op)}: result #{old.index} is used but cannot be lowered")
-            if new is not None and old._name is not None and new.owner in emitter.ops:
-                new._name = old._name  # valid already: no need for the setter's checks
+            if new is not None and new.owner in emitter.ops and (name := name_of(old)) is not None:
+                set_name(new, name)  # valid already: no need for the setter's checks
         return emitter.ops, results
 
     return rewrite

@@ -17,10 +17,6 @@ from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, tabl
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
 
 
-def _onnx_key(op) -> str | None:
-    return getattr(op, "ONNX_OP_TYPE", None)  # only onnx ops have it (cheaper than isinstance of an ABC)
-
-
 @dataclass(frozen=True)
 class OnnxToTirPass(ModulePass):
     """Fold constants and rewrite `onnx` ops into `tir` ops."""
@@ -29,7 +25,7 @@ class OnnxToTirPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite_in_order(op, fold_constant_op)
-        rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS, _onnx_key))
+        rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS))
         erase_dead_ops(op)
         refine_result_types(op)
 

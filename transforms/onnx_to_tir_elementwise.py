@@ -7,7 +7,9 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, TensorTyp
 from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
+from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.transforms.fold_constants import constant_array
@@ -27,7 +29,7 @@ def constant(e: Emitter, array: np.ndarray) -> SSAValue:
     return e.value(tir.ConstantOp(array_to_attr(array)))
 
 
-@lowers("Constant")
+@lowers(onnx.ConstantOp)
 def _constant(op, e):
     p = op.properties
     name = op.attributes.get(INITIALIZER_ATTR)
@@ -42,7 +44,7 @@ def _constant(op, e):
     raise e.error("only tensor, float and int constants can be lowered")
 
 
-@lowers("ConstantOfShape")
+@lowers(onnx.ConstantOfShapeOp)
 def _constant_of_shape(op, e):
     shape = constant_array(op.input)
     if shape is None:
@@ -57,12 +59,12 @@ def _constant_of_shape(op, e):
     return [e.value(tir.FullOp(fill, TensorType(elem, [int(d) for d in shape.reshape(-1)])))]
 
 
-@lowers("Identity")
+@lowers(onnx.IdentityOp)
 def _identity(op, e):
     return [op.input]
 
 
-@lowers("Dropout")
+@lowers(onnx.DropoutOp)
 def _dropout(op, e):
     # Inference: the identity; the mask is all true.
     if op.training_mode is not None and constant_array(op.training_mode) is not None:
@@ -76,108 +78,98 @@ def _dropout(op, e):
 
 
 _UNARY = {
-    "Abs": "abs", "Atan": "atan", "Cos": "cos", "Erf": "erf", "Exp": "exp",
-    "Log": "log", "Neg": "neg", "Not": "not", "Reciprocal": "reciprocal", "Relu": "relu",
-    "Sigmoid": "sigmoid", "Sin": "sin", "Sqrt": "sqrt", "Tanh": "tanh",
+    onnx.AbsOp: UnaryFn.ABS, onnx.AtanOp: UnaryFn.ATAN, onnx.CosOp: UnaryFn.COS, onnx.ErfOp: UnaryFn.ERF,
+    onnx.ExpOp: UnaryFn.EXP, onnx.LogOp: UnaryFn.LOG, onnx.NegOp: UnaryFn.NEG, onnx.NotOp: UnaryFn.NOT,
+    onnx.ReciprocalOp: UnaryFn.RECIPROCAL, onnx.ReluOp: UnaryFn.RELU, onnx.SigmoidOp: UnaryFn.SIGMOID,
+    onnx.SinOp: UnaryFn.SIN, onnx.SqrtOp: UnaryFn.SQRT, onnx.TanhOp: UnaryFn.TANH,
 }
 
 
+@lowers(*_UNARY)
 def _unary(op, e):
-    return [unary(e, _UNARY[op.ONNX_OP_TYPE], op.operands[0])]
+    return [unary(e, _UNARY[type(op)], op.operands[0])]
 
 
-for _t in _UNARY:
-    LOWERINGS[_t] = _unary
-
-
-@lowers("Gelu")
+@lowers(onnx.GeluOp)
 def _gelu(op, e):
-    fn = "gelu_tanh" if op.approximate.data == "tanh" else "gelu"
-    return [e.value(tir.UnaryOp(fn, op.X))]
+    return [unary(e, UnaryFn.GELU_TANH if op.approximate.data == "tanh" else UnaryFn.GELU, op.X)]
 
 
 _BINARY = {
-    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "eq",
-    "And": "and", "Or": "or", "Xor": "ne",
-    "Greater": "gt", "GreaterOrEqual": "ge", "Less": "lt", "LessOrEqual": "le",
+    onnx.AddOp: BinaryFn.ADD, onnx.SubOp: BinaryFn.SUB, onnx.MulOp: BinaryFn.MUL, onnx.DivOp: BinaryFn.DIV,
+    onnx.PowOp: BinaryFn.POW, onnx.EqualOp: BinaryFn.EQ, onnx.AndOp: BinaryFn.AND, onnx.OrOp: BinaryFn.OR,
+    onnx.XorOp: BinaryFn.NE, onnx.GreaterOp: BinaryFn.GT, onnx.GreaterOrEqualOp: BinaryFn.GE,
+    onnx.LessOp: BinaryFn.LT, onnx.LessOrEqualOp: BinaryFn.LE,
 }
-_COMPARISONS = {"eq", "ne", "gt", "ge", "lt", "le"}
 
 
-def binary(e: Emitter, fn: str, a: SSAValue, b: SSAValue) -> SSAValue:
-    sa, sb = static_shape(a, e), static_shape(b, e)
-    try:
-        tir.broadcast_shapes(sa, sb)
-    except ValueError as err:
-        raise e.error(str(err)) from None
-    elem = IntegerType(1) if fn in _COMPARISONS else None
-    return e.value(tir.BinaryOp(fn, a, b, elem))
+def binary(e: Emitter, fn: BinaryFn, a: SSAValue, b: SSAValue) -> SSAValue:
+    static_shape(a, e)
+    static_shape(b, e)
+    return e.value(tir.BinaryOp(fn, a, b))
 
 
-def unary(e: Emitter, fn: str, x: SSAValue) -> SSAValue:
+def unary(e: Emitter, fn: UnaryFn, x: SSAValue) -> SSAValue:
     static_shape(x, e)
     return e.value(tir.UnaryOp(fn, x))
 
 
+@lowers(*_BINARY)
 def _binary(op, e):
     a, b = op.operands
-    return [binary(e, _BINARY[op.ONNX_OP_TYPE], a, b)]
+    return [binary(e, _BINARY[type(op)], a, b)]
 
 
-for _t in _BINARY:
-    LOWERINGS[_t] = _binary
-
-
-@lowers("Max", "Min", "Sum")
+@lowers(onnx.MaxOp, onnx.MinOp, onnx.SumOp)
 def _variadic(op, e):
-    fn = {"Max": "max", "Min": "min", "Sum": "add"}[op.ONNX_OP_TYPE]
+    fn = {onnx.MaxOp: BinaryFn.MAX, onnx.MinOp: BinaryFn.MIN, onnx.SumOp: BinaryFn.ADD}[type(op)]
     value = op.operands[0]
     for other in op.operands[1:]:
         value = binary(e, fn, value, other)
     return [value]
 
 
-@lowers("Mean")
+@lowers(onnx.MeanOp)
 def _mean(op, e):
     value = op.operands[0]
     for other in op.operands[1:]:
-        value = binary(e, "add", value, other)
-    return [binary(e, "div", value, scalar(e, len(op.operands), value))]
+        value = binary(e, BinaryFn.ADD, value, other)
+    return [binary(e, BinaryFn.DIV, value, scalar(e, len(op.operands), value))]
 
 
-@lowers("Mod")
+@lowers(onnx.ModOp)
 def _mod(op, e):
     if op.fmod.value.data:
         # C's fmod takes the dividend's sign: mod(|a|, |b|) with a's sign.
-        magnitude = binary(e, "mod", unary(e, "abs", op.A), unary(e, "abs", op.B))
-        negative = binary(e, "lt", op.A, scalar(e, 0, op.A))
-        return [_where_values(e, negative, unary(e, "neg", magnitude), magnitude)]
-    return [binary(e, "mod", op.A, op.B)]
+        magnitude = binary(e, BinaryFn.MOD, unary(e, UnaryFn.ABS, op.A), unary(e, UnaryFn.ABS, op.B))
+        negative = binary(e, BinaryFn.LT, op.A, scalar(e, 0, op.A))
+        return [_where_values(e, negative, unary(e, UnaryFn.NEG, magnitude), magnitude)]
+    return [binary(e, BinaryFn.MOD, op.A, op.B)]
 
 
-@lowers("LeakyRelu")
+@lowers(onnx.LeakyReluOp)
 def _leaky_relu(op, e):
     alpha = op.alpha.value.data
     if not 0 <= alpha <= 1:
         raise e.error(f"alpha {alpha} outside [0, 1] is not supported")
-    return [binary(e, "max", op.X, binary(e, "mul", op.X, scalar(e, alpha, op.X)))]
+    return [binary(e, BinaryFn.MAX, op.X, binary(e, BinaryFn.MUL, op.X, scalar(e, alpha, op.X)))]
 
 
-@lowers("Where")
+@lowers(onnx.WhereOp)
 def _where(op, e):
     return [_where_values(e, op.condition, op.X, op.Y)]
 
 
-@lowers("Cast")
+@lowers(onnx.CastOp)
 def _cast(op, e):
     to = dtypes.mlir_type(op.to.value.data)
     if to is None:
         raise e.error(f"cast to {dtypes.onnx_name(op.to.value.data)} is not supported")
-    shape = static_shape(op.input, e)
-    return [e.value(tir.CastOp.build(operands=[op.input], result_types=[TensorType(to, shape)]))]
+    static_shape(op.input, e)
+    return [e.value(tir.CastOp(op.input, to))]
 
 
-@lowers("Clip")
+@lowers(onnx.ClipOp)
 def _clip(op, e):
     info = np.finfo(np.float32)
     bounds = []
@@ -189,236 +181,220 @@ def _clip(op, e):
         if array is None:
             raise e.error("min and max must be compile-time constants")
         bounds.append(float(array.reshape(-1)[0]))
-    return [
-        e.value(
-            tir.ClipOp.build(
-                operands=[op.input],
-                result_types=[op.input.type],
-                properties={"min": FloatAttr(bounds[0], f32), "max": FloatAttr(bounds[1], f32)},
-            )
-        )
-    ]
+    return [e.value(tir.ClipOp(op.input, *bounds))]
 
 
 # -- activations that are compositions of element-wise ops ---------------------
 
 
-def _f(op, name: str) -> float:
-    return op.properties[name].value.data
-
-
-@lowers("HardSigmoid")
+@lowers(onnx.HardSigmoidOp)
 def _hard_sigmoid(op, e):
     x = op.X
-    y = binary(e, "add", binary(e, "mul", x, scalar(e, _f(op, "alpha"), x)), scalar(e, _f(op, "beta"), x))
-    return [binary(e, "min", binary(e, "max", y, scalar(e, 0.0, x)), scalar(e, 1.0, x))]
+    y = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x)), scalar(e, op.beta.value.data, x))
+    return [binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))]
 
 
-@lowers("HardSwish")
+@lowers(onnx.HardSwishOp)
 def _hard_swish(op, e):
     x = op.X
-    y = binary(e, "add", binary(e, "mul", x, scalar(e, 1 / 6, x)), scalar(e, 0.5, x))
-    gate = binary(e, "min", binary(e, "max", y, scalar(e, 0.0, x)), scalar(e, 1.0, x))
-    return [binary(e, "mul", x, gate)]
+    y = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, scalar(e, 1 / 6, x)), scalar(e, 0.5, x))
+    gate = binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))
+    return [binary(e, BinaryFn.MUL, x, gate)]
 
 
 def _softplus_of(e, x):
     """log(1 + exp(x)), written stably: max(x, 0) + log(1 + exp(-|x|))."""
-    neg_abs = unary(e, "neg", unary(e, "abs", x))
-    tail = unary(e, "log", binary(e, "add", unary(e, "exp", neg_abs), scalar(e, 1.0, x)))
-    return binary(e, "add", unary(e, "relu", x), tail)
+    neg_abs = unary(e, UnaryFn.NEG, unary(e, UnaryFn.ABS, x))
+    tail = unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, unary(e, UnaryFn.EXP, neg_abs), scalar(e, 1.0, x)))
+    return binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), tail)
 
 
-@lowers("Softplus")
+@lowers(onnx.SoftplusOp)
 def _softplus(op, e):
     return [_softplus_of(e, op.X)]
 
 
-@lowers("Softsign")
+@lowers(onnx.SoftsignOp)
 def _softsign(op, e):
     x = op.input
-    return [binary(e, "div", x, binary(e, "add", unary(e, "abs", x), scalar(e, 1.0, x)))]
+    return [binary(e, BinaryFn.DIV, x, binary(e, BinaryFn.ADD, unary(e, UnaryFn.ABS, x), scalar(e, 1.0, x)))]
 
 
-@lowers("Mish")
+@lowers(onnx.MishOp)
 def _mish(op, e):
-    return [binary(e, "mul", op.X, unary(e, "tanh", _softplus_of(e, op.X)))]
+    return [binary(e, BinaryFn.MUL, op.X, unary(e, UnaryFn.TANH, _softplus_of(e, op.X)))]
 
 
 def _elu_of(e, x, alpha):
     """alpha * (exp(min(x, 0)) - 1) + relu(x)"""
-    negative = binary(e, "min", x, scalar(e, 0.0, x))
-    expm1 = binary(e, "sub", unary(e, "exp", negative), scalar(e, 1.0, x))
-    return binary(e, "add", unary(e, "relu", x), binary(e, "mul", expm1, scalar(e, alpha, x)))
+    negative = binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x))
+    expm1 = binary(e, BinaryFn.SUB, unary(e, UnaryFn.EXP, negative), scalar(e, 1.0, x))
+    return binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), binary(e, BinaryFn.MUL, expm1, scalar(e, alpha, x)))
 
 
-@lowers("Elu")
+@lowers(onnx.EluOp)
 def _elu(op, e):
-    return [_elu_of(e, op.X, _f(op, "alpha"))]
+    return [_elu_of(e, op.X, op.alpha.value.data)]
 
 
-@lowers("Celu")
+@lowers(onnx.CeluOp)
 def _celu(op, e):
-    alpha = _f(op, "alpha")
-    x = binary(e, "div", op.X, scalar(e, alpha, op.X))
-    negative = binary(e, "min", x, scalar(e, 0.0, x))
-    expm1 = binary(e, "sub", unary(e, "exp", negative), scalar(e, 1.0, x))
-    return [binary(e, "add", unary(e, "relu", op.X), binary(e, "mul", expm1, scalar(e, alpha, x)))]
+    alpha = op.alpha.value.data
+    x = binary(e, BinaryFn.DIV, op.X, scalar(e, alpha, op.X))
+    negative = binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x))
+    expm1 = binary(e, BinaryFn.SUB, unary(e, UnaryFn.EXP, negative), scalar(e, 1.0, x))
+    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, op.X), binary(e, BinaryFn.MUL, expm1, scalar(e, alpha, x)))]
 
 
-@lowers("Selu")
+@lowers(onnx.SeluOp)
 def _selu(op, e):
-    elu = _elu_of(e, op.X, _f(op, "alpha"))
-    return [binary(e, "mul", elu, scalar(e, _f(op, "gamma"), op.X))]
+    elu = _elu_of(e, op.X, op.alpha.value.data)
+    return [binary(e, BinaryFn.MUL, elu, scalar(e, op.gamma.value.data, op.X))]
 
 
-@lowers("ThresholdedRelu")
+@lowers(onnx.ThresholdedReluOp)
 def _thresholded_relu(op, e):
     x = op.X
-    keep = binary(e, "gt", x, scalar(e, _f(op, "alpha"), x))
+    keep = binary(e, BinaryFn.GT, x, scalar(e, op.alpha.value.data, x))
     return [_where_values(e, keep, x, scalar(e, 0.0, x))]
 
 
-@lowers("PRelu")
+@lowers(onnx.PReluOp)
 def _prelu(op, e):
     x, slope = op.X, op.slope
-    negative = binary(e, "mul", binary(e, "min", x, scalar(e, 0.0, x)), slope)
-    return [binary(e, "add", unary(e, "relu", x), negative)]
+    negative = binary(e, BinaryFn.MUL, binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x)), slope)
+    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), negative)]
 
 
-@lowers("Swish")
+@lowers(onnx.SwishOp)
 def _swish(op, e):
     x = op.X
-    scaled = binary(e, "mul", x, scalar(e, _f(op, "alpha"), x))
-    return [binary(e, "mul", x, unary(e, "sigmoid", scaled))]
+    scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
+    return [binary(e, BinaryFn.MUL, x, unary(e, UnaryFn.SIGMOID, scaled))]
 
 
-@lowers("Tan")
+@lowers(onnx.TanOp)
 def _tan(op, e):
-    return [binary(e, "div", unary(e, "sin", op.input), unary(e, "cos", op.input))]
+    return [binary(e, BinaryFn.DIV, unary(e, UnaryFn.SIN, op.input), unary(e, UnaryFn.COS, op.input))]
 
 
-@lowers("Sinh", "Cosh")
+@lowers(onnx.SinhOp, onnx.CoshOp)
 def _hyperbolic(op, e):
     x = op.input
-    fn = "sub" if op.ONNX_OP_TYPE == "Sinh" else "add"
-    both = binary(e, fn, unary(e, "exp", x), unary(e, "exp", unary(e, "neg", x)))
-    return [binary(e, "mul", both, scalar(e, 0.5, x))]
+    fn = BinaryFn.SUB if isinstance(op, onnx.SinhOp) else BinaryFn.ADD
+    both = binary(e, fn, unary(e, UnaryFn.EXP, x), unary(e, UnaryFn.EXP, unary(e, UnaryFn.NEG, x)))
+    return [binary(e, BinaryFn.MUL, both, scalar(e, 0.5, x))]
 
 
-@lowers("IsNaN")
+@lowers(onnx.IsNaNOp)
 def _isnan(op, e):
-    return [binary(e, "ne", op.X, op.X)]
+    return [binary(e, BinaryFn.NE, op.X, op.X)]
 
 
-@lowers("CastLike")
+@lowers(onnx.CastLikeOp)
 def _cast_like(op, e):
-    to = op.target_type.type.element_type
-    shape = static_shape(op.input, e)
-    return [e.value(tir.CastOp.build(operands=[op.input], result_types=[TensorType(to, shape)]))]
+    static_shape(op.input, e)
+    return [e.value(tir.CastOp(op.input, op.target_type.type.element_type))]
 
 
 def _where_values(e, condition, x, y):
-    shape = tir.broadcast_shapes(
-        tir.broadcast_shapes(static_shape(condition, e), static_shape(x, e)), static_shape(y, e)
-    )
-    return e.value(
-        tir.WhereOp.build(operands=[condition, x, y], result_types=[TensorType(x.type.element_type, shape)])
-    )
+    for v in (condition, x, y):
+        static_shape(v, e)
+    return e.value(tir.WhereOp(condition, x, y))
 
 
 def _floor_of(e, x):
     """x - mod(x, 1): numpy's and PyTorch's remainder takes the divisor's sign."""
-    return binary(e, "sub", x, binary(e, "mod", x, scalar(e, 1.0, x)))
+    return binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
 
 
-@lowers("Floor")
+@lowers(onnx.FloorOp)
 def _floor(op, e):
     return [_floor_of(e, op.X)]
 
 
-@lowers("Ceil")
+@lowers(onnx.CeilOp)
 def _ceil(op, e):
-    return [unary(e, "neg", _floor_of(e, unary(e, "neg", op.X)))]
+    return [unary(e, UnaryFn.NEG, _floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
 
 
 def _as(e, x, like):
-    shape = static_shape(x, e)
-    return e.value(tir.CastOp.build(operands=[x], result_types=[TensorType(like.type.element_type, shape)]))
+    static_shape(x, e)
+    return e.value(tir.CastOp(x, like.type.element_type))
 
 
-@lowers("Sign")
+@lowers(onnx.SignOp)
 def _sign(op, e):
     x = op.input
-    positive = _as(e, binary(e, "gt", x, scalar(e, 0, x)), x)
-    negative = _as(e, binary(e, "lt", x, scalar(e, 0, x)), x)
-    return [binary(e, "sub", positive, negative)]
+    positive = _as(e, binary(e, BinaryFn.GT, x, scalar(e, 0, x)), x)
+    negative = _as(e, binary(e, BinaryFn.LT, x, scalar(e, 0, x)), x)
+    return [binary(e, BinaryFn.SUB, positive, negative)]
 
 
-@lowers("IsInf")
+@lowers(onnx.IsInfOp)
 def _isinf(op, e):
     x = op.X
     pos, neg = op.detect_positive.value.data, op.detect_negative.value.data
     if pos and neg:
-        return [binary(e, "eq", unary(e, "abs", x), scalar(e, np.inf, x))]
+        return [binary(e, BinaryFn.EQ, unary(e, UnaryFn.ABS, x), scalar(e, np.inf, x))]
     if pos:
-        return [binary(e, "eq", x, scalar(e, np.inf, x))]
+        return [binary(e, BinaryFn.EQ, x, scalar(e, np.inf, x))]
     if neg:
-        return [binary(e, "eq", x, scalar(e, -np.inf, x))]
-    return [binary(e, "lt", x, scalar(e, -np.inf, x))]  # detects nothing: all false
+        return [binary(e, BinaryFn.EQ, x, scalar(e, -np.inf, x))]
+    return [binary(e, BinaryFn.LT, x, scalar(e, -np.inf, x))]  # detects nothing: all false
 
 
 def _sqrt_of(e, x):
-    return unary(e, "sqrt", x)
+    return unary(e, UnaryFn.SQRT, x)
 
 
 def _asin_of(e, x):
     """atan(x / sqrt(1 - x^2))"""
-    root = _sqrt_of(e, binary(e, "sub", scalar(e, 1.0, x), binary(e, "mul", x, x)))
-    return unary(e, "atan", binary(e, "div", x, root))
+    root = _sqrt_of(e, binary(e, BinaryFn.SUB, scalar(e, 1.0, x), binary(e, BinaryFn.MUL, x, x)))
+    return unary(e, UnaryFn.ATAN, binary(e, BinaryFn.DIV, x, root))
 
 
-@lowers("Asin")
+@lowers(onnx.AsinOp)
 def _asin(op, e):
     return [_asin_of(e, op.input)]
 
 
-@lowers("Acos")
+@lowers(onnx.AcosOp)
 def _acos(op, e):
-    return [binary(e, "sub", scalar(e, np.pi / 2, op.input), _asin_of(e, op.input))]
+    return [binary(e, BinaryFn.SUB, scalar(e, np.pi / 2, op.input), _asin_of(e, op.input))]
 
 
-@lowers("Acosh")
+@lowers(onnx.AcoshOp)
 def _acosh(op, e):
     x = op.input
-    root = _sqrt_of(e, binary(e, "add", binary(e, "mul", x, x), scalar(e, -1.0, x)))
-    return [unary(e, "log", binary(e, "add", x, root))]
+    root = _sqrt_of(e, binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, x), scalar(e, -1.0, x)))
+    return [unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, x, root))]
 
 
-@lowers("Asinh")
+@lowers(onnx.AsinhOp)
 def _asinh(op, e):
     # odd: computed on |x|, as x + sqrt(x^2 + 1) cancels to 0 for large negative x
     x = op.input
-    a = unary(e, "abs", x)
-    root = _sqrt_of(e, binary(e, "add", binary(e, "mul", a, a), scalar(e, 1.0, x)))
-    y = unary(e, "log", binary(e, "add", a, root))
-    negative = binary(e, "lt", x, scalar(e, 0.0, x))
-    return [_where_values(e, negative, unary(e, "neg", y), y)]
+    a = unary(e, UnaryFn.ABS, x)
+    root = _sqrt_of(e, binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, a, a), scalar(e, 1.0, x)))
+    y = unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, a, root))
+    negative = binary(e, BinaryFn.LT, x, scalar(e, 0.0, x))
+    return [_where_values(e, negative, unary(e, UnaryFn.NEG, y), y)]
 
 
-@lowers("Atanh")
+@lowers(onnx.AtanhOp)
 def _atanh(op, e):
     x = op.input
-    ratio = binary(e, "div", binary(e, "add", scalar(e, 1.0, x), x), binary(e, "sub", scalar(e, 1.0, x), x))
-    return [binary(e, "mul", unary(e, "log", ratio), scalar(e, 0.5, x))]
+    ratio = binary(e, BinaryFn.DIV, binary(e, BinaryFn.ADD, scalar(e, 1.0, x), x), binary(e, BinaryFn.SUB, scalar(e, 1.0, x), x))
+    return [binary(e, BinaryFn.MUL, unary(e, UnaryFn.LOG, ratio), scalar(e, 0.5, x))]
 
 
-@lowers("Shrink")
+@lowers(onnx.ShrinkOp)
 def _shrink(op, e):
     x = op.input
-    lambd, bias = _f(op, "lambd"), _f(op, "bias")
-    below = binary(e, "lt", x, scalar(e, -lambd, x))
-    above = binary(e, "gt", x, scalar(e, lambd, x))
+    lambd, bias = op.lambd.value.data, op.bias.value.data
+    below = binary(e, BinaryFn.LT, x, scalar(e, -lambd, x))
+    above = binary(e, BinaryFn.GT, x, scalar(e, lambd, x))
     zero = scalar(e, 0, x)
-    upper = _where_values(e, above, binary(e, "sub", x, scalar(e, bias, x)), zero)
-    return [_where_values(e, below, binary(e, "add", x, scalar(e, bias, x)), upper)]
+    upper = _where_values(e, above, binary(e, BinaryFn.SUB, x, scalar(e, bias, x)), zero)
+    return [_where_values(e, below, binary(e, BinaryFn.ADD, x, scalar(e, bias, x)), upper)]

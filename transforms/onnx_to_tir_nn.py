@@ -8,9 +8,11 @@ import math
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, TensorType, f32, i64
 
+from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, scalar
+from forge_opt.transforms.onnx_to_tir_elementwise import binary, scalar, unary
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -30,14 +32,10 @@ def matmul(e: Emitter, a, b):
         out = static_shape(y, e)
         out = out[:-2] + ([] if len(sa) == 1 else [out[-2]]) + ([] if len(sb) == 1 else [out[-1]])
         return e.value(tir.ReshapeOp(y, out))
-    batch = tir.broadcast_shapes(sa[:-2], sb[:-2])
-    if sa[-1] != sb[-2]:
-        raise e.error(f"MatMul shapes {sa} and {sb} do not agree")
-    shape = [*batch, sa[-2], sb[-1]]
-    return e.value(tir.MatmulOp.build(operands=[a, b], result_types=[TensorType(a.type.element_type, shape)]))
+    return e.value(tir.MatmulOp(a, b))
 
 
-@lowers("MatMul")
+@lowers(onnx.MatMulOp)
 def _matmul(op, e):
     return [matmul(e, op.A, op.B)]
 
@@ -48,7 +46,7 @@ def transpose_2d(e: Emitter, x):
     return e.value(tir.TransposeOp(x, perm))
 
 
-@lowers("Gemm")
+@lowers(onnx.GemmOp)
 def _gemm(op, e):
     """alpha * A' B' + beta * C -> transposes, matmul, scaling, add."""
     a, b = op.A, op.B
@@ -59,12 +57,12 @@ def _gemm(op, e):
     y = matmul(e, a, b)
     alpha, beta = op.alpha.value.data, op.beta.value.data
     if alpha != 1.0:
-        y = binary(e, "mul", y, scalar(e, alpha, y))
+        y = binary(e, BinaryFn.MUL, y, scalar(e, alpha, y))
     if op.C is not None and beta != 0.0:
         c = op.C
         if beta != 1.0:
-            c = binary(e, "mul", c, scalar(e, beta, c))
-        y = binary(e, "add", y, c)
+            c = binary(e, BinaryFn.MUL, c, scalar(e, beta, c))
+        y = binary(e, BinaryFn.ADD, y, c)
     return [y]
 
 
@@ -98,17 +96,6 @@ def _spatial(op, e, x_shape, kernel, name):
     return strides, dilations, pads
 
 
-def _out_size(size, k, s, d, lo, hi, ceil_mode=False):
-    span = (k - 1) * d + 1
-    n = (size + lo + hi - span) / s + 1
-    if ceil_mode:
-        out = math.ceil(n)
-        if (out - 1) * s >= size + lo:
-            out -= 1
-        return out
-    return math.floor(n)
-
-
 def fold_spatial_pad(x, pads: list[int], identity: float):
     """(input, pads) with a constant `tir.pad` of `identity` on the two
     spatial dims of `x` folded into the op's [top, left, bottom, right]
@@ -123,7 +110,7 @@ def fold_spatial_pad(x, pads: list[int], identity: float):
     return x, pads
 
 
-@lowers("Conv")
+@lowers(onnx.ConvOp)
 def _conv(op, e):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
     if len(x_shape) == 3:
@@ -132,22 +119,7 @@ def _conv(op, e):
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, "Conv")
     x, pads = fold_spatial_pad(op.X, pads, 0.0)
     x_shape = static_shape(x, e)
-    groups = op.group.value.data
-    out = [x_shape[0], w_shape[0]] + [
-        _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2])
-        for i in range(2)
-    ]
-    conv = tir.Conv2dOp.build(
-        operands=[x, op.W, [op.B] if op.B is not None else []],
-        result_types=[TensorType(op.X.type.element_type, out)],
-        properties={
-            "strides": _ints(strides),
-            "pads": _ints(pads),
-            "dilations": _ints(dilations),
-            "groups": IntegerAttr(groups, i64),
-        },
-    )
-    return [e.value(conv)]
+    return [e.value(tir.Conv2dOp(x, op.W, op.B, strides, pads, dilations, op.group.value.data))]
 
 
 def _conv1d(op, e, x_shape, w_shape):
@@ -166,19 +138,8 @@ def _conv1d(op, e, x_shape, w_shape):
         lo = hi = 0
     else:
         lo, hi = op.pads.get_values()
-    width = _out_size(x_shape[2], k, s, d, lo, hi)
-    conv = tir.Conv2dOp.build(
-        operands=[x, w, [op.B] if op.B is not None else []],
-        result_types=[TensorType(op.X.type.element_type, [x_shape[0], w_shape[0], 1, width])],
-        properties={
-            "strides": _ints(strides),
-            "pads": _ints([0, lo, 0, hi]),
-            "dilations": _ints(dilations),
-            "groups": IntegerAttr(op.group.value.data, i64),
-        },
-    )
-    y = e.value(conv)
-    return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], width]))
+    y = e.value(tir.Conv2dOp(x, w, op.B, strides, [0, lo, 0, hi], dilations, op.group.value.data))
+    return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
 
 
 def _pool(op, e, kind):
@@ -192,29 +153,12 @@ def _pool(op, e, kind):
     # A pad of the pool's identity folds in: -inf for max; zeros for an
     # average that counts padding (or has none of its own, then counts it).
     # Not with ceil_mode, whose last window may not start in the padding.
-    if not ceil_mode and (kind == "max" or include or not any(pads)):
-        x, pads = fold_spatial_pad(x, pads, -math.inf if kind == "max" else 0.0)
+    if not ceil_mode and (kind == PoolKind.MAX or include or not any(pads)):
+        x, pads = fold_spatial_pad(x, pads, -math.inf if kind == PoolKind.MAX else 0.0)
         if x is not op.X:
             include = 1
             x_shape = static_shape(x, e)
-    out = x_shape[:2] + [
-        _out_size(x_shape[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[i + 2], bool(ceil_mode))
-        for i in range(2)
-    ]
-    pool = tir.Pool2dOp.build(
-        operands=[x],
-        result_types=[TensorType(op.X.type.element_type, out)],
-        properties={
-            "kind": tir.StringAttr(kind),
-            "kernel": _ints(kernel),
-            "strides": _ints(strides),
-            "pads": _ints(pads),
-            "dilations": _ints(dilations),
-            "ceil_mode": IntegerAttr(ceil_mode, i64),
-            "count_include_pad": IntegerAttr(include, i64),
-        },
-    )
-    return pool
+    return tir.Pool2dOp(kind, x, kernel, strides, pads, dilations, bool(ceil_mode), bool(include))
 
 
 def _pool1d(op, e, kind):
@@ -228,101 +172,67 @@ def _pool1d(op, e, kind):
         raise e.error(f"auto_pad {op.auto_pad.data} is not supported for 1-D pooling")
     lo, hi = list(op.pads.get_values()) if op.pads is not None else (0, 0)
     ceil_mode = op.ceil_mode.value.data
-    width = _out_size(w, k, s, d, lo, hi, bool(ceil_mode))
     include = getattr(op, "count_include_pad", None)
-    pool = tir.Pool2dOp.build(
-        operands=[x],
-        result_types=[TensorType(op.X.type.element_type, [n, c, 1, width])],
-        properties={
-            "kind": tir.StringAttr(kind),
-            "kernel": _ints([1, k]),
-            "strides": _ints([1, s]),
-            "pads": _ints([0, lo, 0, hi]),
-            "dilations": _ints([1, d]),
-            "ceil_mode": IntegerAttr(ceil_mode, i64),
-            "count_include_pad": IntegerAttr(include.value.data if include is not None else 0, i64),
-        },
+    pool = e.value(
+        tir.Pool2dOp(
+            kind, x, [1, k], [1, s], [0, lo, 0, hi], [1, d], bool(ceil_mode),
+            bool(include.value.data) if include is not None else False,
+        )
     )
-    return e.value(tir.ReshapeOp(e.value(pool), [n, c, width]))
+    return e.value(tir.ReshapeOp(pool, [n, c, static_shape(pool, e)[3]]))
 
 
-@lowers("MaxPool")
+@lowers(onnx.MaxPoolOp)
 def _max_pool(op, e):
     if len(static_shape(op.X, e)) == 3:
         if op.Indices is not None and op.Indices.uses:
             raise e.error("the Indices output is not supported")
-        return [_pool1d(op, e, "max")] + ([None] if op.Indices is not None else [])
+        return [_pool1d(op, e, PoolKind.MAX)] + ([None] if op.Indices is not None else [])
     if op.storage_order.value.data:
         raise e.error("storage_order=1 is not supported")
-    results = [e.value(_pool(op, e, "max"))]
+    results = [e.value(_pool(op, e, PoolKind.MAX))]
     if op.Indices is not None:
         results.append(None)
     return results
 
 
-@lowers("AveragePool")
+@lowers(onnx.AveragePoolOp)
 def _avg_pool(op, e):
     if len(static_shape(op.X, e)) == 3:
-        return [_pool1d(op, e, "avg")]
+        return [_pool1d(op, e, PoolKind.AVG)]
     if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
         raise e.error("dilated average pooling is not supported")
-    return [e.value(_pool(op, e, "avg"))]
+    return [e.value(_pool(op, e, PoolKind.AVG))]
 
 
-def reduce(e: Emitter, fn: str, x, axes, keepdims: bool):
+def reduce(e: Emitter, fn: ReduceFn, x, axes, keepdims: bool):
     shape = static_shape(x, e)
-    axes = sorted({a % len(shape) for a in axes})
-    out = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else [
-        d for i, d in enumerate(shape) if i not in axes
-    ]
-    return e.value(
-        tir.ReduceOp.build(
-            operands=[x],
-            result_types=[TensorType(x.type.element_type, out)],
-            properties={
-                "fn": tir.StringAttr(fn),
-                "axes": _ints(axes),
-                "keepdims": IntegerAttr(int(keepdims), i64),
-            },
-        )
-    )
+    return e.value(tir.ReduceOp(fn, x, sorted({a % len(shape) for a in axes}), keepdims))
 
 
-@lowers("GlobalAveragePool", "GlobalMaxPool")
+@lowers(onnx.GlobalAveragePoolOp, onnx.GlobalMaxPoolOp)
 def _global_pool(op, e):
     rank = len(static_shape(op.X, e))
-    fn = "mean" if op.ONNX_OP_TYPE == "GlobalAveragePool" else "max"
+    fn = ReduceFn.MEAN if isinstance(op, onnx.GlobalAveragePoolOp) else ReduceFn.MAX
     return [reduce(e, fn, op.X, list(range(2, rank)), True)]
 
 
-@lowers("BatchNormalization")
+@lowers(onnx.BatchNormalizationOp)
 def _batchnorm(op, e):
     if op.training_mode.value.data:
         raise e.error("training_mode=1 is not supported for inference")
-    bn = tir.BatchnormOp.build(
-        operands=[op.X, op.scale, op.B, op.input_mean, op.input_var],
-        result_types=[op.X.type],
-        properties={"epsilon": FloatAttr(op.epsilon.value.data, f32)},
-    )
+    bn = tir.BatchnormOp(op.X, op.scale, op.B, op.input_mean, op.input_var, op.epsilon.value.data)
     return [e.value(bn), None, None][: len(op.results)]
 
 
-@lowers("Softmax", "LogSoftmax")
+@lowers(onnx.SoftmaxOp, onnx.LogSoftmaxOp)
 def _softmax(op, e):
     rank = len(static_shape(op.input, e))
     axis = normalize_axis(op.axis.value.data, rank, e)
-    sm = tir.SoftmaxOp.build(
-        operands=[op.input],
-        result_types=[op.input.type],
-        properties={
-            "axis": IntegerAttr(axis, i64),
-            "log": IntegerAttr(int(op.ONNX_OP_TYPE == "LogSoftmax"), i64),
-        },
-    )
-    return [e.value(sm)]
+    return [e.value(tir.SoftmaxOp(op.input, axis, log=isinstance(op, onnx.LogSoftmaxOp)))]
 
 
-@lowers("LayerNormalization")
+@lowers(onnx.LayerNormalizationOp)
 def _layernorm(op, e):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
@@ -330,78 +240,73 @@ def _layernorm(op, e):
     eps = op.epsilon.value.data
     if axis == len(shape) - 1 and not any(r.uses for r in extra):
         bias = op.B if op.B is not None else e.value(tir.ConstantOp(_zeros(shape[-1:], op.X)))
-        ln = tir.LayernormOp.build(
-            operands=[op.X, op.Scale, bias],
-            result_types=[op.X.type],
-            properties={"epsilon": FloatAttr(eps, f32)},
-        )
-        return [e.value(ln)] + [None] * len(extra)
+        return [e.value(tir.LayernormOp(op.X, op.Scale, bias, eps))] + [None] * len(extra)
     # Normalising over several trailing axes (or returning the statistics):
     # the same arithmetic, written out.
     axes = list(range(axis, len(shape)))
-    mean = reduce(e, "mean", op.X, axes, True)
-    centered = binary(e, "sub", op.X, mean)
-    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
-    inv_std = e.value(tir.UnaryOp("reciprocal", e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, eps, var))))))
-    y = binary(e, "mul", binary(e, "mul", centered, inv_std), op.Scale)
+    mean = reduce(e, ReduceFn.MEAN, op.X, axes, True)
+    centered = binary(e, BinaryFn.SUB, op.X, mean)
+    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
+    inv_std = unary(e, UnaryFn.RECIPROCAL, unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, eps, var))))
+    y = binary(e, BinaryFn.MUL, binary(e, BinaryFn.MUL, centered, inv_std), op.Scale)
     if op.B is not None:
-        y = binary(e, "add", y, op.B)
+        y = binary(e, BinaryFn.ADD, y, op.B)
     return [y, mean, inv_std][: len(op.results)]
 
 
-@lowers("RMSNormalization")
+@lowers(onnx.RMSNormalizationOp)
 def _rms_norm(op, e):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     axes = list(range(axis, len(shape)))
-    mean_square = reduce(e, "mean", binary(e, "mul", op.X, op.X), axes, True)
+    mean_square = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, op.X, op.X), axes, True)
     eps = op.epsilon.value.data
-    rms = e.value(tir.UnaryOp("sqrt", binary(e, "add", mean_square, scalar(e, eps, mean_square))))
-    return [binary(e, "mul", binary(e, "div", op.X, rms), op.scale)]
+    rms = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, mean_square, scalar(e, eps, mean_square)))
+    return [binary(e, BinaryFn.MUL, binary(e, BinaryFn.DIV, op.X, rms), op.scale)]
 
 
-@lowers("LpNormalization")
+@lowers(onnx.LpNormalizationOp)
 def _lp_norm(op, e):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     p = op.p.value.data
     x = op.input
     if p == 1:
-        norm = reduce(e, "sum", e.value(tir.UnaryOp("abs", x)), [axis], True)
+        norm = reduce(e, ReduceFn.SUM, unary(e, UnaryFn.ABS, x), [axis], True)
     elif p == 2:
-        norm = e.value(tir.UnaryOp("sqrt", reduce(e, "sum", binary(e, "mul", x, x), [axis], True)))
+        norm = unary(e, UnaryFn.SQRT, reduce(e, ReduceFn.SUM, binary(e, BinaryFn.MUL, x, x), [axis], True))
     else:
         raise e.error(f"p={p} is not supported (1 or 2)")
-    return [binary(e, "div", x, norm)]
+    return [binary(e, BinaryFn.DIV, x, norm)]
 
 
-@lowers("MeanVarianceNormalization")
+@lowers(onnx.MeanVarianceNormalizationOp)
 def _mvn(op, e):
     x = op.X
     axes = list(op.axes.get_values())
-    mean = reduce(e, "mean", x, axes, True)
-    centered = binary(e, "sub", x, mean)
-    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
-    std = e.value(tir.UnaryOp("sqrt", var))
-    return [binary(e, "div", centered, binary(e, "add", std, scalar(e, 1e-9, std)))]
+    mean = reduce(e, ReduceFn.MEAN, x, axes, True)
+    centered = binary(e, BinaryFn.SUB, x, mean)
+    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
+    std = unary(e, UnaryFn.SQRT, var)
+    return [binary(e, BinaryFn.DIV, centered, binary(e, BinaryFn.ADD, std, scalar(e, 1e-9, std)))]
 
 
-@lowers("GroupNormalization")
+@lowers(onnx.GroupNormalizationOp)
 def _group_norm(op, e):
     shape = static_shape(op.X, e)
     groups = op.num_groups.value.data
     n, c = shape[0], shape[1]
     grouped = e.value(tir.ReshapeOp(op.X, [n, groups, (c // groups) * math.prod(shape[2:])]))
-    mean = reduce(e, "mean", grouped, [2], True)
-    centered = binary(e, "sub", grouped, mean)
-    var = reduce(e, "mean", binary(e, "mul", centered, centered), [2], True)
+    mean = reduce(e, ReduceFn.MEAN, grouped, [2], True)
+    centered = binary(e, BinaryFn.SUB, grouped, mean)
+    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), [2], True)
     eps = op.epsilon.value.data
-    std = e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, eps, var))))
-    normed = e.value(tir.ReshapeOp(binary(e, "div", centered, std), shape))
+    std = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, eps, var)))
+    normed = e.value(tir.ReshapeOp(binary(e, BinaryFn.DIV, centered, std), shape))
     bshape = [1, c] + [1] * (len(shape) - 2)
     scale = e.value(tir.ReshapeOp(op.scale, bshape))
     bias = e.value(tir.ReshapeOp(op.bias, bshape))
-    return [binary(e, "add", binary(e, "mul", normed, scale), bias)]
+    return [binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, normed, scale), bias)]
 
 
 def _zeros(shape, like):
@@ -411,7 +316,7 @@ def _zeros(shape, like):
     return array_to_attr(np.zeros(shape, dtypes.numpy_dtype(like.type.element_type)))
 
 
-@lowers("LRN")
+@lowers(onnx.LRNOp)
 def _lrn(op, e):
     """x / (bias + alpha/size * sum of squares over a channel window)^beta,
     the window sum as padded slices added up."""
@@ -420,39 +325,31 @@ def _lrn(op, e):
     alpha, beta, bias = op.alpha.value.data, op.beta.value.data, op.bias.value.data
     channels = shape[1]
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-    square = binary(e, "mul", op.X, op.X)
+    square = binary(e, BinaryFn.MUL, op.X, op.X)
     pads = [0, 0, lo, hi] + [0, 0] * (len(shape) - 2)
-    padded_shape = list(shape)
-    padded_shape[1] += lo + hi
-    padded = e.value(
-        tir.PadOp.build(
-            operands=[square],
-            result_types=[TensorType(op.X.type.element_type, padded_shape)],
-            properties={"pads": _ints(pads), "value": FloatAttr(0.0, f32)},
-        )
-    )
+    padded = e.value(tir.PadOp(square, pads, 0.0))
     total = None
     for i in range(size):
         piece = e.value(tir.StridedSliceOp(padded, [1], [i], [i + channels], [1]))
-        total = piece if total is None else binary(e, "add", total, piece)
-    scaled = binary(e, "mul", total, scalar(e, alpha / size, total))
-    base = binary(e, "add", scaled, scalar(e, bias, scaled))
-    denom = binary(e, "pow", base, scalar(e, beta, base))
-    return [binary(e, "div", op.X, denom)]
+        total = piece if total is None else binary(e, BinaryFn.ADD, total, piece)
+    scaled = binary(e, BinaryFn.MUL, total, scalar(e, alpha / size, total))
+    base = binary(e, BinaryFn.ADD, scaled, scalar(e, bias, scaled))
+    denom = binary(e, BinaryFn.POW, base, scalar(e, beta, base))
+    return [binary(e, BinaryFn.DIV, op.X, denom)]
 
 
-@lowers("InstanceNormalization")
+@lowers(onnx.InstanceNormalizationOp)
 def _instance_norm(op, e):
     """(x - mean) / sqrt(var + eps) * scale + bias over the spatial axes."""
     shape = static_shape(op.input, e)
     axes = list(range(2, len(shape)))
-    mean = reduce(e, "mean", op.input, axes, True)
-    centered = binary(e, "sub", op.input, mean)
-    var = reduce(e, "mean", binary(e, "mul", centered, centered), axes, True)
-    denom = e.value(tir.UnaryOp("sqrt", binary(e, "add", var, scalar(e, op.epsilon.value.data, var))))
-    normed = binary(e, "div", centered, denom)
+    mean = reduce(e, ReduceFn.MEAN, op.input, axes, True)
+    centered = binary(e, BinaryFn.SUB, op.input, mean)
+    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
+    denom = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, op.epsilon.value.data, var)))
+    normed = binary(e, BinaryFn.DIV, centered, denom)
     bshape = [1, shape[1]] + [1] * (len(shape) - 2)
     scale = e.value(tir.ReshapeOp(op.scale, bshape))
     bias = e.value(tir.ReshapeOp(op.B, bshape))
-    return [binary(e, "add", binary(e, "mul", normed, scale), bias)]
+    return [binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, normed, scale), bias)]
 

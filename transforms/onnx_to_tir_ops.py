@@ -1,4 +1,4 @@
-"""All `onnx` -> `tir` lowerings, by ONNX op type."""
+"""All `onnx` -> `tir` lowerings, by ONNX op class."""
 
 from forge_opt.transforms import (
     onnx_to_tir_elementwise,

@@ -9,7 +9,9 @@ import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i1, i64
 
 from forge_opt import dtypes
+from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
@@ -38,7 +40,7 @@ def reshape(e: Emitter, x, shape: list[int]):
     return e.value(tir.ReshapeOp(x, shape))
 
 
-@lowers("Reshape")
+@lowers(onnx.ReshapeOp)
 def _reshape(op, e):
     shape = static_shape(op.data, e)
     target = constant_ints(e, op.shape, "shape")
@@ -57,7 +59,7 @@ def _reshape(op, e):
     return [reshape(e, op.data, out)]
 
 
-@lowers("Flatten")
+@lowers(onnx.FlattenOp)
 def _flatten(op, e):
     shape = static_shape(op.input, e)
     axis = op.axis.value.data
@@ -65,7 +67,7 @@ def _flatten(op, e):
     return [reshape(e, op.input, [math.prod(shape[:axis]), math.prod(shape[axis:])])]
 
 
-@lowers("Squeeze")
+@lowers(onnx.SqueezeOp)
 def _squeeze(op, e):
     shape = static_shape(op.data, e)
     if op.axes is None:
@@ -78,7 +80,7 @@ def _squeeze(op, e):
     return [reshape(e, op.data, [d for i, d in enumerate(shape) if i not in axes])]
 
 
-@lowers("Unsqueeze")
+@lowers(onnx.UnsqueezeOp)
 def _unsqueeze(op, e):
     shape = static_shape(op.data, e)
     axes = constant_ints(e, op.axes, "axes")
@@ -90,7 +92,7 @@ def _unsqueeze(op, e):
     return [reshape(e, op.data, out)]
 
 
-@lowers("Transpose")
+@lowers(onnx.TransposeOp)
 def _transpose(op, e):
     rank = len(static_shape(op.data, e))
     perm = list(op.perm.get_values()) if op.perm is not None else list(reversed(range(rank)))
@@ -99,27 +101,17 @@ def _transpose(op, e):
     return [e.value(tir.TransposeOp(op.data, perm))]
 
 
-@lowers("Concat")
+@lowers(onnx.ConcatOp)
 def _concat(op, e):
     shapes = [static_shape(v, e) for v in op.inputs]
     axis = normalize_axis(op.axis.value.data, len(shapes[0]), e)
     inputs = [v for v, s in zip(op.inputs, shapes) if s[axis] != 0]
     if len(inputs) == 1:
         return [inputs[0]]
-    out = list(shapes[0])
-    out[axis] = sum(s[axis] for s in shapes)
-    return [
-        e.value(
-            tir.ConcatOp.build(
-                operands=[inputs],
-                result_types=[TensorType(op.inputs[0].type.element_type, out)],
-                properties={"axis": IntegerAttr(axis, i64)},
-            )
-        )
-    ]
+    return [e.value(tir.ConcatOp(inputs, axis))]
 
 
-@lowers("Split")
+@lowers(onnx.SplitOp)
 def _split(op, e):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
@@ -144,7 +136,7 @@ def _split(op, e):
     return list(e.add(tir.SplitOp(op.input, axis, sections)).results)
 
 
-@lowers("Slice")
+@lowers(onnx.SliceOp)
 def _slice(op, e):
     shape = static_shape(op.data, e)
     starts = constant_ints(e, op.starts, "starts")
@@ -180,36 +172,18 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
         idx = np.arange(shape[a])[slice(b, en, s)]
         if list(idx) == list(range(shape[a])):
             continue
-        cur = static_shape(x, e)
-        out = list(cur)
-        out[a] = len(idx)
-        x = e.value(
-            tir.GatherOp.build(
-                operands=[x, e.value(tir.ConstantOp(array_to_attr(idx.astype(np.int64))))],
-                result_types=[TensorType(data.type.element_type, out)],
-                properties={"axis": IntegerAttr(a, i64)},
-            )
-        )
+        x = e.value(tir.GatherOp(x, e.value(tir.ConstantOp(array_to_attr(idx.astype(np.int64)))), a))
     return x
 
 
-@lowers("Tile")
+@lowers(onnx.TileOp)
 def _tile(op, e):
     shape = static_shape(op.input, e)
     repeats = constant_ints(e, op.repeats, "repeats")
-    out = [d * r for d, r in zip(shape, repeats)]
-    return [
-        e.value(
-            tir.TileOp.build(
-                operands=[op.input],
-                result_types=[TensorType(op.input.type.element_type, out)],
-                properties={"repeats": _ints(repeats)},
-            )
-        )
-    ]
+    return [e.value(tir.TileOp(op.input, repeats))]
 
 
-@lowers("DepthToSpace")
+@lowers(onnx.DepthToSpaceOp)
 def _depth_to_space(op, e):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
@@ -223,7 +197,7 @@ def _depth_to_space(op, e):
     return [reshape(e, x, [n, c // (b * b), h * b, w * b])]
 
 
-@lowers("SpaceToDepth")
+@lowers(onnx.SpaceToDepthOp)
 def _space_to_depth(op, e):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
@@ -233,7 +207,7 @@ def _space_to_depth(op, e):
     return [reshape(e, x, [n, c * b * b, h // b, w // b])]
 
 
-@lowers("CumSum")
+@lowers(onnx.CumSumOp)
 def _cumsum(op, e):
     shape = static_shape(op.x, e)
     axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
@@ -241,17 +215,15 @@ def _cumsum(op, e):
     reverse = op.reverse.value.data
     if reverse:
         x = _reverse_slice(e, x, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
-    y = e.value(
-        tir.CumsumOp.build(operands=[x], result_types=[x.type], properties={"axis": IntegerAttr(axis, i64)})
-    )
+    y = e.value(tir.CumsumOp(x, axis))
     if op.exclusive.value.data:
-        y = binary(e, "sub", y, x)
+        y = binary(e, BinaryFn.SUB, y, x)
     if reverse:
         y = _reverse_slice(e, y, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
     return [y]
 
 
-@lowers("Gather")
+@lowers(onnx.GatherOp)
 def _gather(op, e):
     shape = static_shape(op.data, e)
     idx_shape = static_shape(op.indices, e, "indices")
@@ -264,12 +236,7 @@ def _gather(op, e):
         if flat and flat == list(range(flat[0], flat[0] + len(flat))):
             piece = e.value(tir.StridedSliceOp(op.data, [axis], [flat[0]], [flat[0] + len(flat)], [1]))
             return [reshape(e, piece, out)]
-    gather = tir.GatherOp.build(
-        operands=[op.data, op.indices],
-        result_types=[TensorType(op.data.type.element_type, out)],
-        properties={"axis": IntegerAttr(axis, i64)},
-    )
-    return [e.value(gather)]
+    return [e.value(tir.GatherOp(op.data, op.indices, axis))]
 
 
 def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int]):
@@ -277,13 +244,7 @@ def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int])
     shape = static_shape(data, e)
     flat = reshape(e, data, [math.prod(shape)])
     idx = e.value(tir.ConstantOp(array_to_attr(flat_indices.reshape(-1).astype(np.int64))))
-    taken = e.value(
-        tir.GatherOp.build(
-            operands=[flat, idx],
-            result_types=[TensorType(data.type.element_type, [flat_indices.size])],
-            properties={"axis": IntegerAttr(0, i64)},
-        )
-    )
+    taken = e.value(tir.GatherOp(flat, idx, 0))
     return reshape(e, taken, out_shape)
 
 
@@ -299,13 +260,13 @@ def _element_positions(op, e) -> np.ndarray:
     return np.ravel_multi_index(tuple(grid), shape)
 
 
-@lowers("GatherElements")
+@lowers(onnx.GatherElementsOp)
 def _gather_elements(op, e):
     positions = _element_positions(op, e)
     return [_take_flat(e, op.data, positions, list(positions.shape))]
 
 
-@lowers("GatherND")
+@lowers(onnx.GatherNDOp)
 def _gather_nd(op, e):
     shape = static_shape(op.data, e)
     indices = required_constant(e, op.indices, "indices")
@@ -323,18 +284,16 @@ def _gather_nd(op, e):
     return [_take_flat(e, op.data, picked, out)]
 
 
-@lowers("Expand")
+@lowers(onnx.ExpandOp)
 def _expand(op, e):
     shape = static_shape(op.input, e)
     target = tir.broadcast_shapes(shape, constant_ints(e, op.shape, "shape"))
     if target == shape:
         return [op.input]
-    return [
-        e.value(tir.BroadcastOp.build(operands=[op.input], result_types=[TensorType(op.input.type.element_type, target)]))
-    ]
+    return [e.value(tir.BroadcastOp(op.input, target))]
 
 
-@lowers("Pad")
+@lowers(onnx.PadOp)
 def _pad(op, e):
     if op.mode.data != "constant":
         raise e.error(f"mode '{op.mode.data}' is not supported (only constant)")
@@ -358,16 +317,7 @@ def _pad(op, e):
         raise e.error("negative pads are not supported")
     if not any(full):
         return [op.data]
-    out = [d + full[2 * i] + full[2 * i + 1] for i, d in enumerate(shape)]
-    return [
-        e.value(
-            tir.PadOp.build(
-                operands=[op.data],
-                result_types=[TensorType(op.data.type.element_type, out)],
-                properties={"pads": _ints(full), "value": FloatAttr(value, f32)},
-            )
-        )
-    ]
+    return [e.value(tir.PadOp(op.data, full, value))]
 
 
 def _reduce_axes(op, e) -> list[int] | None:
@@ -379,7 +329,7 @@ def _reduce_axes(op, e) -> list[int] | None:
     return [normalize_axis(a, len(shape), e) for a in axes]
 
 
-def _reduction(fn: str, before=None, after=None):
+def _reduction(fn: ReduceFn, before=None, after=None):
     """ReduceX as tir.reduce `fn`, with element-wise steps before and after."""
 
     def lower(op, e):
@@ -397,29 +347,29 @@ def _reduction(fn: str, before=None, after=None):
 
 
 def _square(e, x):
-    return binary(e, "mul", x, x)
+    return binary(e, BinaryFn.MUL, x, x)
 
 
 def _neg(e, x):
     """min = -max(-x); for booleans the negation is `not` (-True is True)."""
-    return unary(e, "not" if x.type.element_type == i1 else "neg", x)
+    return unary(e, UnaryFn.NOT if x.type.element_type == i1 else UnaryFn.NEG, x)
 
 
 LOWERINGS.update(
     {
-        "ReduceSum": _reduction("sum"),
-        "ReduceMean": _reduction("mean"),
-        "ReduceMax": _reduction("max"),
-        "ReduceMin": _reduction("max", _neg, _neg),
-        "ReduceSumSquare": _reduction("sum", _square),
-        "ReduceL1": _reduction("sum", lambda e, x: unary(e, "abs", x)),
-        "ReduceL2": _reduction("sum", _square, lambda e, y: unary(e, "sqrt", y)),
-        "ReduceLogSum": _reduction("sum", None, lambda e, y: unary(e, "log", y)),
+        onnx.ReduceSumOp: _reduction(ReduceFn.SUM),
+        onnx.ReduceMeanOp: _reduction(ReduceFn.MEAN),
+        onnx.ReduceMaxOp: _reduction(ReduceFn.MAX),
+        onnx.ReduceMinOp: _reduction(ReduceFn.MAX, _neg, _neg),
+        onnx.ReduceSumSquareOp: _reduction(ReduceFn.SUM, _square),
+        onnx.ReduceL1Op: _reduction(ReduceFn.SUM, lambda e, x: unary(e, UnaryFn.ABS, x)),
+        onnx.ReduceL2Op: _reduction(ReduceFn.SUM, _square, lambda e, y: unary(e, UnaryFn.SQRT, y)),
+        onnx.ReduceLogSumOp: _reduction(ReduceFn.SUM, None, lambda e, y: unary(e, UnaryFn.LOG, y)),
     }
 )
 
 
-@lowers("ReduceLogSumExp")
+@lowers(onnx.ReduceLogSumExpOp)
 def _reduce_log_sum_exp(op, e):
     # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp
     # never overflows (float32's exp does past 88)
@@ -429,33 +379,23 @@ def _reduce_log_sum_exp(op, e):
     keep = bool(op.keepdims.value.data)
     shape = static_shape(op.data, e)
     if any(shape[a] == 0 for a in axes):  # an empty sum: log(0) = -inf, no maximum to take
-        return [unary(e, "log", reduce(e, "sum", unary(e, "exp", op.data), axes, keep))]
-    m = reduce(e, "max", op.data, axes, True)
-    total = reduce(e, "sum", unary(e, "exp", binary(e, "sub", op.data, m)), axes, keep)
-    return [binary(e, "add", unary(e, "log", total), reshape(e, m, static_shape(total, e)))]
+        return [unary(e, UnaryFn.LOG, reduce(e, ReduceFn.SUM, unary(e, UnaryFn.EXP, op.data), axes, keep))]
+    m = reduce(e, ReduceFn.MAX, op.data, axes, True)
+    total = reduce(e, ReduceFn.SUM, unary(e, UnaryFn.EXP, binary(e, BinaryFn.SUB, op.data, m)), axes, keep)
+    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.LOG, total), reshape(e, m, static_shape(total, e)))]
 
 
-@lowers("ArgMax", "ArgMin")
+@lowers(onnx.ArgMaxOp, onnx.ArgMinOp)
 def _argmax(op, e):
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     if op.select_last_index.value.data:
         raise e.error("select_last_index=1 is not supported (Forge's Argmax takes the first)")
-    x = op.data if op.ONNX_OP_TYPE == "ArgMax" else unary(e, "neg", op.data)
-    keep = bool(op.keepdims.value.data)
-    out = [1 if i == axis else d for i, d in enumerate(shape)] if keep else shape[:axis] + shape[axis + 1 :]
-    return [
-        e.value(
-            tir.ArgmaxOp.build(
-                operands=[x],
-                result_types=[TensorType(i64, out)],
-                properties={"axis": IntegerAttr(axis, i64), "keepdims": IntegerAttr(int(keep), i64)},
-            )
-        )
-    ]
+    x = op.data if isinstance(op, onnx.ArgMaxOp) else unary(e, UnaryFn.NEG, op.data)
+    return [e.value(tir.ArgmaxOp(x, axis, bool(op.keepdims.value.data)))]
 
 
-@lowers("Shape", "Size")
+@lowers(onnx.ShapeOp, onnx.SizeOp)
 def _shape(op, e):
     raise e.error("the input has no static shape; Forge needs static shapes")
 
@@ -487,19 +427,14 @@ def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
     else:
         raise e.error(f"reduction '{reduction}' of {count} updates is not supported")
     column = reshape(e, updates, [count, 1])
-    routed = e.value(
-        tir.MatmulOp.build(
-            operands=[e.value(tir.ConstantOp(array_to_attr(route))), column],
-            result_types=[TensorType(data.type.element_type, [size, 1])],
-        )
-    )
+    routed = e.value(tir.MatmulOp(e.value(tir.ConstantOp(array_to_attr(route))), column))
     routed = reshape(e, routed, shape)
     if reduction == "add":
-        return binary(e, "add", data, routed)
+        return binary(e, BinaryFn.ADD, data, routed)
     written = np.zeros(size, bool)
     written[positions.reshape(-1)] = True
     mask = e.value(tir.ConstantOp(array_to_attr(written.reshape(shape))))
-    return e.value(tir.WhereOp.build(operands=[mask, routed, data], result_types=[data.type]))
+    return e.value(tir.WhereOp(mask, routed, data))
 
 
 _SEQUENTIAL_LIMIT = 64
@@ -509,7 +444,7 @@ def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduct
     """Fold the updates in one at a time: out = where(at p_j, out (op) u_j, out)."""
     shape = static_shape(data, e)
     size = math.prod(shape)
-    fn = {"mul": "mul", "max": "max", "min": "min"}[reduction]
+    fn = BinaryFn(reduction)
     out = reshape(e, data, [size])
     flat_updates = reshape(e, updates, [positions.size])
     for j, p in enumerate(positions.reshape(-1)):
@@ -517,20 +452,18 @@ def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduct
         at = np.zeros(size, bool)
         at[p] = True
         mask = e.value(tir.ConstantOp(array_to_attr(at)))
-        out = e.value(
-            tir.WhereOp.build(operands=[mask, binary(e, fn, out, u), out], result_types=[out.type])
-        )
+        out = e.value(tir.WhereOp(mask, binary(e, fn, out, u), out))
     return reshape(e, out, shape)
 
 
-@lowers("ScatterElements", "Scatter")
+@lowers(onnx.ScatterElementsOp, onnx.ScatterOp)
 def _scatter_elements(op, e):
     positions = _element_positions(op, e)
     reduction = op.reduction.data if op.properties.get("reduction") is not None else "none"
     return [_scatter(e, op.data, op.updates, positions, reduction)]
 
 
-@lowers("ScatterND")
+@lowers(onnx.ScatterNDOp)
 def _scatter_nd(op, e):
     shape = static_shape(op.data, e)
     indices = required_constant(e, op.indices, "indices")
@@ -546,7 +479,7 @@ def _scatter_nd(op, e):
     return [_scatter(e, op.data, op.updates, positions, op.reduction.data)]
 
 
-@lowers("OneHot")
+@lowers(onnx.OneHotOp)
 def _one_hot(op, e):
     indices = constant_array(op.indices)
     depth = constant_array(op.depth)
@@ -560,11 +493,4 @@ def _one_hot(op, e):
     mask = e.value(tir.ConstantOp(array_to_attr(hot)))
     off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
     on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
-    out = list(hot.shape)
-    return [
-        e.value(
-            tir.WhereOp.build(
-                operands=[mask, on, off], result_types=[TensorType(op.values.type.element_type, out)]
-            )
-        )
-    ]
+    return [e.value(tir.WhereOp(mask, on, off))]

@@ -31,6 +31,7 @@ from xdsl.utils.exceptions import VerifyException
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, forge_rules, tir
+from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, Function, PoolKind, UnaryFn
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
 
@@ -66,7 +67,7 @@ def reshape(e: Emitter, x, shape: list[int]):
     return call(e, "Reshape", [x], _t(x, shape), shape=list(shape))
 
 
-@lowers("tir.constant")
+@lowers(tir.ConstantOp)
 def _constant(op, e):
     if op.weight_name is not None:
         new = forge.ParameterOp.build(
@@ -87,7 +88,7 @@ def _constant_name(op) -> str:
     return name
 
 
-@lowers("tir.full")
+@lowers(tir.FullOp)
 def _full(op, e):
     new = forge.ConstantOp.build(
         result_types=[op.output.type],
@@ -96,26 +97,19 @@ def _full(op, e):
     return [e.value(new)]
 
 
-_UNARY = {
-    "abs": "Abs", "atan": "Atan", "cos": "Cosine", "erf": "Erf", "exp": "Exp", "log": "Log", "not": "LogicalNot",
-    "reciprocal": "Reciprocal", "relu": "Relu", "sigmoid": "Sigmoid", "sin": "Sine",
-    "sqrt": "Sqrt", "tanh": "Tanh",
-}
-
-
-@lowers("tir.unary")
+@lowers(tir.UnaryOp)
 def _unary(op, e):
     fn = op.fn.data
     x = op.input
-    if fn == "identity":
-        return [x]
-    if fn in _UNARY:
-        return [call(e, _UNARY[fn], [x], op.output.type)]
-    if fn in ("gelu", "gelu_tanh"):
-        return [call(e, "Gelu", [x], op.output.type, approximate="tanh" if fn == "gelu_tanh" else "none")]
-    if fn == "neg":
+    if fn == UnaryFn.NEG:
         return [call(e, "Multiply", [x, scalar_constant(e, -1, x)], op.output.type)]
-    raise e.error(f"Forge has no op for the element-wise function '{fn}'")
+    return [elementwise(e, UNARY[fn], [x], op.output.type)]
+
+
+def elementwise(e: Emitter, function: Function, operands, result_type):
+    """The one Forge call of a `tir_functions` table entry."""
+    assert function.forge is not None, function.instead
+    return call(e, function.forge, operands, result_type, **function.keywords)
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -130,29 +124,17 @@ def scalar_constant(e: Emitter, value, like):
     return e.value(new)
 
 
-_BINARY = {
-    "add": "Add", "sub": "Subtract", "mul": "Multiply", "div": "Divide", "max": "Max", "min": "Min",
-    "pow": "Power", "eq": "Equal", "ne": "NotEqual", "gt": "Greater", "ge": "GreaterEqual",
-    "lt": "Less", "le": "LessEqual", "mod": "Remainder",
-    # on booleans (Forge holds them as Int32): and is a product, or a maximum
-    "and": "Multiply", "or": "Max",
-}
-
-
-@lowers("tir.binary")
+@lowers(tir.BinaryOp)
 def _binary(op, e):
-    fn = op.fn.data
-    if fn not in _BINARY:
-        raise e.error(f"Forge has no op for the element-wise function '{fn}'")
-    return [call(e, _BINARY[fn], [op.lhs, op.rhs], op.output.type)]
+    return [elementwise(e, BINARY[op.fn.data], [op.lhs, op.rhs], op.output.type)]
 
 
-@lowers("tir.where")
+@lowers(tir.WhereOp)
 def _where(op, e):
     return [call(e, "Where", [op.condition, op.x, op.y], op.output.type)]
 
 
-@lowers("tir.cast")
+@lowers(tir.CastOp)
 def _cast(op, e):
     target = op.output.type.element_type
     if target == i1 and op.input.type.element_type != i1:
@@ -163,12 +145,12 @@ def _cast(op, e):
     return [call(e, "Cast", [op.input], op.output.type, dtype=target)]
 
 
-@lowers("tir.clip")
+@lowers(tir.ClipOp)
 def _clip(op, e):
     return [call(e, "Clip", [op.input], op.output.type, min=op.min.value.data, max=op.max.value.data)]
 
 
-@lowers("tir.matmul")
+@lowers(tir.MatmulOp)
 def _matmul(op, e):
     return [call(e, "Matmul", [op.lhs, op.rhs], op.output.type)]
 
@@ -177,7 +159,7 @@ def _int_or_pair(values: list[int]):
     return values[0] if values[0] == values[1] else values
 
 
-@lowers("tir.conv2d")
+@lowers(tir.Conv2dOp)
 def _conv2d(op, e):
     return [
         call(
@@ -204,7 +186,7 @@ def _floor_padding(size: int, out: int, span: int, stride: int, lo: int, hi: int
     return max(hi, (out - 1) * stride + span - size - lo)
 
 
-@lowers("tir.pool2d")
+@lowers(tir.Pool2dOp)
 def _pool2d(op, e):
     """Forge pools take symmetric padding and no ceil_mode (rules
     pool-symmetric, pool-flags): other cases pad explicitly first, with the
@@ -216,7 +198,7 @@ def _pool2d(op, e):
     shape, out = _shape(x), _shape(op.output)
     if dilations != [1, 1]:
         raise e.error(f"Forge's pooling supports dilation 1 only, not {dilations}")
-    is_max = op.kind.data == "max"
+    is_max = op.kind.data == PoolKind.MAX
     symmetric = (top, left) == (bottom, right) and not ceil_mode
     if symmetric:
         padding = [left, right, top, bottom]
@@ -228,14 +210,14 @@ def _pool2d(op, e):
     if is_max:
         return [
             call(
-                e, "MaxPool2d", [x], op.output.type,
+                e, POOL[PoolKind.MAX].forge, [x], op.output.type,
                 kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
                 stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
     y = call(
-        e, "AvgPool2d", [x], op.output.type,
+        e, POOL[PoolKind.AVG].forge, [x], op.output.type,
         kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
         count_include_pad=include if symmetric else True,
     )
@@ -278,7 +260,7 @@ def constant(e: Emitter, op, array):
     )
 
 
-@lowers("tir.batchnorm")
+@lowers(tir.BatchnormOp)
 def _batchnorm(op, e):
     return [
         call(e, "Batchnorm", [op.input, op.scale, op.bias, op.mean, op.var], op.output.type,
@@ -286,20 +268,20 @@ def _batchnorm(op, e):
     ]
 
 
-@lowers("tir.softmax")
+@lowers(tir.SoftmaxOp)
 def _softmax(op, e):
     fn = "LogSoftmax" if op.log.value.data else "Softmax"
     rank = len(_shape(op.input))
     return [call(e, fn, [op.input], op.output.type, dim=op.axis.value.data - rank)]
 
 
-@lowers("tir.layernorm")
+@lowers(tir.LayernormOp)
 def _layernorm(op, e):
     return [call(e, "Layernorm", [op.input, op.scale, op.bias], op.output.type, dim=-1,
                  epsilon=op.epsilon.value.data)]
 
 
-@lowers("tir.reshape")
+@lowers(tir.ReshapeOp)
 def _reshape(op, e):
     return [reshape(e, op.input, _shape(op.output))]
 
@@ -316,7 +298,7 @@ def transpositions(perm: list[int]) -> list[tuple[int, int]]:
     return swaps
 
 
-@lowers("tir.transpose")
+@lowers(tir.TransposeOp)
 def _transpose(op, e):
     x = op.input
     rank = len(_shape(x))
@@ -327,16 +309,13 @@ def _transpose(op, e):
     return [x]
 
 
-@lowers("tir.concat")
+@lowers(tir.ConcatOp)
 def _concat(op, e):
     rank = len(_shape(op.output))
     return [call(e, "Concatenate", list(op.inputs), op.output.type, axis=op.axis.value.data - rank)]
 
 
-_REDUCE = {"sum": "ReduceSum", "mean": "ReduceAvg", "max": "ReduceMax"}
-
-
-@lowers("tir.reduce")
+@lowers(tir.ReduceOp)
 def _reduce(op, e):
     x = op.input
     rank = len(_shape(x))
@@ -345,17 +324,17 @@ def _reduce(op, e):
         kept = list(shape)
         kept[axis] = 1
         if rank <= 4:
-            x = call(e, _REDUCE[op.fn.data], [x], _t(x, kept), dim=axis - rank, keep_dim=True)
+            x = call(e, REDUCE[op.fn.data].forge, [x], _t(x, kept), dim=axis - rank, keep_dim=True)
             continue
         # Forge reduces dims -4..3 only: fold the others around the axis.
         before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
         folded = reshape(e, x, [before, shape[axis], after])
-        reduced = call(e, _REDUCE[op.fn.data], [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
+        reduced = call(e, REDUCE[op.fn.data].forge, [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
         x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]
 
 
-@lowers("tir.argmax")
+@lowers(tir.ArgmaxOp)
 def _argmax(op, e):
     rank = len(_shape(op.input))
     return [
@@ -364,17 +343,17 @@ def _argmax(op, e):
     ]
 
 
-@lowers("tir.tile")
+@lowers(tir.TileOp)
 def _tile(op, e):
     return [call(e, "Repeat", [op.input], op.output.type, repeats=_ints(op.repeats))]
 
 
-@lowers("tir.cumsum")
+@lowers(tir.CumsumOp)
 def _cumsum(op, e):
     return [call(e, "CumSum", [op.input], op.output.type, dim=op.axis.value.data)]
 
 
-@lowers("tir.pad")
+@lowers(tir.PadOp)
 def _pad(op, e):
     """Forge's Pad on the last two dims; other dims by concatenating filled
     constants (ConstantPad cannot be called: rule constantpad-unusable)."""
@@ -417,7 +396,7 @@ def _concat_fill(e: Emitter, op, x, axis: int, lo: int, hi: int, value: float):
     return call(e, "Concatenate", operands, _t(x, shape), axis=axis - len(shape))
 
 
-@lowers("tir.gather")
+@lowers(tir.GatherOp)
 def _gather(op, e):
     data, indices = op.input, op.indices
     axis = op.axis.value.data
@@ -434,7 +413,7 @@ def _gather(op, e):
     return [reshape(e, gathered, _shape(op.output))]
 
 
-@lowers("tir.broadcast")
+@lowers(tir.BroadcastOp)
 def _broadcast(op, e):
     x = op.input
     target = _shape(op.output)
@@ -451,7 +430,7 @@ def _broadcast(op, e):
     return [x]
 
 
-@lowers("tir.strided_slice")
+@lowers(tir.StridedSliceOp)
 def _strided_slice(op, e):
     """One `forge.index` per sliced axis, chained; `dim` counted from the end."""
     rank = len(_shape(op.input))
@@ -501,7 +480,7 @@ class TirToForgePass(ModulePass):
     name = "tir-to-forge"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        rewrite_in_order(op, _in_tir_format(table_rewrite(LOWERINGS, lambda o: o.name)))
+        rewrite_in_order(op, _in_tir_format(table_rewrite(LOWERINGS)))
         erase_dead_ops(op)
         check_lowered(op)
         for func in op.walk():

@@ -4,7 +4,7 @@
 // identity), one pair of dims per Transpose, one dim per Reduce and Broadcast.
 
 func.func @max_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
-  %y = tir.pool2d "max" %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
+  %y = tir.pool2d max %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
   func.return %y : tensor<1x2x3x3xf32>
 }
 
@@ -16,7 +16,7 @@ func.func @max_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
 // -----
 
 func.func @avg_pool_asymmetric(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x3x3xf32> {
-  %y = tir.pool2d "avg" %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, count_include_pad = 1 : i64} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
+  %y = tir.pool2d avg %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64, count_include_pad = 1 : i64} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
   func.return %y : tensor<1x2x3x3xf32>
 }
 
@@ -40,7 +40,7 @@ func.func @transpose_chain(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
 // -----
 
 func.func @reduce_chain(%x: tensor<2x3x4xf32>) -> tensor<3xf32> {
-  %y = tir.reduce "mean" %x {axes = array<i64: 0, 2>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<3xf32>
+  %y = tir.reduce mean %x {axes = array<i64: 0, 2>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<3xf32>
   func.return %y : tensor<3xf32>
 }
 

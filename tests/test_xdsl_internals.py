@@ -1,0 +1,155 @@
+"""Guards of what `xdsl_internals` relies on in xDSL's private state: each
+test fails when xDSL changes it, naming what to revisit. And a scan that
+keeps private access out of every other module."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import NameLoc, StringAttr, TensorType, UnknownLoc, f32
+from xdsl.ir import Block, SSAValues
+from xdsl.irdl import IRDLOperation
+
+from forge_opt import xdsl_internals as internals
+from forge_opt.dialects import forge, tir
+from forge_opt.dialects.irdl_fast import FastOp
+from forge_opt.dialects.onnx import ONNX
+from forge_opt.interpreters.tir import TirFunctions
+
+T = TensorType(f32, [2, 3])
+ROOT = Path(internals.__file__).resolve().parent
+PRIVATE = re.compile(
+    r"\.(_operands|_operand_uses|_successors|_type|_name|_first_op|_next_op|_prev_op|_next_use|_operation|_index|_impls)\b"
+    r"|xdsl\.irdl\.operations|object\.__setattr__"
+)
+
+
+def _block(n: int = 2) -> Block:
+    return Block(arg_types=[T] * n)
+
+
+def test_no_private_access_elsewhere():
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if parts[0] in (".venv", "build", "tests") or path.name == "xdsl_internals.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if PRIVATE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "reach into xDSL only through xdsl_internals:\n" + "\n".join(found)
+
+
+def test_every_private_access_is_listed():
+    text = Path(internals.__file__).read_text()
+    doc, code = text.split('"""', 2)[1], text.split('"""', 2)[2]
+    for name in set(re.findall(r"# private: (_\w+)", code)):
+        assert name in doc, f"{name} is used but not in the module's table"
+
+
+def test_init_operation_matches_xdsl():
+    block = _block()
+    a, b = block.args
+    fast = tir.BinaryOp("add", a, b)
+    slow = IRDLOperation.__new__(tir.BinaryOp)
+    IRDLOperation.__init__(slow, operands=[a, b], result_types=[T], properties=dict(fast.properties))
+    assert type(fast.operands) is type(slow.operands) and tuple(fast.operands) == tuple(slow.operands)
+    assert [(u.operation is fast, u.index) for u in a.uses if u.operation is fast] == [(True, 0)]
+    assert internals.operands_of(fast) == tuple(fast.operands) and type(internals.operands_of(fast)) is SSAValues
+    assert [r.type for r in fast.results] == [r.type for r in slow.results]
+    assert all(r.owner is fast and r.index == i for i, r in enumerate(fast.results))
+
+
+def test_private_type_is_the_type():
+    value = _block().args[0]
+    assert internals.types_hold([value], [lambda t: t == T])
+    assert not internals.types_hold([value], [lambda t: t != T])
+
+
+def test_successors_are_private_tuple():
+    op = tir.UnaryOp("relu", _block().args[0])
+    assert not internals.has_successors(op) and not op.successors
+
+
+def test_insert_before_matches_xdsl():
+    block = _block(1)
+    x = block.args[0]
+    last = tir.UnaryOp("relu", x)
+    block.add_op(last)
+    first, second = tir.UnaryOp("exp", x), tir.UnaryOp("log", x)
+    internals.insert_before(block, [first, second], last)
+    assert list(block.ops) == [first, second, last] == internals.ops_of(block)
+    assert first.parent is block and block.first_op is first and last.prev_op is second
+    other = _block(1)
+    reference = [tir.UnaryOp("relu", other.args[0]) for _ in range(3)]
+    other.add_op(reference[2])
+    other.insert_ops_before(reference[:2], reference[2])
+    assert [op.name for op in other.ops] == [op.name for op in block.ops]
+
+
+def test_move_uses_matches_xdsl():
+    block = _block()
+    a, b = block.args
+    users = [tir.BinaryOp("add", a, a), tir.UnaryOp("relu", a)]
+    block.add_ops(users)
+    a.name_hint = "a"
+    internals.move_uses(a, b)
+    assert not a.uses and {(u.operation, u.index) for u in b.uses} == {(users[0], 0), (users[0], 1), (users[1], 0)}
+    assert tuple(users[0].operands) == (b, b) and b.name_hint == "a"
+
+
+def test_set_name_matches_the_setter():
+    value = _block().args[0]
+    internals.set_name(value, "x")
+    assert value.name_hint == "x" and internals.name_of(value) == "x"
+    other = _block().args[0]
+    internals.copy_name(value, other)
+    assert other.name_hint == "x"
+
+
+def test_name_loc_matches_xdsl():
+    assert internals.name_loc("node") == NameLoc(StringAttr("node"), UnknownLoc())
+
+
+def test_ssavalues_is_a_tuple():
+    assert issubclass(SSAValues, tuple)
+    op = tir.UnaryOp("relu", _block().args[0])
+    assert internals.item(op.results, 0) is op.results[0]
+
+
+@pytest.mark.parametrize("cls", [*tir.TIR.operations, *forge.FORGE.operations], ids=lambda c: c.name)
+def test_accessors_match_xdsl(cls):
+    """Each named operand and result reads what xDSL's generic accessor reads."""
+    op_def = cls.get_irdl_definition()
+    for kind, defs in (("operand", op_def.operands), ("result", op_def.results)):
+        for i, (name, _) in enumerate(defs):
+            accessor = inspect.getattr_static(cls, name)
+            if type(accessor).__name__ in ("_OperandAccessor", "_ResultAccessor"):
+                assert accessor.idx == i, f"{cls.name}.{name}"
+
+
+def test_accessors_read_the_operand():
+    block = _block()
+    op = tir.MatmulOp(block.args[0], tir.TransposeOp(block.args[1], [1, 0]).output)
+    assert op.lhs is op.operands[0] and op.rhs is op.operands[1] and op.output is op.results[0]
+    # xDSL's accessor class is still the one `index_single_accessors` replaces
+    assert type(inspect.getattr_static(tir.MatmulOp, "lhs")) is internals._OperandAccessor
+    assert type(inspect.getattr_static(tir.MatmulOp, "output")) is internals._ResultAccessor
+
+
+@pytest.mark.parametrize("cls", [*tir.TIR.operations, *list(ONNX.operations)[:40]], ids=lambda c: c.name)
+def test_trait_cache_matches_xdsl(cls):
+    from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator, NoMemoryEffect, Pure
+
+    if not issubclass(cls, FastOp):
+        pytest.skip("not a FastOp")
+    for trait in (Pure, NoMemoryEffect, IsTerminator, IsolatedFromAbove, ConstantLike, HasParent):
+        assert cls.get_trait(trait) == IRDLOperation.get_trait.__func__(cls, trait)
+
+
+def test_interpreted_ops_lists_impls():
+    ops = internals.interpreted_ops(TirFunctions)
+    assert tir.MatmulOp in ops and all(isinstance(op, type) for op in ops)

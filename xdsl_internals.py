@@ -1,0 +1,183 @@
+"""Every place forge-opt reaches into xDSL's internals, and nowhere else.
+
+xDSL's public API does each of these things, at a cost that dominates
+compiling a graph of many small nodes (it re-checks what our builders have
+just made valid). The functions here do the same through private state.
+Each private name is marked `# private:` where it is used, and each has a
+test in `tests/test_xdsl_internals.py` that fails when xDSL changes what we
+rely on; `test_no_private_access_elsewhere` keeps them out of other modules.
+
+| private state                                   | used by                          | guarded by (test_xdsl_internals.py)   |
+|-------------------------------------------------|----------------------------------|---------------------------------------|
+| `Operation._operands`, `_operand_uses`          | `init_operation`, `operands_of`  | `test_init_operation_matches_xdsl`    |
+| `SSAValue._type`                                | `types_hold`                     | `test_private_type_is_the_type`       |
+| `Operation._successors`                         | `has_successors`                 | `test_successors_are_private_tuple`   |
+| `Block._first_op`, `Operation._next_op/_prev_op`| `ops_of`, `insert_before`        | `test_insert_before_matches_xdsl`     |
+| `Use._next_use/_operation/_index`, `first_use`  | `move_uses`                      | `test_move_uses_matches_xdsl`         |
+| `SSAValue._name`                                | `set_name`, `copy_name`          | `test_set_name_matches_the_setter`    |
+| `NameLoc`/`StringAttr` fields, unverified       | `name_loc`                       | `test_name_loc_matches_xdsl`          |
+| `BeforeVariadicSingleAccessor`, `VarIRConstruct`| `index_single_accessors`         | `test_accessors_match_xdsl`           |
+| `SSAValues` being a tuple                       | `item`                           | `test_ssavalues_is_a_tuple`           |
+| `InterpreterFunctions._impls`                   | `interpreted_ops`                | `test_interpreted_ops_lists_impls`    |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
+from xdsl.interpreter import InterpreterFunctions
+from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct  # private: internal module
+
+# SSAValues overrides __getitem__ in Python (for slices); tuple's own is a C call.
+item = tuple.__getitem__  # private: SSAValues is a tuple
+
+
+# -- building ops ---------------------------------------------------------------------
+
+
+def init_operation(op: Operation, operands: Sequence[SSAValue], result_types: Sequence[Attribute]) -> None:
+    """`Operation.__init__`'s wiring of operands, uses and results, without
+    an operand view and without a walk of the definition."""
+    if len(operands) == 1:
+        uses = (Use(op, 0),)
+    else:
+        uses = tuple([Use(op, i) for i in range(len(operands))])
+    for value, use in zip(operands, uses):
+        value.add_use(use)
+    op._operands = operands if type(operands) is SSAValues else SSAValues(operands)  # private: _operands
+    op._operand_uses = uses  # private: _operand_uses
+    if len(result_types) == 1:
+        op.results = SSAValues((OpResult(result_types[0], op, 0),))
+    else:
+        op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+
+
+def operands_of(op: Operation) -> SSAValues:
+    """`op.operands` without the view object."""
+    return op._operands  # private: _operands
+
+
+def has_successors(op: Operation) -> bool:
+    return bool(op._successors)  # private: _successors
+
+
+def types_hold(values: Sequence[SSAValue], checks) -> bool:
+    """One value per check (None: anything), each value's type passing its check."""
+    if len(values) != len(checks):
+        return False
+    for value, check in zip(values, checks):
+        if check is not None and not check(value._type):  # private: _type
+            return False
+    return True
+
+
+class _OperandAccessor(BeforeVariadicSingleAccessor):
+    def __get__(self, op, objtype=None):
+        return self if op is None else item(op._operands, self.idx)  # private: _operands
+
+
+class _ResultAccessor(BeforeVariadicSingleAccessor):
+    def __get__(self, op, objtype=None):
+        return self if op is None else item(op.results, self.idx)
+
+
+def index_single_accessors(cls) -> None:
+    """Named operands and results before any variadic one read their tuple
+    directly, not through xDSL's generic accessor (a view object per read)."""
+    for name, accessor in list(vars(cls).items()):
+        if type(accessor) is BeforeVariadicSingleAccessor:
+            if accessor.construct == VarIRConstruct.OPERAND:
+                setattr(cls, name, _OperandAccessor(accessor.construct, accessor.idx))
+            elif accessor.construct == VarIRConstruct.RESULT:
+                setattr(cls, name, _ResultAccessor(accessor.construct, accessor.idx))
+
+
+# -- rewriting ------------------------------------------------------------------------
+
+
+def ops_of(block: Block) -> list[Operation]:
+    """`list(block.ops)`, read off the linked list without an iterator object."""
+    ops = []
+    op = block._first_op  # private: _first_op
+    while op is not None:
+        ops.append(op)
+        op = op._next_op  # private: _next_op
+    return ops
+
+
+def insert_before(block: Block, new_ops: Sequence[Operation], op: Operation) -> None:
+    """`block.insert_ops_before(new_ops, op)`, linking new ops without
+    regions directly (they cannot contain the block, which is all that
+    xDSL's ancestry walk checks)."""
+    for new in new_ops:
+        if new.parent is not None or new.regions:
+            block.insert_op_before(new, op)
+            continue
+        new.parent = block
+        prev = op._prev_op  # private: _prev_op
+        new._prev_op = prev  # private: _prev_op
+        new._next_op = op  # private: _next_op
+        op._prev_op = new  # private: _prev_op
+        if prev is None:
+            block._first_op = new  # private: _first_op
+        else:
+            prev._next_op = new  # private: _next_op
+
+
+def move_uses(old: SSAValue, new: SSAValue) -> None:
+    """`old.replace_all_uses_with(new)`: each use object moves to `new` and
+    its user's operand tuple is rebuilt once, with no operand views."""
+    if new is old:
+        return
+    use = old.first_use
+    while use is not None:
+        following = use._next_use  # private: _next_use
+        user = use._operation  # private: _operation
+        operands = list(user._operands)  # private: _operands
+        operands[use._index] = new  # private: _index
+        user._operands = SSAValues(operands)  # private: _operands
+        new.add_use(use)
+        use = following
+    old.first_use = None
+    copy_name(old, new)  # as xDSL does
+
+
+def name_of(value: SSAValue) -> str | None:
+    return value._name  # private: _name
+
+
+def set_name(value: SSAValue, name: str) -> None:
+    """`value.name_hint = name` for a name already valid as a hint (the
+    setter's checks, skipped, are most of its cost)."""
+    value._name = name  # private: _name
+
+
+def copy_name(old: SSAValue, new: SSAValue) -> None:
+    """Give `new` the name of `old` where it has none."""
+    if new._name is None:  # private: _name
+        new._name = old._name  # private: _name
+
+
+_UNKNOWN = UnknownLoc()
+
+
+def name_loc(name: str) -> NameLoc:
+    """`NameLoc(StringAttr(name), UnknownLoc())`, without re-verifying its
+    parameters, which are right by construction: every imported op gets
+    one, and verifying them is most of what building one costs."""
+    desc = object.__new__(StringAttr)
+    object.__setattr__(desc, "data", name)  # private: frozen dataclass field
+    loc = object.__new__(NameLoc)
+    object.__setattr__(loc, "desc", desc)  # private: frozen dataclass field
+    object.__setattr__(loc, "location", _UNKNOWN)  # private: frozen dataclass field
+    return loc
+
+
+# -- interpreting ---------------------------------------------------------------------
+
+
+def interpreted_ops(functions: type[InterpreterFunctions]) -> set[type[Operation]]:
+    """The op classes an `InterpreterFunctions` class implements."""
+    return {op for op, _ in functions._impls()}  # private: _impls

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin
+from xdsl.dialects.func import Func
 from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.universe import Universe
@@ -57,3 +60,13 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}
 
 FORGE_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
+
+
+def make_context() -> Context:
+    """A context with builtin, func and forge-opt's dialects loaded."""
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Func)
+    for factory in DIALECTS.values():
+        ctx.load_dialect(factory())
+    return ctx

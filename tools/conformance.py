@@ -94,12 +94,11 @@ def _reason(message: str) -> str:
 def run_case(case) -> Result:
     from onnx import TensorProto
 
-    from forge_opt.api import run_pipeline
-    from forge_opt.check import dtype_mismatch
+    from forge_opt.check.compare import compare_output
+    from forge_opt.check.engine import compile_model, run_compiled
     from forge_opt.diagnostics import ForgeOptError
-    from forge_opt.frontends.onnx import freeze_inputs, import_model
-    from forge_opt.interpreters.forge_standin import ForgeCallError, run_forge_module
-    from forge_opt.targets.forge_python import emit_module
+    from forge_opt.frontends.onnx import freeze_inputs
+    from forge_opt.interpreters.forge_standin import ForgeCallError
 
     model = case.model
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -133,13 +132,9 @@ def run_case(case) -> Result:
             warnings.simplefilter("ignore")
             if integer:
                 model = freeze_inputs(model, {n: feeds[n] for n in integer})
-            module = import_model(model)
-            run_pipeline(module)
-            result.forge_ops = {op.name for op in module.walk() if op.name.startswith("forge.")}
-            emitted = emit_module(module)
-            actual = run_forge_module(
-                emitted.source, [np.asarray(feeds[n]) for n in names if n not in integer], model, emitted
-            )
+            compiled = compile_model(model)
+            result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
+            actual = run_compiled(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
     except ForgeOptError as e:
         result.reason = "does not compile: " + _reason(str(e))
         return result
@@ -153,23 +148,9 @@ def run_case(case) -> Result:
         result.reason = f"{len(actual)} outputs instead of {len(expected)}"
         return result
     for want, got in zip(expected, actual):
-        want = np.asarray(want)
-        got = np.asarray(got)
-        if want.shape != got.shape:
-            result.reason = f"wrong shape {list(got.shape)} instead of {list(want.shape)}"
-            return result
-        mismatch = dtype_mismatch(want, got)
-        if mismatch:
-            result.reason = "wrong " + mismatch
-            return result
-        try:
-            np.testing.assert_allclose(
-                got.astype(np.float64) if got.dtype != object else got,
-                want.astype(np.float64) if want.dtype != object else want,
-                rtol=case.rtol, atol=case.atol, equal_nan=True,
-            )
-        except (AssertionError, TypeError, ValueError):
-            result.reason = "wrong values"
+        verdict = compare_output("", want, got, rtol=case.rtol, atol=case.atol)
+        if not verdict.ok:
+            result.reason = "wrong " + (verdict.reason or "values")
             return result
     result.passed = True
     return result

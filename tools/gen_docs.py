@@ -61,6 +61,7 @@ def onnx_page() -> str:
 
 def tir_page() -> str:
     from forge_opt.dialects.tir import TIR
+    from forge_opt.dialects.tir_functions import ATTRIBUTES, TABLES
 
     lines = [
         "# The `tir` dialect",
@@ -73,6 +74,23 @@ def tir_page() -> str:
         "|---|---|---|---|---|",
     ]
     lines += [_irdl_row(op) for op in sorted(TIR.operations, key=lambda o: o.name)]
+    lines += [
+        "",
+        "## Function kinds",
+        "",
+        "`fn` of `tir.unary`, `tir.binary` and `tir.reduce`, and `kind` of `tir.pool2d`, are enum",
+        "attributes printed bare (`tir.binary add %a, %b`). Each kind's meaning and Forge form come from",
+        "one table (`dialects/tir_functions.py`); the interpreter and `tir-to-forge` read the same table.",
+        "",
+        "| attribute | kind | computes | Forge |",
+        "|---|---|---|---|",
+    ]
+    for attr in ATTRIBUTES:
+        table = TABLES[attr.enum_type]
+        for kind, fn in table.items():
+            keywords = "".join(f", {k}={v!r}" for k, v in fn.keywords.items())
+            forge = f"`forge.op.{fn.forge}(...{keywords})`" if fn.forge else fn.instead
+            lines.append(f"| `{attr.name}` | `{kind.value}` | {fn.doc} | {forge} |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.lower_split import LowerSplitPass
@@ -55,3 +55,15 @@ class OnnxToForgePass(ModulePass):
 ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p for p in (OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass)
 }
+
+
+def run_pipeline(module: ModuleOp, pipeline: str = "onnx-to-forge", ctx: Context | None = None) -> None:
+    """Run a pass pipeline (xdsl-opt's syntax, our passes) on `module` in
+    place, verifying the IR before the first pass and after each, as
+    xdsl-opt does."""
+    passes = PassPipeline.parse_spec(
+        {n: (lambda p=p: p) for n, p in ALL_PASSES.items()},
+        pipeline,
+        lambda done, module, _next: verify_after(done, module),
+    )
+    passes.apply(ctx or Context(), module)

@@ -12,10 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import onnx
 from onnx import ModelProto, helper
+from xdsl.interpreter import Interpreter
+from xdsl.interpreters.func import FuncFunctions
 
-from forge_opt.check import pcc
+from forge_opt.check.compare import compare_output
+from forge_opt.interpreters.forge import ForgeFunctions
+from forge_opt.interpreters.onnx import OnnxFunctions
+from forge_opt.interpreters.run import main_func
+from forge_opt.interpreters.tir import TirFunctions
 
 
 @dataclass
@@ -67,14 +72,6 @@ def onnxruntime_all_values(model: ModelProto, feeds: dict[str, np.ndarray]) -> d
 
 def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Every named result of a module's function, computed by the interpreters."""
-    from xdsl.interpreter import Interpreter
-    from xdsl.interpreters.func import FuncFunctions
-
-    from forge_opt.interpreters.forge import ForgeFunctions
-    from forge_opt.interpreters.onnx import OnnxFunctions
-    from forge_opt.interpreters.run import main_func
-    from forge_opt.interpreters.tir import TirFunctions
-
     values: dict[str, np.ndarray] = {}
 
     class Record(Interpreter.Listener):
@@ -105,21 +102,14 @@ def first_divergence(
         for out in node.output:
             if not out or out not in expected or _hint(out) not in actual:
                 continue
-            want, got = np.asarray(expected[out]), np.asarray(actual[_hint(out)])
             label = node.name or f"{node.op_type}:{out}"
-            if want.shape != got.shape:
-                return Divergence(label, node.op_type, out, got.shape, want.shape, float("inf"), 0.0)
-            if want.dtype.kind in "fc":
-                ok = np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-            else:
-                ok = np.array_equal(got, want)
-            if not ok:
-                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            want = np.asarray(expected[out])
+            result = compare_output(out, want, actual[_hint(out)], rtol=rtol, atol=atol, formats=False)
+            if not result.ok:
                 return Divergence(
-                    label, node.op_type, out, got.shape, want.shape,
-                    float(np.nanmax(diff)) if diff.size else 0.0, pcc(want, got),
+                    label, node.op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc
                 )
     return None
 
 
-__all__ = ["Divergence", "first_divergence", "onnx"]
+__all__ = ["Divergence", "first_divergence"]

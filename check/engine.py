@@ -1,0 +1,97 @@
+"""The one compile → emit → run flow every checker shares: `forge-check`,
+the conformance run, and the split and tensor-parallel runners to come.
+
+`compile_model` raises `ForgeOptError` for what does not compile;
+`run_compiled` raises `ForgeCallError` for a call the stand-in (Forge's
+rules) rejects. Callers decide what each means for them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+from xdsl.dialects.builtin import ModuleOp, TensorType
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import import_model
+from forge_opt.interpreters.forge_standin import run_forge_module
+from forge_opt.interpreters.run import main_func
+from forge_opt.targets.forge_python import ForgePythonModule, emit_module
+from forge_opt.transforms.pipelines import run_pipeline
+
+
+@dataclass
+class Compiled:
+    """A model compiled to Forge: the `forge` module, the emitted Python
+    (with its computed constants) and the graph inputs it takes, in order."""
+
+    model: ModelProto
+    module: ModuleOp
+    emitted: ForgePythonModule
+    input_names: list[str]
+
+
+def compile_model(model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge") -> Compiled:
+    module = import_model(model, base)
+    names = [d.data["onnx.name"].data for d in main_func(module).arg_attrs.data]
+    run_pipeline(module, pipeline)
+    return Compiled(model, module, emit_module(module), names)
+
+
+def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The emitted module's outputs on the Forge stand-in, its parameters
+    loaded from the model."""
+    return run_forge_module(compiled.emitted.source, inputs, compiled.model, compiled.emitted)
+
+
+def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
+    """Seeded random inputs for the module's function arguments."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for arg in main_func(module).body.block.args:
+        t = arg.type
+        if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+            raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs")
+        dtype = dtypes.numpy_dtype(t.element_type)
+        shape = t.get_shape()
+        if dtype == np.bool_:
+            arrays.append(rng.integers(0, 2, shape).astype(bool))
+        elif np.issubdtype(dtype, np.integer):
+            arrays.append(rng.integers(0, 10, shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+    return arrays
+
+
+def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The reference: the model's outputs on onnxruntime's CPU provider."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ForgeOptError("forge-check compares with onnxruntime: pip install 'forge-opt[test]'") from None
+
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if base is not None and any(t.data_location == 1 for t in model.graph.initializer):
+            # external data: onnxruntime resolves it next to a file
+            import onnx
+
+            with tempfile.NamedTemporaryFile(suffix=".onnx", dir=base, delete=False) as f:
+                path = f.name
+            try:
+                onnx.save(model, path)
+                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            finally:
+                os.unlink(path)
+        else:
+            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return session.run(None, feeds)
+    except Exception as e:  # onnxruntime's own errors carry no common base class
+        raise ForgeOptError(f"onnxruntime, the reference, cannot run the model: {e}") from None

@@ -1,0 +1,107 @@
+"""`forge-check`: prove that the emitted Forge module computes what
+onnxruntime computes for a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forge_opt.check.bisect import Divergence, first_divergence
+from forge_opt.check.compare import OutputResult, compare_output
+from forge_opt.check.engine import compile_model, onnxruntime_outputs, random_inputs, run_compiled
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import freeze_inputs, load_model
+from forge_opt.interpreters.forge_standin import ForgeCallError
+
+MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
+
+
+@dataclass
+class CheckReport:
+    status: int
+    outputs: list[OutputResult] = field(default_factory=list)
+    error: str = ""
+    forge_python: str = ""
+    divergence: Divergence | None = None  # with bisect=True
+    bisected: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == MATCH
+
+    def format(self) -> str:
+        if self.status == NOT_COMPILED:
+            return f"did not compile: {self.error}"
+        lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'pcc':>10}  verdict"]
+        for o in self.outputs:
+            verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
+            lines.append(
+                f"{o.name:<24} {str(list(o.shape)):<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}"
+            )
+        lines.append("match" if self.ok else "mismatch")
+        if self.bisected:
+            lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
+        return "\n".join(lines)
+
+
+def check_model(
+    source,
+    inputs: list[np.ndarray] | dict[str, np.ndarray] | None = None,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    min_pcc: float = 0.999,
+    seed: int = 0,
+    freeze: tuple[str, ...] = (),
+    bisect: bool = False,
+) -> CheckReport:
+    """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
+    stand-in, run the model on onnxruntime, and compare every output.
+
+    `freeze` names graph inputs to compile as constants, with their values
+    taken from `inputs` (a dict). With `bisect`, a mismatch also names the
+    first ONNX node whose output diverges."""
+    try:
+        model, base = load_model(source)
+        if freeze:
+            if not isinstance(inputs, dict):
+                raise ForgeOptError("freezing inputs needs their values: pass inputs by name")
+            missing = [n for n in freeze if n not in inputs]
+            if missing:
+                raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
+            model = freeze_inputs(model, {n: inputs[n] for n in freeze})
+            inputs = {k: v for k, v in inputs.items() if k not in freeze}
+        compiled = compile_model(model, base)
+        names = compiled.input_names
+        if inputs is None:
+            arrays = random_inputs(compiled.module, seed)
+        elif isinstance(inputs, dict):
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise ForgeOptError(f"no value given for input '{missing[0]}'")
+            arrays = [np.asarray(inputs[n]) for n in names]
+        else:
+            arrays = [np.asarray(x) for x in inputs]
+    except ForgeOptError as e:
+        return CheckReport(NOT_COMPILED, error=str(e))
+
+    text = compiled.emitted.source
+    feeds = dict(zip(names, arrays))
+    expected = onnxruntime_outputs(model, base, feeds)
+    try:
+        actual = run_compiled(compiled, arrays)
+    except ForgeCallError as e:
+        return CheckReport(MISMATCH, error=f"the Forge module failed: {e}", forge_python=text)
+
+    out_names = [o.name for o in model.graph.output]
+    results = [
+        compare_output(name, want, got, rtol=rtol, atol=atol, min_pcc=min_pcc)
+        for name, want, got in zip(out_names, expected, actual)
+    ]
+    status = MATCH if all(r.ok for r in results) and len(actual) == len(expected) else MISMATCH
+    report = CheckReport(status, results, forge_python=text)
+    if bisect and status == MISMATCH:
+        report.bisected = True
+        report.divergence = first_divergence(model, compiled.module, feeds, rtol=rtol, atol=atol)
+    return report

@@ -1,0 +1,78 @@
+"""The package's modules import each other without cycles: neither at module
+level nor through imports inside functions (which hide a cycle instead of
+removing it)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import forge_opt
+
+ROOT = Path(forge_opt.__file__).resolve().parent
+SKIP = {".venv", "build", "tests", "benchmarks", "lit_tests", "examples", "docs"}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in SKIP:
+            continue
+        name = ".".join(("forge_opt", *rel.with_suffix("").parts)).removesuffix(".__init__")
+        modules[name] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module's forge_opt imports, wherever in the module they are."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                targets |= {f"{node.module}.{a.name}" for a in node.names}
+        # the root package only re-exports lazily, for users
+        graph[name] = {t for t in targets if t in modules and t not in (name, "forge_opt")}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_graph_is_read():
+    graph = import_graph()
+    assert "forge_opt.check.engine" in graph["forge_opt.check.model"]
+    assert "forge_opt.dialects.tir" in graph["forge_opt.interpreters.tir"]
+
+
+def test_no_import_cycles():
+    cycle = _cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_a_cycle_is_found():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

@@ -1,11 +1,16 @@
 """forge-opt: an MLIR-style compiler on xDSL from ONNX to Tenstorrent Forge."""
 
+# pyright: reportUnsupportedDunderAll=false
+# (the names in __all__ come from __getattr__, so `import forge_opt` stays cheap)
+
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["import_onnx", "compile_onnx", "emit_forge_python", "check_model", "ForgeOptError"]
+__all__ = ["ForgeOptError", "check_model", "compile_onnx", "emit_forge_python", "import_onnx"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # Loaded on first use so `import forge_opt` stays cheap for the tools.
     if name in ("import_onnx", "compile_onnx", "emit_forge_python", "check_model"):
         from forge_opt import api

@@ -23,4 +23,4 @@ def compile_onnx(source: Source, pipeline: str = "onnx-to-forge") -> ModuleOp:
     return module
 
 
-__all__ = ["import_onnx", "compile_onnx", "emit_forge_python", "check_model", "make_context", "run_pipeline"]
+__all__ = ["check_model", "compile_onnx", "emit_forge_python", "import_onnx", "make_context", "run_pipeline"]

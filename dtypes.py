@@ -76,9 +76,17 @@ def mlir_type(onnx_type: int) -> Attribute | None:
 def numpy_dtype(element_type: Attribute) -> np.dtype:
     """The numpy dtype that holds values of an MLIR element type."""
     onnx_t = _BY_MLIR.get(element_type)
-    if onnx_t is None or _TABLE[onnx_t][1] is None:
+    dtype = None if onnx_t is None else _TABLE[onnx_t][1]
+    if dtype is None:
         raise UnsupportedElementType(f"element type {element_type} is not supported")
-    return _TABLE[onnx_t][1]
+    return dtype
+
+
+def tensor(t: Attribute) -> TensorType:
+    """`t` as the ranked tensor type every value of ours has past import."""
+    if not isinstance(t, TensorType):
+        raise TypeError(f"expected a ranked tensor type, got {t}")
+    return t
 
 
 def onnx_type(element_type: Attribute) -> int:

@@ -7,18 +7,20 @@ Each private name is marked `# private:` where it is used, and each has a
 test in `tests/test_xdsl_internals.py` that fails when xDSL changes what we
 rely on; `test_no_private_access_elsewhere` keeps them out of other modules.
 
-| private state                                   | used by                          | guarded by (test_xdsl_internals.py)   |
-|-------------------------------------------------|----------------------------------|---------------------------------------|
-| `Operation._operands`, `_operand_uses`          | `init_operation`, `operands_of`  | `test_init_operation_matches_xdsl`    |
-| `SSAValue._type`                                | `types_hold`                     | `test_private_type_is_the_type`       |
-| `Operation._successors`                         | `has_successors`                 | `test_successors_are_private_tuple`   |
-| `Block._first_op`, `Operation._next_op/_prev_op`| `ops_of`, `insert_before`        | `test_insert_before_matches_xdsl`     |
-| `Use._next_use/_operation/_index`, `first_use`  | `move_uses`                      | `test_move_uses_matches_xdsl`         |
-| `SSAValue._name`                                | `set_name`, `copy_name`          | `test_set_name_matches_the_setter`    |
-| `NameLoc`/`StringAttr` fields, unverified       | `name_loc`                       | `test_name_loc_matches_xdsl`          |
-| `BeforeVariadicSingleAccessor`, `VarIRConstruct`| `index_single_accessors`         | `test_accessors_match_xdsl`           |
-| `SSAValues` being a tuple                       | `item`                           | `test_ssavalues_is_a_tuple`           |
-| `InterpreterFunctions._impls`                   | `interpreted_ops`                | `test_interpreted_ops_lists_impls`    |
+Private state used, by which functions, and the test guarding it:
+
+- `Operation._operands`, `_operand_uses`: `init_operation`, `operands_of`; guarded by `test_init_operation_matches_xdsl`
+- `SSAValue._type`: `types_hold`; guarded by `test_private_type_is_the_type`
+- `Operation._successors`: `has_successors`; guarded by `test_successors_are_private_tuple`
+- `Block._first_op`, `Operation._next_op/_prev_op`: `ops_of`, `insert_before`;
+  guarded by `test_insert_before_matches_xdsl`
+- `Use._next_use/_operation/_index`, `first_use`: `move_uses`; guarded by `test_move_uses_matches_xdsl`
+- `SSAValue._name`: `set_name`, `copy_name`; guarded by `test_set_name_matches_the_setter`
+- `NameLoc`/`StringAttr` fields, unverified: `name_loc`; guarded by `test_name_loc_matches_xdsl`
+- `BeforeVariadicSingleAccessor`, `VarIRConstruct`: `index_single_accessors`;
+  guarded by `test_accessors_read_the_operand`
+- `SSAValues` being a tuple: `item`; guarded by `test_ssavalues_is_a_tuple`
+- `InterpreterFunctions._impls`: `interpreted_ops`; guarded by `test_interpreted_ops_lists_impls`
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import COMPILE, whole_process  # noqa: E402
-from node_heavy import chain  # noqa: E402
+from measure import COMPILE, whole_process
+from node_heavy import chain
 
 
 def _importable(checkout: Path, folder: Path) -> Path:
@@ -34,7 +34,7 @@ def _importable(checkout: Path, folder: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("baseline", type=Path, help="a checkout of forge-opt to compare against")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--runs", type=int, default=3)
@@ -53,7 +53,9 @@ def main() -> None:
             for k, p in paths.items()
         }
         print(f"element-wise chains; whole processes taken in turn, median of {args.runs}")
-        print(f"{'nodes':>8} {'baseline s':>11} {'this s':>8} {'ratio':>6} {'baseline nodes/s':>17} {'this nodes/s':>13}")
+        print(
+            f"{'nodes':>8} {'baseline s':>11} {'this s':>8} {'ratio':>6} {'baseline nodes/s':>17} {'this nodes/s':>13}"
+        )
         for n in args.sizes:
             model = Path(tmp) / f"chain{n}.onnx"
             onnx.save(chain(n), model)

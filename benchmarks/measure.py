@@ -69,10 +69,10 @@ def medians(body: str, model: Path, runs: int) -> tuple[float, float, float]:
 def stages(path: Path) -> dict[str, float]:
     """Seconds per stage of `forge-opt PATH -p onnx-to-forge -t forge-python`
     in this process, with the cyclic GC off as forge-opt runs."""
-    from forge_opt.universe import make_context
     from forge_opt.frontends import onnx as importer
     from forge_opt.targets.forge_python import emit_module
     from forge_opt.transforms.pipelines import OnnxToForgePass
+    from forge_opt.universe import make_context
 
     times: dict[str, float] = {}
 

@@ -21,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import COMPILE, FLOOR, medians, print_stages, stages  # noqa: E402
+from measure import COMPILE, FLOOR, medians, print_stages, stages
 
 OPS = ("Relu", "Sigmoid", "Tanh", "Abs")
 
@@ -41,7 +41,7 @@ def chain(n: int) -> onnx.ModelProto:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()

@@ -35,7 +35,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import PROCESSES, medians, print_stages, stages  # noqa: E402
+from measure import PROCESSES, medians, print_stages, stages
 
 
 def mlp(path: Path, layers: int, width: int) -> str:
@@ -64,8 +64,8 @@ def mlp(path: Path, layers: int, width: int) -> str:
 
 
 def bert_base(path: Path) -> str:
-    import torch
-    import transformers
+    import torch  # pyright: ignore[reportMissingImports]  (optional: only to export the model)
+    import transformers  # pyright: ignore[reportMissingImports]
 
     torch.manual_seed(0)
     model = transformers.BertModel(transformers.BertConfig()).eval()  # the defaults are BERT-base
@@ -88,7 +88,7 @@ def bert_base(path: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["mlp", "bert"], choices=["mlp", "bert"])
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--width", type=int, default=2048)

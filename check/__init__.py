@@ -7,6 +7,13 @@ from forge_opt.check.compare import OutputResult, compare_output, dtype_mismatch
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport, check_model
 
 __all__ = [
-    "MATCH", "MISMATCH", "NOT_COMPILED", "CheckReport", "OutputResult",
-    "check_model", "compare_output", "dtype_mismatch", "pcc",
+    "MATCH",
+    "MISMATCH",
+    "NOT_COMPILED",
+    "CheckReport",
+    "OutputResult",
+    "check_model",
+    "compare_output",
+    "dtype_mismatch",
+    "pcc",
 ]

@@ -67,7 +67,7 @@ def onnxruntime_all_values(model: ModelProto, feeds: dict[str, np.ndarray]) -> d
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
+    return {name: np.asarray(value) for name, value in zip(names, session.run(None, feeds))}
 
 
 def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -106,9 +106,7 @@ def first_divergence(
             want = np.asarray(expected[out])
             result = compare_output(out, want, actual[_hint(out)], rtol=rtol, atol=atol, formats=False)
             if not result.ok:
-                return Divergence(
-                    label, node.op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc
-                )
+                return Divergence(label, node.op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc)
     return None
 
 

@@ -52,7 +52,9 @@ def compare_output(
     equal, and a PCC of at least `min_pcc`."""
     want, got = np.asarray(want), np.asarray(got)
     if want.shape != got.shape:
-        return OutputResult(name, got.shape, float("inf"), 0.0, False, f"shape {list(got.shape)} instead of {list(want.shape)}")
+        return OutputResult(
+            name, got.shape, float("inf"), 0.0, False, f"shape {list(got.shape)} instead of {list(want.shape)}"
+        )
     mismatch = dtype_mismatch(want, got) if formats else None
     if mismatch:
         return OutputResult(name, got.shape, float("inf"), 0.0, False, mismatch)

@@ -22,7 +22,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
-from forge_opt.targets.forge_python import ForgePythonModule, emit_module
+from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names
 from forge_opt.transforms.pipelines import run_pipeline
 
 
@@ -39,7 +39,8 @@ class Compiled:
 
 def compile_model(model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge") -> Compiled:
     module = import_model(model, base)
-    names = [d.data["onnx.name"].data for d in main_func(module).arg_attrs.data]
+    func = main_func(module)
+    names = input_names(func)
     run_pipeline(module, pipeline)
     return Compiled(model, module, emit_module(module), names)
 
@@ -92,6 +93,6 @@ def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, n
                 os.unlink(path)
         else:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return session.run(None, feeds)
+        return [np.asarray(value) for value in session.run(None, feeds)]
     except Exception as e:  # onnxruntime's own errors carry no common base class
         raise ForgeOptError(f"onnxruntime, the reference, cannot run the model: {e}") from None

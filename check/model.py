@@ -36,9 +36,7 @@ class CheckReport:
         lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'pcc':>10}  verdict"]
         for o in self.outputs:
             verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
-            lines.append(
-                f"{o.name:<24} {str(list(o.shape)):<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}"
-            )
+            lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}")
         lines.append("match" if self.ok else "mismatch")
         if self.bisected:
             lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")

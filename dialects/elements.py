@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, TensorType
 from xdsl.ir import Attribute
 
 from forge_opt import dtypes
 
 
-def attr_to_array(attr: Attribute) -> np.ndarray:
+def fill_value(attr: Attribute | None) -> int | float:
+    """The number a `fill` property holds."""
+    if not isinstance(attr, FloatAttr | IntegerAttr):
+        raise ValueError(f"not a number: {attr}")
+    return attr.value.data
+
+
+def attr_to_array(attr: Attribute | None) -> np.ndarray:
     """A read-only view of an elements attribute's bytes."""
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise ValueError(f"not a constant tensor: {attr}")
@@ -22,4 +29,5 @@ def array_to_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     array = np.asarray(array)
     elem = dtypes.mlir_type_of_numpy(array.dtype)
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))
+    # xDSL's annotation asks for a TensorType of a narrower element type than it checks
+    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))  # pyright: ignore[reportArgumentType]

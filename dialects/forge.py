@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import ClassVar
+from typing import ClassVar, cast
 
+import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -39,8 +40,6 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
-
-import numpy as np
 
 from forge_opt import dtypes
 from forge_opt.dialects import forge_rules
@@ -72,10 +71,10 @@ def _scalar_attr(kind: type, value: bool | int | float | str) -> Attribute:
     if kind is bool:
         return IntegerAttr(int(value), i1)
     if kind is int:
-        return IntegerAttr(value, i64)
+        return IntegerAttr(cast(int, value), i64)
     if kind is float:
-        return FloatAttr(value, f64)
-    return StringAttr(value)
+        return FloatAttr(cast(float, value), f64)
+    return StringAttr(cast(str, value))
 
 
 def to_python(attr: Attribute) -> object:
@@ -142,7 +141,7 @@ def _field(parameter: str) -> str:
 
 def _element_dtype(t: Attribute) -> np.dtype | None:
     try:
-        return dtypes.numpy_dtype(t.element_type)
+        return dtypes.numpy_dtype(dtypes.tensor(t).element_type)
     except dtypes.UnsupportedElementType:
         return None
 
@@ -165,7 +164,7 @@ def rule_call(op: ForgeOp) -> forge_rules.Call:
     operands = op.forge_operands()
     return forge_rules.Call(
         fn.name,
-        [v.type.get_shape() for v in operands],
+        [dtypes.tensor(v.type).get_shape() for v in operands],
         [_element_dtype(v.type) for v in operands],
         keywords,
     )
@@ -180,17 +179,18 @@ def _verify_forge_call(op: ForgeOp) -> None:
         want = forge_rules.result_dtype(call) if None not in call.dtypes else None
     except forge_rules.ForgeRuleError as e:
         raise VerifyException(str(e)) from None
-    got = _element_dtype(op.output.type)
+    result = dtypes.tensor(op.results[0].type)
+    got = _element_dtype(result)
     if want is not None and got != want:
         raise VerifyException(
-            f"forge.op.{call.function} computes {want.name} in Forge, but the result type is {op.output.type}"
+            f"forge.op.{call.function} computes {want.name} in Forge, but the result type is {result}"
         )
     if call.function == "Index":
         kw = call.keywords
-        expected = list(call.shapes[0])
+        expected = list(call.shape(0))
         expected[kw["dim"]] = len(range(kw["start"], forge_rules.index_stop(call), kw["stride"]))
-        if list(op.output.type.get_shape()) != expected:
-            raise VerifyException(f"result has shape {list(op.output.type.get_shape())}, expected {expected}")
+        if list(result.get_shape()) != expected:
+            raise VerifyException(f"result has shape {list(result.get_shape())}, expected {expected}")
 
 
 def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
@@ -230,7 +230,7 @@ def golden_type(function: str, operands: Sequence[SSAValue | None], shape: Seque
     present = [v for v in operands if v is not None]
     kinds = [_element_dtype(v.type) for v in present]
     if None in kinds:  # an element type numpy has no dtype for: the verifier names it
-        return dtypes.tensor_type(present[0].type.element_type, shape)
+        return dtypes.tensor_type(dtypes.tensor(present[0].type).element_type, shape)
     kw = {name: _rule_value(value) for name, value in keywords.items()}
     want = forge_rules.result_dtype(forge_rules.Call(function, [], kinds, kw))
     return dtypes.tensor_type(dtypes.mlir_type_of_numpy(want), shape)
@@ -242,7 +242,7 @@ def build(function: str, operands: Sequence[SSAValue | None], result_type: Attri
     Forge computes, which may differ from the `tir` value's (a comparison
     keeps its first operand's type, an integer Divide gives float32)."""
     cls = FORGE_OPS[function]
-    result_type = golden_type(function, operands, result_type.get_shape(), keywords)
+    result_type = golden_type(function, operands, dtypes.tensor(result_type).get_shape(), keywords)
     fn = BY_NAME[function]
     grouped: list[object] = []
     it = list(operands)

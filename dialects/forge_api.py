@@ -25,8 +25,9 @@ class ForgeFunction:
     def op_name(self) -> str:
         """`forge.<snake_case>`, e.g. `forge.reduce_avg` for ReduceAvg."""
         out = []
-        for i, c in enumerate(self.name):
-            if c.isupper() and i and (not self.name[i - 1].isupper() or (i + 1 < len(self.name) and self.name[i + 1].islower())):
+        name = self.name
+        for i, c in enumerate(name):
+            if c.isupper() and i and (not name[i - 1].isupper() or (i + 1 < len(name) and name[i + 1].islower())):
                 out.append("_")
             out.append(c.lower())
         return "forge." + "".join(out).replace("2_d", "2d").replace("1_d", "1d")

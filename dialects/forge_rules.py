@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -35,11 +36,17 @@ class Call:
     function: str
     shapes: Sequence[tuple[int, ...] | None]  # per operand; None for an absent optional one
     dtypes: Sequence[np.dtype | None]
-    keywords: dict[str, object]  # every keyword, Forge's defaults filled in
+    keywords: dict[str, Any]  # every keyword, Forge's defaults filled in (ints, lists, dtypes, ...)
 
     @property
     def rank(self) -> int:
         return len(self.shapes[0] or ())
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        """The shape of operand `i`, which the function requires."""
+        shape = self.shapes[i]
+        assert shape is not None, f"{self.function}: operand {i} is required"
+        return shape
 
 
 @dataclass(frozen=True)
@@ -202,46 +209,50 @@ def _float_keywords(call: Call) -> str | None:
 # -- tensor manipulation ----------------------------------------------------------
 
 
-def _int(v: object) -> bool:
+def _int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _dim(call: Call, key: str = "dim", rank: int | None = None) -> tuple[int | None, str | None]:
+def _dim(call: Call, key: str = "dim", rank: int | None = None) -> int | str:
     """The dimension made non-negative, or the message why it is none."""
     rank = call.rank if rank is None else rank
     d = call.keywords.get(key)
     if not _int(d):
-        return None, f"{key} must be one int, got {d!r}"
+        return f"{key} must be one int, got {d!r}"
     if not -rank <= d < rank:
-        return None, f"{key} {d} is out of range for rank {rank}"
-    return d % rank, None
+        return f"{key} {d} is out of range for rank {rank}"
+    return d % rank
+
+
+def _error(dim: int | str) -> str | None:
+    return dim if isinstance(dim, str) else None
 
 
 @rule("index-start", ("Index",), "dim in range; `start < size` (stop=None is start+1; a negative stop adds the size)",
       "forge/forge/op/tm.py Index; forge/csrc/ops/op_index.cpp")
 def _index_start(call: Call) -> str | None:
-    dim, error = _dim(call)
-    if error:
-        return error
-    size, start = call.shapes[0][dim], call.keywords["start"]
+    dim = _dim(call)
+    if isinstance(dim, str):
+        return dim
+    size, start = call.shape(0)[dim], call.keywords["start"]
     if not _int(start) or not 0 <= start < size:
         return f"start {start} must be < {size} (the size of dim {call.keywords['dim']})"
     return None
 
 
-def index_stop(call: Call) -> object:
+def index_stop(call: Call) -> Any:
     """Index's stop as Forge resolves it: None is start + 1, a negative stop adds the size."""
     start, stop = call.keywords["start"], call.keywords["stop"]
     stop = start + 1 if stop is None else stop
     if _int(stop) and stop < 0:
-        stop += call.shapes[0][call.keywords["dim"]]
+        stop += call.shape(0)[call.keywords["dim"]]
     return stop
 
 
 @rule("index-stop", ("Index",), "`start <= stop <= size` after stop=None and negative stops are resolved",
       "forge/forge/op/tm.py Index")
 def _index_stop(call: Call) -> str | None:
-    size, stop = call.shapes[0][call.keywords["dim"]], index_stop(call)
+    size, stop = call.shape(0)[call.keywords["dim"]], index_stop(call)
     if not _int(stop) or not stop <= size:
         return f"stop {stop} must be <= {size}"
     return None
@@ -250,7 +261,7 @@ def _index_stop(call: Call) -> str | None:
 @rule("index-stride", ("Index",), "`0 < stride <= size`; a negative stride only on a dim of size 1",
       "forge/forge/op/tm.py Index")
 def _index_stride(call: Call) -> str | None:
-    size, stride = call.shapes[0][call.keywords["dim"]], call.keywords["stride"]
+    size, stride = call.shape(0)[call.keywords["dim"]], call.keywords["stride"]
     if not _int(stride) or stride == 0:
         return f"stride {stride!r} must be a non-zero int"
     if stride < 0 and size != 1:
@@ -265,9 +276,9 @@ def _index_stride(call: Call) -> str | None:
 def _transpose(call: Call) -> str | None:
     dims = []
     for k in ("dim0", "dim1"):
-        d, error = _dim(call, k)
-        if error:
-            return error
+        d = _dim(call, k)
+        if isinstance(d, str):
+            return d
         dims.append(d)
     if dims[0] == dims[1]:
         return f"dim0 and dim1 name the same dimension {dims[0]}"
@@ -282,25 +293,26 @@ def _reshape(call: Call) -> str | None:
         return f"shape must be a list of ints, got {shape!r}"
     if shape.count(-1) > 1:
         return f"shape {shape} has more than one -1"
-    volume = math.prod(call.shapes[0])
+    volume = math.prod(call.shape(0))
     known = math.prod(d for d in shape if d != -1)
     if (-1 in shape and (known == 0 or volume % known)) or (-1 not in shape and known != volume):
-        return f"cannot reshape {list(call.shapes[0])} ({volume} elements) into {shape}"
+        return f"cannot reshape {list(call.shape(0))} ({volume} elements) into {shape}"
     return None
 
 
 @rule("concat-dims", ("Concatenate",), "axis in range; every operand of the same rank and equal off the axis",
       "forge/forge/op/eltwise_nary.py Concatenate; forge/csrc/ops/op_concatenate.cpp")
 def _concat(call: Call) -> str | None:
-    ranks = {len(s) for s in call.shapes}
+    shapes = [call.shape(i) for i in range(len(call.shapes))]
+    ranks = {len(s) for s in shapes}
     if len(ranks) != 1:
         return f"operands have different ranks {sorted(ranks)}"
-    axis, error = _dim(call, "axis")
-    if error:
-        return error
-    rest = {tuple(d for i, d in enumerate(s) if i != axis) for s in call.shapes}
+    axis = _dim(call, "axis")
+    if isinstance(axis, str):
+        return axis
+    rest = {tuple(d for i, d in enumerate(s) if i != axis) for s in shapes}
     if len(rest) != 1:
-        return f"operand shapes {[list(s) for s in call.shapes]} differ off axis {call.keywords['axis']}"
+        return f"operand shapes {[list(s) for s in shapes]} differ off axis {call.keywords['axis']}"
     return None
 
 
@@ -310,7 +322,7 @@ def _broadcast_dim(call: Call) -> str | None:
     d = call.keywords["dim"]
     if not _int(d) or not _int(call.keywords["shape"]):
         return "dim and shape must be ints"
-    shape = call.shapes[0]
+    shape = call.shape(0)
     rank = max(len(shape), -d if d < 0 else d + 1)
     full = (1,) * (rank - len(shape)) + tuple(shape)
     if full[d] not in (1, call.keywords["shape"]):
@@ -320,17 +332,17 @@ def _broadcast_dim(call: Call) -> str | None:
 
 @rule("squeeze-dim", ("Squeeze",), "one dim in range, of size 1", "forge/csrc/ops/op_squeeze.cpp")
 def _squeeze(call: Call) -> str | None:
-    d, error = _dim(call)
-    if error:
-        return error
-    if call.shapes[0][d] != 1:
-        return f"dim {call.keywords['dim']} has size {call.shapes[0][d]}, not 1"
+    d = _dim(call)
+    if isinstance(d, str):
+        return d
+    if call.shape(0)[d] != 1:
+        return f"dim {call.keywords['dim']} has size {call.shape(0)[d]}, not 1"
     return None
 
 
 @rule("unsqueeze-dim", ("Unsqueeze",), "one dim in range for the result's rank", "forge/csrc/ops/op_unsqueeze.cpp")
 def _unsqueeze(call: Call) -> str | None:
-    return _dim(call, rank=call.rank + 1)[1]
+    return _error(_dim(call, rank=call.rank + 1))
 
 
 @rule("constantpad-unusable", ("ConstantPad",),
@@ -364,13 +376,13 @@ def _reduce(call: Call) -> str | None:
     d = call.keywords["dim"]
     if not _int(d) or not -4 <= d <= 3:
         return f"dim {d!r} must be one axis in -4..3"
-    return _dim(call)[1]
+    return _error(_dim(call))
 
 
 @rule("softmax-dim", ("Softmax", "LogSoftmax"), "dim (keyword-only) in range for the rank",
       "forge/csrc/ops/op_softmax.cpp, op_log_softmax.cpp")
 def _softmax(call: Call) -> str | None:
-    return _dim(call)[1]
+    return _error(_dim(call))
 
 
 @rule("layernorm-shape", ("Layernorm",), "normalises the last dim only; gamma and beta are [..., N] with leading 1s",
@@ -378,7 +390,7 @@ def _softmax(call: Call) -> str | None:
 def _layernorm(call: Call) -> str | None:
     if call.keywords["dim"] not in (-1, call.rank - 1):
         return f"dim {call.keywords['dim']} must be the last dimension"
-    n = call.shapes[0][-1]
+    n = call.shape(0)[-1]
     for name, shape in zip(("weights", "bias"), call.shapes[1:3]):
         if not shape or shape[-1] != n or any(d != 1 for d in shape[:-1]):
             return f"{name} has shape {list(shape or ())}, expected [..., {n}] with leading 1s"
@@ -391,8 +403,8 @@ def _layernorm(call: Call) -> str | None:
 @rule("conv-operands", ("Conv2d",), "4-D activations and OIHW weights; padding an explicit [top, left, bottom, right] "
       "list (the default 'same' is symmetric)", "forge/forge/op/convolution.py; forge/csrc/ops/op_conv_2d.cpp")
 def _conv(call: Call) -> str | None:
-    if len(call.shapes[0]) != 4 or len(call.shapes[1]) != 4:
-        return f"activations {list(call.shapes[0])} and weights {list(call.shapes[1])} must be 4-D"
+    if len(call.shape(0)) != 4 or len(call.shape(1)) != 4:
+        return f"activations {list(call.shape(0))} and weights {list(call.shape(1))} must be 4-D"
     padding = call.keywords["padding"]
     if not (isinstance(padding, list) and len(padding) == 4 and all(_int(p) and p >= 0 for p in padding)):
         return f"padding must be an explicit [top, left, bottom, right] list, got {padding!r}"
@@ -445,8 +457,8 @@ def _pool_flags(call: Call) -> str | None:
 
 @rule("embedding-table", ("Embedding",), "indices first, then a 2-D table", "forge/csrc/ops/op_embedding.cpp")
 def _embedding(call: Call) -> str | None:
-    if len(call.shapes[1]) != 2:
-        return f"the table has shape {list(call.shapes[1])}; it must be 2-D"
+    if len(call.shape(1)) != 2:
+        return f"the table has shape {list(call.shape(1))}; it must be 2-D"
     if np.dtype(call.dtypes[0]).kind not in "iu":
         return f"indices have dtype {np.dtype(call.dtypes[0]).name}; they must be integers"
     return None
@@ -455,9 +467,9 @@ def _embedding(call: Call) -> str | None:
 @rule("advindex-indices", ("AdvIndex",), "integer indices of rank 1 or 2, dim in range",
       "forge/csrc/ops/op_adv_index.cpp")
 def _adv_index(call: Call) -> str | None:
-    if len(call.shapes[1]) not in (1, 2) or np.dtype(call.dtypes[1]).kind not in "iu":
+    if len(call.shape(1)) not in (1, 2) or np.dtype(call.dtypes[1]).kind not in "iu":
         return "the indices must be an integer tensor of rank 1 or 2"
-    return _dim(call)[1]
+    return _error(_dim(call))
 
 
 @rule("cast-dtype", ("Cast",), "a dtype Forge has a DataFormat for; bool, int64, int8 and uint8 become Int32 "

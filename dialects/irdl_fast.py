@@ -13,11 +13,12 @@ goes to xDSL's own builder or verifier, so errors read exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import cast
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, UnknownLoc, i32
-from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -59,9 +60,9 @@ def _attr_check(constr) -> Check | None:
         value = constr.attr
         return lambda a: a == value
     if isinstance(constr, ParamAttrConstraint):
-        base = constr.base_attr
-        params = [(i, _attr_check(c)) for i, c in enumerate(constr.param_constrs)]
-        params = [(i, c) for i, c in params if c is not None]
+        base: type[ParametrizedAttribute] = constr.base_attr
+        checks = [(i, _attr_check(c)) for i, c in enumerate(constr.param_constrs)]
+        params = [(i, c) for i, c in checks if c is not None]
         return lambda a: isinstance(a, base) and all(c(a.parameters[i]) for i, c in params)
     raise _Unsupported(constr)
 
@@ -227,14 +228,19 @@ class _Layout:
         )
 
 
-def _layout(cls: type[IRDLOperation]) -> _Layout | None:
-    layout = cls.__dict__.get("_fast_layout", False)  # not inherited: each class has its own
-    if layout is False:
-        try:
-            layout = _Layout(cls.get_irdl_definition())
-        except _Unsupported:
-            layout = None
-        cls._fast_layout = layout
+_LAYOUTS: dict[type, _Layout | None] = {}  # by class: not inherited, each class has its own
+
+
+def _layout(cls: type[Operation]) -> _Layout | None:
+    try:
+        return _LAYOUTS[cls]
+    except KeyError:
+        pass
+    try:
+        layout = _Layout(cls.get_irdl_definition()) if issubclass(cls, IRDLOperation) else None
+    except _Unsupported:
+        layout = None
+    _LAYOUTS[cls] = layout
     return layout
 
 
@@ -269,12 +275,12 @@ def _plain(operands, result_types) -> bool:
     return True
 
 
-def _without_none(attrs: dict[str, Attribute | None] | None) -> dict[str, Attribute]:
+def _without_none(attrs: Mapping[str, Attribute | None] | None) -> dict[str, Attribute]:
     if not attrs:
         return {}
     if None in attrs.values():
         return {k: v for k, v in attrs.items() if v is not None}
-    return dict(attrs)
+    return cast(dict[str, Attribute], dict(attrs))
 
 
 @lru_cache(maxsize=256)
@@ -306,7 +312,8 @@ class FastOp(IRDLOperation):
                 and len(result_types) == len(layout.result_kinds)
                 and _plain(operands, result_types)
             ):
-                _init_operation(self, layout, operands, result_types, _without_none(properties), _without_none(attributes))
+                props, attrs = _without_none(properties), _without_none(attributes)
+                _init_operation(self, layout, operands, result_types, props, attrs)
                 return
         elif layout is not None:
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)

@@ -11,9 +11,9 @@ from xdsl.irdl import (
 )
 from xdsl.traits import IsTerminator
 
+from forge_opt.dialects import onnx_verifiers  # noqa: F401  (registers the checks)
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
-from forge_opt.dialects import onnx_verifiers  # noqa: F401  (registers the checks)
 from forge_opt.dialects.onnx_ops import ONNX_OPS, ONNX_VERSION
 
 #: Discardable attribute naming the graph initializer an `onnx.Constant` holds.
@@ -53,4 +53,4 @@ ONNX = Dialect(
     [StringType, SeqType, OptType],
 )
 
-__all__ = ["ONNX", "ONNX_VERSION", "OPS_BY_TYPE", "CustomOp", "YieldOp", "OnnxOp"]
+__all__ = ["ONNX", "ONNX_VERSION", "OPS_BY_TYPE", "CustomOp", "OnnxOp", "YieldOp"]

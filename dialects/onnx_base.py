@@ -29,7 +29,7 @@ SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
 #: Hand-written checks beyond what the schema says, by ONNX op type
 #: (filled in by `onnx_verifiers`).
-VERIFIERS: dict[str, Callable[["OnnxOp"], None]] = {}
+VERIFIERS: dict[str, Callable[[OnnxOp], None]] = {}
 
 
 @irdl_attr_definition

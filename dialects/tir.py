@@ -55,8 +55,8 @@ from forge_opt.dialects.tir_functions import (
     UnaryFn,
     UnaryFnAttr,
 )
-from forge_opt.dtypes import tensor_type
 from forge_opt.dialects.tir_shapes import ShapeError, split_sections  # noqa: F401  (re-exported)
+from forge_opt.dtypes import tensor_type
 
 broadcast_shapes = shapes.broadcast
 
@@ -141,7 +141,10 @@ class ConstantOp(TirOp):
 
     @staticmethod
     def infer(value: Attribute) -> Attribute:
-        return getattr(value, "type")
+        t = getattr(value, "type", None)
+        if not isinstance(t, TensorType):
+            raise ShapeError(f"a constant's value must be a tensor, not {value}")
+        return t
 
     def inferred(self):
         return [self.infer(self.value)]
@@ -237,7 +240,9 @@ class WhereOp(TirOp):
     y = operand_def(TensorType)
     output = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$condition `,` $x `,` $y attr-dict `:` type($condition) `,` type($x) `,` type($y) `->` type($output)"
+    assembly_format = (
+        "$condition `,` $x `,` $y attr-dict `:` type($condition) `,` type($x) `,` type($y) `->` type($output)"
+    )
 
     def __init__(self, condition: SSAValue, x: SSAValue, y: SSAValue):
         super().__init__(operands=[condition, x, y], result_types=[self.infer(condition.type, x.type, y.type)])
@@ -340,11 +345,18 @@ class Conv2dOp(TirOp):
         dilations: Sequence[int],
         groups: int,
     ):
-        result = self.infer(input.type, weight.type, None if bias is None else bias.type, strides, pads, dilations, groups)
+        result = self.infer(
+            input.type, weight.type, None if bias is None else bias.type, strides, pads, dilations, groups
+        )
         super().__init__(
             operands=[input, weight, [] if bias is None else [bias]],
             result_types=[result],
-            properties={"strides": _ints(strides), "pads": _ints(pads), "dilations": _ints(dilations), "groups": _int(groups)},
+            properties={
+                "strides": _ints(strides),
+                "pads": _ints(pads),
+                "dilations": _ints(dilations),
+                "groups": _int(groups),
+            },
         )
 
     @staticmethod
@@ -355,8 +367,13 @@ class Conv2dOp(TirOp):
     def inferred(self):
         return [
             self.infer(
-                self.input.type, self.weight.type, None if self.bias is None else self.bias.type,
-                self.strides.get_values(), self.pads.get_values(), self.dilations.get_values(), self.groups.value.data,
+                self.input.type,
+                self.weight.type,
+                None if self.bias is None else self.bias.type,
+                self.strides.get_values(),
+                self.pads.get_values(),
+                self.dilations.get_values(),
+                self.groups.value.data,
             )
         ]
 
@@ -407,8 +424,12 @@ class Pool2dOp(OneInputOp):
     def inferred(self):
         return [
             self.infer(
-                self.input.type, self.kernel.get_values(), self.strides.get_values(), self.pads.get_values(),
-                self.dilations.get_values(), self.ceil_mode.value.data,
+                self.input.type,
+                self.kernel.get_values(),
+                self.strides.get_values(),
+                self.pads.get_values(),
+                self.dilations.get_values(),
+                bool(self.ceil_mode.value.data),
             )
         ]
 
@@ -543,7 +564,9 @@ class TransposeOp(OneInputOp):
     assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, input: SSAValue, perm: Sequence[int]):
-        super().__init__(operands=[input], result_types=[self.infer(input.type, perm)], properties={"perm": _ints(perm)})
+        super().__init__(
+            operands=[input], result_types=[self.infer(input.type, perm)], properties={"perm": _ints(perm)}
+        )
 
     @staticmethod
     def infer(input: Attribute, perm: Sequence[int]) -> TensorType:
@@ -601,7 +624,7 @@ class ReduceOp(OneInputOp):
         return _like(input, shapes.reduce(_shape(input), list(axes), bool(keepdims)))
 
     def inferred(self):
-        return [self.infer(self.input.type, self.axes.get_values(), self.keepdims.value.data)]
+        return [self.infer(self.input.type, self.axes.get_values(), bool(self.keepdims.value.data))]
 
 
 @op_definition
@@ -624,7 +647,7 @@ class ArgmaxOp(OneInputOp):
         return tensor_type(i64, shapes.reduce(_shape(input), [axis], bool(keepdims)))
 
     def inferred(self):
-        return [self.infer(self.input.type, self.axis.value.data, self.keepdims.value.data)]
+        return [self.infer(self.input.type, self.axis.value.data, bool(self.keepdims.value.data))]
 
 
 @op_definition
@@ -635,7 +658,9 @@ class TileOp(OneInputOp):
     repeats = prop_def(DenseArrayBase.constr(i64))
 
     def __init__(self, input: SSAValue, repeats: Sequence[int]):
-        super().__init__(operands=[input], result_types=[self.infer(input.type, repeats)], properties={"repeats": _ints(repeats)})
+        super().__init__(
+            operands=[input], result_types=[self.infer(input.type, repeats)], properties={"repeats": _ints(repeats)}
+        )
 
     @staticmethod
     def infer(input: Attribute, repeats: Sequence[int]) -> TensorType:
@@ -760,11 +785,12 @@ class StridedSliceOp(OneInputOp):
     end = prop_def(DenseArrayBase.constr(i64))
     strides = prop_def(DenseArrayBase.constr(i64))
     assembly_format = (
-        "$input `axes` $axes `begin` $begin `end` $end `strides` $strides attr-dict "
-        "`:` type($input) `->` type($output)"
+        "$input `axes` $axes `begin` $begin `end` $end `strides` $strides attr-dict `:` type($input) `->` type($output)"
     )
 
-    def __init__(self, input: SSAValue, axes: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int]):
+    def __init__(
+        self, input: SSAValue, axes: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int]
+    ):
         super().__init__(
             operands=[input],
             result_types=[self.infer(input.type, axes, begin, end, strides)],
@@ -777,13 +803,18 @@ class StridedSliceOp(OneInputOp):
 
     def slices(self) -> list[tuple[int, int, int, int]]:
         """(axis, begin, end, stride) per sliced axis."""
-        return list(zip(self.axes.get_values(), self.begin.get_values(), self.end.get_values(), self.strides.get_values()))
+        return list(
+            zip(self.axes.get_values(), self.begin.get_values(), self.end.get_values(), self.strides.get_values())
+        )
 
     def inferred(self):
         return [
             self.infer(
-                self.input.type, self.axes.get_values(), self.begin.get_values(),
-                self.end.get_values(), self.strides.get_values(),
+                self.input.type,
+                self.axes.get_values(),
+                self.begin.get_values(),
+                self.end.get_values(),
+                self.strides.get_values(),
             )
         ]
 
@@ -803,16 +834,38 @@ def _binary(fn: BinaryFn | str) -> BinaryFnAttr:
 
 
 # one attribute per function, made once (StrEnum members hash as their strings)
-_UNARY_ATTRS = {fn: UnaryFnAttr(fn) for fn in UnaryFn}
-_BINARY_ATTRS = {fn: BinaryFnAttr(fn) for fn in BinaryFn}
+_UNARY_ATTRS: dict[str, UnaryFnAttr] = {fn: UnaryFnAttr(fn) for fn in UnaryFn}
+_BINARY_ATTRS: dict[str, BinaryFnAttr] = {fn: BinaryFnAttr(fn) for fn in BinaryFn}
 
 
 TIR = Dialect(
     "tir",
     [
-        SplitOp, StridedSliceOp, ConstantOp, FullOp, UnaryOp, BinaryOp, WhereOp, CastOp, ClipOp,
-        MatmulOp, Conv2dOp, Pool2dOp, BatchnormOp, SoftmaxOp, LayernormOp, ReshapeOp,
-        TransposeOp, ConcatOp, ReduceOp, ArgmaxOp, TileOp, CumsumOp, PadOp, GatherOp, BroadcastOp,
+        SplitOp,
+        StridedSliceOp,
+        ConstantOp,
+        FullOp,
+        UnaryOp,
+        BinaryOp,
+        WhereOp,
+        CastOp,
+        ClipOp,
+        MatmulOp,
+        Conv2dOp,
+        Pool2dOp,
+        BatchnormOp,
+        SoftmaxOp,
+        LayernormOp,
+        ReshapeOp,
+        TransposeOp,
+        ConcatOp,
+        ReduceOp,
+        ArgmaxOp,
+        TileOp,
+        CumsumOp,
+        PadOp,
+        GatherOp,
+        BroadcastOp,
     ],
     ATTRIBUTES,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
@@ -93,11 +94,17 @@ class Function:
     """What one function kind computes and how Forge computes it."""
 
     doc: str
-    numpy: Callable
+    numpy: Callable[..., Any]
     forge: str | None = None  # the one Forge function that computes it
     keywords: dict = field(default_factory=dict)  # its keywords
     instead: str | None = None  # how tir-to-forge computes it without a function of its own
     comparison: bool = False  # the result is bool
+
+    @property
+    def forge_function(self) -> str:
+        """The one Forge function (for kinds that have one)."""
+        assert self.forge is not None, self.instead
+        return self.forge
 
 
 UNARY: dict[UnaryFn, Function] = {
@@ -107,7 +114,9 @@ UNARY: dict[UnaryFn, Function] = {
     UnaryFn.ERF: Function("the error function", k.erf, "Erf"),
     UnaryFn.EXP: Function("e^x", np.exp, "Exp"),
     UnaryFn.GELU: Function("GELU, exact", k.gelu, "Gelu", {"approximate": "none"}),
-    UnaryFn.GELU_TANH: Function("GELU, tanh approximation", lambda x: k.gelu(x, "tanh"), "Gelu", {"approximate": "tanh"}),
+    UnaryFn.GELU_TANH: Function(
+        "GELU, tanh approximation", lambda x: k.gelu(x, "tanh"), "Gelu", {"approximate": "tanh"}
+    ),
     UnaryFn.LOG: Function("natural logarithm", np.log, "Log"),
     UnaryFn.NEG: Function("-x", np.negative, instead="Multiply by a constant -1"),
     UnaryFn.NOT: Function("logical not", np.logical_not, "LogicalNot"),

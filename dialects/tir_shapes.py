@@ -68,7 +68,12 @@ def window_size(size: int, kernel: int, stride: int, dilation: int, lo: int, hi:
 
 
 def _window_params(name: str, kernel, strides, pads, dilations) -> None:
-    for what, values, length in (("kernel", kernel, 2), ("strides", strides, 2), ("pads", pads, 4), ("dilations", dilations, 2)):
+    for what, values, length in (
+        ("kernel", kernel, 2),
+        ("strides", strides, 2),
+        ("pads", pads, 4),
+        ("dilations", dilations, 2),
+    ):
         if len(values) != length:
             raise ShapeError(f"{name} {what} must have {length} values, not {list(values)}")
     if min(*kernel, *strides, *dilations) < 1 or min(pads) < 0:
@@ -204,7 +209,9 @@ def split(input: Sequence[int], axis: int, sections: Sequence[int]) -> list[Shap
     if any(s < 0 for s in sections):
         raise ShapeError(f"sections {list(sections)} contain a negative size")
     if input[axis] >= 0 and sum(sections) != input[axis]:
-        raise ShapeError(f"sections {list(sections)} sum to {sum(sections)}, but dimension {axis} has size {input[axis]}")
+        raise ShapeError(
+            f"sections {list(sections)} sum to {sum(sections)}, but dimension {axis} has size {input[axis]}"
+        )
     return [[s if i == axis else d for i, d in enumerate(input)] for s in sections]
 
 

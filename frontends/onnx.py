@@ -8,6 +8,7 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import re
@@ -40,11 +41,11 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, name_loc, text
-from forge_opt.xdsl_internals import set_name
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
+from forge_opt.xdsl_internals import set_name
 
 #: Initializers with more elements than this are hidden from shape inference:
 #: inference serializes the whole model, and only small tensors (shapes,
@@ -72,7 +73,7 @@ def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
     return _parse_bytes(data, str(path)), path.parent
 
 
-def load_model_lazily(path: Path) -> tuple[ModelProto, Path, WeightMap | None]:
+def load_model_lazily(path: Path) -> tuple[ModelProto, Path | None, WeightMap | None]:
     """Like `load_model` for a file, with large weights left in the file
     (`onnx_weights`) until the importer reads each once."""
     if path.suffix == ".onnxtxt" or not path.is_file():
@@ -118,7 +119,7 @@ def freeze_inputs(model: ModelProto, values: dict[str, np.ndarray]) -> ModelProt
     frozen = ModelProto()
     frozen.CopyFrom(model)
     names = {i.name for i in model.graph.input}
-    for name, value in values.items():
+    for name in values:
         if name not in names:
             raise ForgeOptError(f"cannot freeze '{name}': the graph has no input of that name")
     keep = [i for i in frozen.graph.input if i.name not in values]
@@ -151,9 +152,9 @@ def _mlir_type(tp: TypeProto, what: str) -> Attribute:
         dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
         return dtypes.tensor_type(elem, dims)
     if kind == "sequence_type":
-        return SeqType(_mlir_type(tp.sequence_type.elem_type, what))
+        return SeqType(_mlir_type(tp.sequence_type.elem_type, what))  # pyright: ignore[reportCallIssue]
     if kind == "optional_type":
-        return OptType(_mlir_type(tp.optional_type.elem_type, what))
+        return OptType(_mlir_type(tp.optional_type.elem_type, what))  # pyright: ignore[reportCallIssue]
     raise ForgeOptError(f"{what}: values of kind {kind or 'unknown'} are not supported")
 
 
@@ -185,7 +186,8 @@ def tensor_attr(t: TensorProto, base: Path | None, what: str, weights: WeightMap
         )
     if t.data_type == TensorProto.BOOL:
         raw = np.frombuffer(raw, np.uint8).astype(bool).tobytes()
-    return DenseIntOrFPElementsAttr(ttype, BytesAttr(raw))
+    # xDSL's annotations: a narrower TensorType than it checks, bytes where a buffer serves
+    return DenseIntOrFPElementsAttr(ttype, BytesAttr(raw))  # pyright: ignore[reportArgumentType]
 
 
 def _np_dtype(elem: Attribute, what: str) -> np.dtype:
@@ -434,7 +436,8 @@ class _Importer:
             if node.op_type in OPS_BY_TYPE:
                 raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}")
             raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain")
-        if since >= schema_version(node.op_type):  # the latest form: nothing to adapt
+        newest = schema_version(node.op_type)
+        if newest is None or since >= newest:  # the latest form: nothing to adapt
             return [self._build(node, env)]
         return [self._build(n, env) for n in adapt_node(node, since, self.types, _what(node))]
 
@@ -467,7 +470,7 @@ class _Importer:
             self.value_type(o, lambda o=o: f"{_what(node)}, output '{o}'") if o else None for o in out_names
         ]
         if op_type == "Constant" and "value" in props and not isinstance(result_types[0], TensorType):
-            result_types[0] = props["value"].type
+            result_types[0] = dtypes.tensor(getattr(props["value"], "type", props["value"]))
         outputs = cls.ONNX_OUTPUTS
         if len(result_types) > len(outputs) and (not outputs or outputs[-1][1] != "variadic"):
             raise ForgeOptError(
@@ -583,10 +586,8 @@ def _hint(value: SSAValue, name: str) -> None:
         return
     hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
     if hint and not hint[0].isdigit() and not hint.startswith("_"):
-        try:
+        with contextlib.suppress(Exception):  # xDSL refuses some names; the value stays unnamed
             value.name_hint = hint
-        except Exception:
-            pass
 
 
 # -- shape inference ----------------------------------------------------------------
@@ -636,9 +637,9 @@ def check_opsets(model: ModelProto) -> None:
             )
         if o.domain in ("", "ai.onnx") and o.version < 1:
             raise ForgeOptError(f"the model's default-domain opset {o.version} is not valid")
-    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import) and model.graph.node:
-        if any((n.domain or "") in ("", "ai.onnx") for n in model.graph.node):
-            raise ForgeOptError("the model does not import an opset of the default domain")
+    no_default_opset = not any(o.domain in ("", "ai.onnx") for o in model.opset_import)
+    if no_default_opset and any((n.domain or "") in ("", "ai.onnx") for n in model.graph.node):
+        raise ForgeOptError("the model does not import an opset of the default domain")
 
 
 def _check_text(nodes: Iterable[NodeProto], names: Iterable[str | bytes]) -> None:

@@ -9,7 +9,8 @@ used to be attributes and are now inputs).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
+from typing import Any
 
 import numpy as np
 import onnx.defs
@@ -33,7 +34,7 @@ def _adapter(*op_types: str, before: int):
     return register
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_version(op_type: str, opset: int | None = None) -> int | None:
     """The version of the default-domain schema of `op_type` in effect at
     `opset` (the newest when None), or None when there is none."""
@@ -46,7 +47,8 @@ def schema_version(op_type: str, opset: int | None = None) -> int | None:
 
 
 def adapt_node(node: NodeProto, since: int, types: dict[str, TypeProto], what: str) -> list[NodeProto]:
-    if since >= schema_version(node.op_type):
+    newest = schema_version(node.op_type)
+    if newest is None or since >= newest:
         return [node]
     adapted = NodeProto()
     adapted.CopyFrom(node)
@@ -103,7 +105,7 @@ def _elem_dtype(types: dict[str, TypeProto], name: str) -> np.dtype:
 
 
 def _attr_to_input(
-    node: NodeProto, attr: str, index: int, convert: Callable[[object], np.ndarray]
+    node: NodeProto, attr: str, index: int, convert: Callable[[Any], np.ndarray]
 ) -> list[NodeProto]:
     value = _pop_attr(node, attr)
     if value is None:

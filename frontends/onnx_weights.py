@@ -30,7 +30,7 @@ KEEP_INLINE_BYTES = 1 << 16
 class WeightMap:
     """Where each large initializer's bytes are in the mapped file."""
 
-    def __init__(self, data: mmap.mmap, spans: dict[str, tuple[int, int]]):
+    def __init__(self, data: mmap.mmap | bytes, spans: dict[str, tuple[int, int]]):
         self._data = data
         self.spans = spans
 

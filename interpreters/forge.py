@@ -7,7 +7,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from forge_opt import dtypes
 from forge_opt.dialects import forge
-from forge_opt.dialects.elements import attr_to_array
+from forge_opt.dialects.elements import attr_to_array, fill_value
 from forge_opt.interpreters.forge_kernels import evaluate
 
 
@@ -16,9 +16,8 @@ def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> t
 
 
 def fill_array(op: forge.ConstantOp) -> np.ndarray:
-    fill = op.fill
-    dtype = dtypes.numpy_dtype(op.output.type.element_type)
-    return np.full(op.output.type.get_shape(), fill.value.data, dtype)
+    t = dtypes.tensor(op.output.type)
+    return np.full(t.get_shape(), fill_value(op.fill), dtypes.numpy_dtype(t.element_type))
 
 
 def run_parameter(self, interp: Interpreter, op: forge.ParameterOp, args: tuple) -> tuple:

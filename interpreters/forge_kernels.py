@@ -9,12 +9,14 @@ semantics, e.g. pooling padding as [left, right, top, bottom].
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from forge_opt.dialects import forge_rules
 
-KERNELS: dict[str, object] = {}
+KERNELS: dict[str, Callable[..., Any]] = {}
 
 
 def evaluate(function: str, arrays, keywords: dict) -> np.ndarray:
@@ -163,19 +165,29 @@ def _windows(x, kernel_hw, stride, dilation):
     return view[:, :, :: stride[0], :: stride[1], ::dh, ::dw]
 
 
+# Forge's spellings: one int for both dims, or a pair; padding also "same".
+IntOrPair = int | Sequence[int]
+Padding = str | int | Sequence[int]
+
+
 @kernel("Conv2d")
-def conv2d(x, w, bias=None, stride=1, padding="same", dilation=1, groups=1, channel_last=False):
+def conv2d(
+    x, w, bias=None, stride: IntOrPair = 1, padding: Padding = "same", dilation: IntOrPair = 1, groups=1,
+    channel_last=False,
+):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
     stride, dilation = _pair(stride), _pair(dilation)
     kh, kw = w.shape[2], w.shape[3]
     if padding == "same":
-        padding = [kh // 2, kw // 2, kh // 2, kw // 2]  # Forge's "same": symmetric
-    elif not isinstance(padding, list):
-        padding = [int(padding)] * 4
-    top, left, bottom, right = padding
+        pads = [kh // 2, kw // 2, kh // 2, kw // 2]  # Forge's "same": symmetric
+    elif isinstance(padding, str | int):
+        pads = [int(padding)] * 4
+    else:
+        pads = [int(p) for p in padding]
+    top, left, bottom, right = pads
     x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
-    n, c = x.shape[:2]
+    c = x.shape[1]
     cout = w.shape[0]
     cin_g, cout_g = c // groups, cout // groups
     win = _windows(x, (kh, kw), stride, dilation)  # N C OH OW KH KW
@@ -190,14 +202,14 @@ def conv2d(x, w, bias=None, stride=1, padding="same", dilation=1, groups=1, chan
     return out.transpose(0, 2, 3, 1) if channel_last else out
 
 
-def _pool_pad(padding, kh, kw):
+def _pool_pad(padding: Padding, kh: int, kw: int) -> tuple[int, int, int, int]:
     """Forge's pooling padding [left, right, top, bottom] as (top, bottom, left, right)."""
     if padding == "same":
         return kh // 2, kh // 2, kw // 2, kw // 2
-    if not isinstance(padding, list):
+    if isinstance(padding, str | int):
         p = int(padding)
         return p, p, p, p
-    left, right, top, bottom = padding
+    left, right, top, bottom = (int(p) for p in padding)
     return top, bottom, left, right
 
 
@@ -212,9 +224,11 @@ def _ceil_extra(size, k, s, lo, hi, ceil_mode):
 
 
 @kernel("MaxPool2d")
-def max_pool2d(x, kernel_size, stride=1, padding="same", dilation=1, ceil_mode=False,
-               return_indices=False, max_pool_add_sub_surround=False,
-               max_pool_add_sub_surround_value=1.0, channel_last=False):
+def max_pool2d(
+    x, kernel_size: IntOrPair, stride: IntOrPair = 1, padding: Padding = "same", dilation: IntOrPair = 1,
+    ceil_mode=False, return_indices=False, max_pool_add_sub_surround=False,
+    max_pool_add_sub_surround_value=1.0, channel_last=False,
+):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
     kh, kw = _pair(kernel_size)
@@ -228,8 +242,10 @@ def max_pool2d(x, kernel_size, stride=1, padding="same", dilation=1, ceil_mode=F
 
 
 @kernel("AvgPool2d")
-def avg_pool2d(x, kernel_size, stride=1, padding="same", ceil_mode=False, count_include_pad=True,
-               divisor_override=None, channel_last=False):
+def avg_pool2d(
+    x, kernel_size: IntOrPair, stride: IntOrPair = 1, padding: Padding = "same", ceil_mode=False,
+    count_include_pad=True, divisor_override=None, channel_last=False,
+):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
     kh, kw = _pair(kernel_size)
@@ -354,9 +370,14 @@ def pad(x, pad, mode="constant", value=0.0, channel_last=False):
     pairs = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         pairs[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
-    numpy_mode = {"constant": "constant", "replicate": "edge", "reflect": "reflect"}[mode]
-    extra = {"constant_values": value} if mode == "constant" else {}
-    out = np.pad(x, pairs, mode=numpy_mode, **extra)
+    if mode == "constant":
+        out = np.pad(x, pairs, mode="constant", constant_values=value)
+    elif mode == "replicate":
+        out = np.pad(x, pairs, mode="edge")
+    elif mode == "reflect":
+        out = np.pad(x, pairs, mode="reflect")
+    else:
+        raise ValueError(f"Pad: no mode '{mode}'")
     return np.moveaxis(out, -3, -1) if channel_last else out
 
 

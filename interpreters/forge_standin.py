@@ -103,7 +103,8 @@ def _signature(fn: ForgeFunction) -> inspect.Signature:
             params.append(P(operand, P.POSITIONAL_OR_KEYWORD, default=None))
         else:
             params.append(P(operand, P.POSITIONAL_OR_KEYWORD))
-    keyword_kind = P.KEYWORD_ONLY if fn.keyword_only or any(k == "variadic" for _, k in fn.operands) else P.POSITIONAL_OR_KEYWORD
+    keyword_only = fn.keyword_only or any(k == "variadic" for _, k in fn.operands)
+    keyword_kind = P.KEYWORD_ONLY if keyword_only else P.POSITIONAL_OR_KEYWORD
     for name, default in fn.keywords:
         params.append(P(name, keyword_kind, default=P.empty if default is REQUIRED else default))
     return inspect.Signature(params)
@@ -157,7 +158,7 @@ class ForgeModule:
         self.name = name
         self._parameters: dict[str, Parameter] = {}
         self._constants: dict[str, Tensor] = {}
-        self._constant_shapes: dict[str, tuple] = {}
+        self._constant_shapes: dict[str, tuple | None] = {}
 
     def add_parameter(self, name: str, parameter: Parameter) -> None:
         if name in self._parameters:
@@ -210,8 +211,10 @@ def _torch_shim() -> types.ModuleType:
     torch.__doc__ = "forge-opt's stand-in for the torch names emitted modules use"
     for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"):
         setattr(torch, name, np.dtype(name))
-    torch.from_numpy = lambda a: np.asarray(a)
-    torch.full = lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype)
+    torch.__dict__.update(
+        from_numpy=lambda a: np.asarray(a),
+        full=lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype),
+    )
     return torch
 
 
@@ -221,11 +224,7 @@ def _make_modules() -> dict[str, types.ModuleType]:
     op = types.ModuleType("forge.op")
     for name, fn in OP_FUNCTIONS.items():
         setattr(op, name, fn)
-    forge.op = op
-    forge.ForgeModule = ForgeModule
-    forge.Parameter = Parameter
-    forge.DataFormat = DataFormat
-    forge.Tensor = Tensor
+    forge.__dict__.update(op=op, ForgeModule=ForgeModule, Parameter=Parameter, DataFormat=DataFormat, Tensor=Tensor)
     return {"forge": forge, "forge.op": op, "torch": _torch_shim()}
 
 
@@ -272,7 +271,7 @@ def run_forge_module(source: str, inputs: list[np.ndarray], model=None, constant
         if len(classes) != 1:
             raise ForgeCallError(f"expected one ForgeModule subclass, found {len(classes)}")
         module = classes[0]("module")
-        module.process_framework_parameters(model)
+        module.process_framework_parameters(model)  # pyright: ignore[reportAttributeAccessIssue]  (the emitted class's)
         outputs = module.forward(*(Tensor(x) for x in inputs))
     if isinstance(outputs, Tensor):
         outputs = (outputs,)

@@ -19,9 +19,10 @@ from onnx import helper, numpy_helper
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects import onnx_ops
+from forge_opt.dialects.elements import attr_to_array
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.dialects.onnx_ops import ONNX_OPS
-from forge_opt.dialects.elements import attr_to_array
 
 
 def elements_to_array(attr) -> np.ndarray:
@@ -65,7 +66,7 @@ def _evaluator_cls():
     return ReferenceEvaluator
 
 
-def _gather_elements(op: OnnxOp, data: np.ndarray, indices: np.ndarray) -> tuple:
+def _gather_elements(op: onnx_ops.GatherElementsOp, data: np.ndarray, indices: np.ndarray) -> tuple:
     axis = op.axis.value.data
     if not -data.ndim <= axis < data.ndim:
         raise ForgeOptError(f"{describe(op)}: axis {axis} is out of range for rank {data.ndim}")
@@ -87,7 +88,7 @@ def evaluate(op: OnnxOp, args: tuple) -> tuple:
 
     override = _OVERRIDES.get(op.ONNX_OP_TYPE)
     if override is not None:
-        return override(op, *args)
+        return override(op, *args)  # pyright: ignore[reportArgumentType]  (the override's own op class)
     if op.ONNX_GRAPHS:
         raise ForgeOptError(f"{describe(op)}: ops with graph attributes cannot be evaluated")
     node = to_node_proto(op)
@@ -132,4 +133,4 @@ OnnxFunctions = register_impls(
     )
 )
 
-__all__ = ["OnnxFunctions", "evaluate", "elements_to_array", "to_node_proto"]
+__all__ = ["OnnxFunctions", "elements_to_array", "evaluate", "to_node_proto"]

@@ -7,9 +7,10 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from forge_opt import dtypes
 from forge_opt.dialects import tir
+from forge_opt.dialects.elements import attr_to_array, fill_value
 from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY
-from forge_opt.dialects.elements import attr_to_array
 from forge_opt.interpreters import forge_kernels as k
+
 
 def _dtype(value) -> np.dtype:
     return dtypes.numpy_dtype(value.type.element_type)
@@ -40,7 +41,7 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.FullOp)
     def run_full(self, interp: Interpreter, op: tir.FullOp, args: tuple):
-        return (np.full(op.output.type.get_shape(), op.fill.value.data, _dtype(op.output)),)
+        return (np.full(dtypes.tensor(op.output.type).get_shape(), fill_value(op.fill), _dtype(op.output)),)
 
     @impl(tir.UnaryOp)
     def run_unary(self, interp: Interpreter, op: tir.UnaryOp, args: tuple):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 from xdsl.context import Context
@@ -26,7 +26,7 @@ from xdsl.utils.target import Target
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
-from forge_opt.dialects.elements import attr_to_array
+from forge_opt.dialects.elements import attr_to_array, fill_value
 
 _RESERVED = {"forge", "self", "ForgeModule", "torch", "np", "onnx", "os", "CONSTANTS"}
 
@@ -114,12 +114,18 @@ class ForgePythonModule:
     constants_file: str = ""
 
 
+def input_names(func: FuncOp) -> list[str]:
+    """The ONNX names of a function's inputs (`input_<i>` where it has none)."""
+    return _onnx_names(func.arg_attrs, len(func.body.block.args), "input")
+
+
 def _onnx_names(attrs, count: int, prefix: str) -> list[str]:
     names = [f"{prefix}_{i}" for i in range(count)]
     if attrs is not None:
         for i, d in enumerate(attrs.data):
-            if isinstance(d, DictionaryAttr) and isinstance(d.data.get("onnx.name"), StringAttr):
-                names[i] = d.data["onnx.name"].data
+            name = d.data.get("onnx.name") if isinstance(d, DictionaryAttr) else None
+            if isinstance(name, StringAttr):
+                names[i] = name.data
     return names
 
 
@@ -180,14 +186,14 @@ class _Emitter:
     def run(self) -> ForgePythonModule:
         block = self.func.body.block
         args = []
-        for arg, onnx_name in zip(block.args, _onnx_names(self.func.arg_attrs, len(block.args), "input")):
+        for arg, onnx_name in zip(block.args, input_names(self.func)):
             name = self.names.claim(identifier(onnx_name))
             self.expr[arg] = name
             args.append(name)
         calls: set[type] = set()  # op classes known to be Forge calls: one isinstance per class
         for counter, op in enumerate(block.ops, 1):
             if type(op) in calls:
-                self._call(op, counter)
+                self._call(cast(forge.ForgeOp, op), counter)
             elif isinstance(op, ReturnOp):
                 outs = [self.expr[v] for v in op.arguments]
                 self.forward.append(f"return {', '.join(outs)}" if outs else "return")
@@ -218,7 +224,8 @@ class _Emitter:
             self.expr[op.output] = f"self.get_parameter({_quote(name)})"
         else:
             self.uses_torch = True
-            self.init.append(f"self.add_constant({_quote(name)}, shape={shape!r}, dtype=torch.{_torch_dtype(t.element_type)})")
+            dtype = _torch_dtype(t.element_type)
+            self.init.append(f"self.add_constant({_quote(name)}, shape={shape!r}, dtype=torch.{dtype})")
             self.weight_constants.append(name)
             self.expr[op.output] = f"self.get_constant({_quote(name)})"
         self.weight_names.add(name)
@@ -234,9 +241,8 @@ class _Emitter:
         torch_dtype = _torch_dtype(t.element_type)
         self.init.append(f"self.add_constant({_quote(name)}, shape={shape!r}, dtype=torch.{torch_dtype})")
         if op.fill is not None:
-            self.fills.append(
-                f"self.set_constant({_quote(name)}, torch.full({shape!r}, {_literal(op.fill.value.data)}, dtype=torch.{torch_dtype}))"
-            )
+            fill = f"torch.full({shape!r}, {_literal(fill_value(op.fill))}, dtype=torch.{torch_dtype})"
+            self.fills.append(f"self.set_constant({_quote(name)}, {fill})")
         else:
             self.constants[name] = np.array(attr_to_array(op.value))
         self.expr[op.output] = f"self.get_constant({_quote(name)})"
@@ -326,7 +332,7 @@ def save_constants(emitted: ForgePythonModule, folder: Path) -> Path | None:
     if not emitted.constants:
         return None
     path = folder / emitted.constants_file
-    np.savez(path, **emitted.constants)
+    np.savez(path, **emitted.constants)  # pyright: ignore[reportArgumentType]  (numpy's stub reads names as flags)
     return path
 
 

@@ -34,7 +34,8 @@ TEXT_CORPUS = {
     ),
     "other-domain": (
         'g (float[4] x) => (float[4] y) { [fg] y = com.microsoft.FastGelu (x) }',
-        "node 'fg' (onnx.Custom): cannot be lowered to Forge: ops of domain 'com.microsoft' (FastGelu) are not supported",
+        "node 'fg' (onnx.Custom): cannot be lowered to Forge: "
+        "ops of domain 'com.microsoft' (FastGelu) are not supported",
     ),
     "unknown-op": (
         "g (float[4] x) => (float[4] y) { [f] y = Frobnicate (x) }",

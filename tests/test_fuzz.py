@@ -14,11 +14,14 @@ SEED_MODELS = [
 ]
 
 # Messages that mean forge-opt itself failed rather than judged the input.
-_INTERNAL = ("TypeError", "KeyError", "AttributeError", "IndexError", "AssertionError", "NameError", "ZeroDivisionError", "RecursionError")
+_INTERNAL = (
+    "TypeError", "KeyError", "AttributeError", "IndexError", "AssertionError", "NameError", "ZeroDivisionError",
+    "RecursionError",
+)
 
 
-def _mutate(data: bytes, rng: random.Random) -> bytes:
-    data = bytearray(data)
+def _mutate(source: bytes, rng: random.Random) -> bytes:
+    data = bytearray(source)
     for _ in range(rng.randint(1, 4)):
         kind = rng.random()
         pos = rng.randrange(len(data))

@@ -8,9 +8,9 @@ import os
 import onnx
 import onnx.backend.test
 import pytest
+from model_helpers import randomize_constant_weights
 
 from forge_opt.check import MATCH, check_model
-from model_helpers import randomize_constant_weights
 
 LIGHT = sorted(
     glob.glob(os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light", "*.onnx"))

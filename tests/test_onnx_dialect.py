@@ -19,13 +19,14 @@ def test_one_op_per_default_domain_operator():
     names = {s.name for s in onnx.defs.get_all_schemas() if s.domain == ""}
     assert names == set(OPS_BY_TYPE)
     split = OPS_BY_TYPE["Split"]
-    assert split.ONNX_SINCE_VERSION == onnx.defs.get_schema("Split").since_version
+    assert onnx.defs.get_schema("Split").since_version == split.ONNX_SINCE_VERSION
     assert split.ONNX_INPUTS == (("input", "single"), ("split", "optional"))
     assert split.ONNX_ATTRIBUTES == {"axis": "int", "num_outputs": "int"}
 
 
 TEXT = """
-func.func @f(%x: tensor<10x4xf32>, %s: tensor<2xi64>, %m: tensor<f32>) -> (tensor<2x4xf32>, tensor<8x4xf32>, tensor<2x4xf32>) {
+func.func @f(%x: tensor<10x4xf32>, %s: tensor<2xi64>, %m: tensor<f32>)
+    -> (tensor<2x4xf32>, tensor<8x4xf32>, tensor<2x4xf32>) {
   %a, %b = onnx.Split(%x, %s) {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2xi64>) -> (tensor<2x4xf32>, tensor<8x4xf32>)
   %c = onnx.Clip(%a, none, %m) : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   %d, %e = onnx.Dropout(%c) : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xi1>)

@@ -13,7 +13,6 @@ from xdsl.ir import Block, Region
 
 from forge_opt.dialects import forge_api, tir
 from forge_opt.dialects.onnx import ONNX
-from forge_opt.xdsl_internals import interpreted_ops
 from forge_opt.dialects.tir_functions import TABLES, BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import run_module
@@ -22,6 +21,7 @@ from forge_opt.targets.forge_python import emit_module
 from forge_opt.transforms import tir_to_forge
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
 from forge_opt.transforms.tir_to_forge import TirToForgePass
+from forge_opt.xdsl_internals import interpreted_ops
 
 TIR_OPS = list(tir.TIR.operations)
 
@@ -40,7 +40,9 @@ def test_every_tir_op_has_a_builder_an_interpreter_and_a_forge_lowering(op):
 
 
 @pytest.mark.parametrize(
-    "enum, member", [(enum, m) for enum in TABLES for m in enum], ids=lambda v: getattr(v, "value", getattr(v, "__name__", ""))
+    "enum, member",
+    [(enum, m) for enum in TABLES for m in enum],
+    ids=lambda v: getattr(v, "value", getattr(v, "__name__", "")),
 )
 def test_every_function_kind_has_a_meaning_and_a_forge_form(enum, member):
     entry = TABLES[enum][member]

@@ -100,7 +100,7 @@ def test_standin_index_follows_forge():
 def test_standin_is_only_visible_while_running():
     assert "forge" not in sys.modules
     with standin_modules():
-        import forge
+        import forge  # pyright: ignore[reportMissingImports]  (the stand-in, while it runs)
 
         assert forge.op.Index is Index
     assert "forge" not in sys.modules
@@ -122,6 +122,7 @@ chain (float[2, 8] x) => (float[2, 8] y) {
     monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda x: real(x) + 0.5)
     report = check_model(str(model), bisect=True)
     assert report.status == MISMATCH
+    assert report.divergence is not None
     assert report.divergence.node == "second"
     assert report.divergence.op_type == "Sigmoid"
     assert "first divergence: node 'second' (Sigmoid), output 'b'" in report.format()

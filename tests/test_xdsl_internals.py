@@ -124,7 +124,7 @@ def test_ssavalues_is_a_tuple():
 def test_accessors_match_xdsl(cls):
     """Each named operand and result reads what xDSL's generic accessor reads."""
     op_def = cls.get_irdl_definition()
-    for kind, defs in (("operand", op_def.operands), ("result", op_def.results)):
+    for defs in (op_def.operands, op_def.results):
         for i, (name, _) in enumerate(defs):
             accessor = inspect.getattr_static(cls, name)
             if type(accessor).__name__ in ("_OperandAccessor", "_ResultAccessor"):

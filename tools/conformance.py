@@ -214,7 +214,7 @@ def write_table(results: list[Result], path: Path = TABLE) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--write", action="store_true", help="regenerate the table and the expectations")
     parser.add_argument("-k", help="only cases whose name contains this")
     parser.add_argument("--table", type=Path, default=TABLE, help=f"where --write puts the table ({TABLE})")

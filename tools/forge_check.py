@@ -13,7 +13,7 @@ from forge_opt.diagnostics import ForgeOptError
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="forge-check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="forge-check", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("model", help="an .onnx or .onnxtxt model")
     parser.add_argument("--inputs", help=".npz file with one array per graph input, by input name")
     parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")

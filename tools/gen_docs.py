@@ -55,7 +55,8 @@ def onnx_page() -> str:
         outs = ", ".join(n + ("?" if k == "optional" else "..." if k == "variadic" else "") for n, k in op.ONNX_OUTPUTS)
         attrs = ", ".join(f"{n}: {k}" for n, k in op.ONNX_ATTRIBUTES.items())
         graphs = ", ".join(f"{g}: graph" for g in op.ONNX_GRAPHS)
-        lines.append(f"| `{op.name}` | {op.ONNX_SINCE_VERSION} | {ins} | {outs} | {', '.join(x for x in (attrs, graphs) if x)} |")
+        attributes = ", ".join(x for x in (attrs, graphs) if x)
+        lines.append(f"| `{op.name}` | {op.ONNX_SINCE_VERSION} | {ins} | {outs} | {attributes} |")
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +114,9 @@ def forge_page() -> str:
     ]
     for name, op in sorted(FORGE_OPS.items(), key=lambda kv: kv[1].name):
         fn = BY_NAME[name]
-        params = ", ".join(p + ("=None" if k == "optional" else "" if k == "single" else "") if k != "variadic" else "*" + p for p, k in fn.operands)
+        params = ", ".join(
+            "*" + p if k == "variadic" else p + ("=None" if k == "optional" else "") for p, k in fn.operands
+        )
         kws = ", ".join(k if d is REQUIRED else f"{k}={d!r}" for k, d in fn.keywords)
         lines.append(f"| `{op.name}` | `forge.op.{name}(name, {params})` | {kws or '-'} |")
     return "\n".join(lines) + "\n"
@@ -176,7 +179,7 @@ PAGES = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder (default: docs)")
     args = parser.parse_args(argv)

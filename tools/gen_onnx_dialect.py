@@ -83,7 +83,7 @@ def _op_class(schema: onnx.defs.OpSchema) -> str:
     name = schema.name
     inputs = [(p.name, _OPTION[p.option]) for p in schema.inputs]
     outputs = [(p.name, _OPTION[p.option]) for p in schema.outputs]
-    attrs = {n: _KIND[a.type] for n, a in sorted(schema.attributes.items())}
+    attrs = {n: _KIND[a.type] for n, a in sorted(schema.attributes.items())}  # pyright: ignore[reportArgumentType]
     graphs = [n for n, k in attrs.items() if k == "graph"]
     lines = [
         "@op_definition",
@@ -100,7 +100,8 @@ def _op_class(schema: onnx.defs.OpSchema) -> str:
         + "}",
     ]
     if graphs:
-        lines.append("    ONNX_GRAPHS: ClassVar[tuple[str, ...]] = (" + "".join(f'"{g}", ' for g in graphs).rstrip() + ")")
+        names = "".join(f'"{g}", ' for g in graphs).rstrip()
+        lines.append(f"    ONNX_GRAPHS: ClassVar[tuple[str, ...]] = ({names})")
     lines.append("")
     defs = {"SINGLE": "operand_def()", "OPTIONAL": "opt_operand_def()", "VARIADIC": "var_operand_def()"}
     for n, k in inputs:
@@ -193,7 +194,7 @@ ONNX_VERSION = "{onnx.__version__}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
     args = parser.parse_args(argv)
     text = generate()

@@ -10,6 +10,7 @@ materialise a huge tensor; lowerings that need such a value report it.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
@@ -18,7 +19,7 @@ from xdsl.ir import Operation
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
-from forge_opt.dialects.onnx import INITIALIZER_ATTR
+from forge_opt.dialects.onnx import INITIALIZER_ATTR, OnnxOp
 from forge_opt.interpreters.onnx import evaluate
 from forge_opt.transforms.lowering import Replacement
 from forge_opt.xdsl_internals import operands_of
@@ -88,7 +89,7 @@ def fold_constant_op(op: Operation) -> Replacement | None:
         return None
     if values is None:
         values = [np.zeros(shape, np.float32)]
-    outputs = evaluate(op, tuple(values))
+    outputs = evaluate(cast(OnnxOp, op), tuple(values))  # onnx ops alone have ONNX_OP_TYPE
     if any(np.asarray(o).size > FOLD_LIMIT for o in outputs):
         return None
     new_ops = []

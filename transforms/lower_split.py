@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from forge_opt import dtypes
 from forge_opt.dialects import tir
 from forge_opt.transforms.lowering import Replacement, rewrite_in_order
 
@@ -21,7 +22,7 @@ def split_to_strided_slices(op: Operation) -> Replacement | None:
     if not isinstance(op, tir.SplitOp):
         return None
     axis = op.axis.value.data
-    dim = op.input.type.get_shape()[axis]
+    dim = dtypes.tensor(op.input.type).get_shape()[axis]
     new_ops: list[Operation] = []
     values: list[SSAValue] = []
     begin = 0

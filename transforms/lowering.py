@@ -18,8 +18,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
-from forge_opt.xdsl_internals import copy_name, insert_before, item, move_uses, name_of, ops_of, set_name
 from forge_opt.dialects.tir_shapes import ShapeError
+from forge_opt.xdsl_internals import copy_name, insert_before, item, move_uses, name_of, ops_of, set_name
 
 
 class Emitter:

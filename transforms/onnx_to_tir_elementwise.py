@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, TensorType, f32
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32
 from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
+from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
 
@@ -21,7 +21,7 @@ lowers = LOWERINGS.lowers
 
 def scalar(e: Emitter, value: float, like: SSAValue) -> SSAValue:
     """A 0-d constant of `like`'s element type."""
-    dtype = dtypes.numpy_dtype(like.type.element_type)
+    dtype = dtypes.numpy_dtype(dtypes.tensor(like.type).element_type)
     return e.value(tir.ConstantOp(array_to_attr(np.asarray(value, dtype=dtype))))
 
 
@@ -67,9 +67,9 @@ def _identity(op, e):
 @lowers(onnx.DropoutOp)
 def _dropout(op, e):
     # Inference: the identity; the mask is all true.
-    if op.training_mode is not None and constant_array(op.training_mode) is not None:
-        if bool(constant_array(op.training_mode).reshape(-1)[0]):
-            raise e.error("training_mode=true is not supported for inference")
+    training = None if op.training_mode is None else constant_array(op.training_mode)
+    if training is not None and bool(training.reshape(-1)[0]):
+        raise e.error("training_mode=true is not supported for inference")
     results = [op.data]
     if op.mask is not None:
         shape = static_shape(op.data, e)
@@ -190,7 +190,8 @@ def _clip(op, e):
 @lowers(onnx.HardSigmoidOp)
 def _hard_sigmoid(op, e):
     x = op.X
-    y = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x)), scalar(e, op.beta.value.data, x))
+    scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
+    y = binary(e, BinaryFn.ADD, scaled, scalar(e, op.beta.value.data, x))
     return [binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))]
 
 
@@ -385,7 +386,8 @@ def _asinh(op, e):
 @lowers(onnx.AtanhOp)
 def _atanh(op, e):
     x = op.input
-    ratio = binary(e, BinaryFn.DIV, binary(e, BinaryFn.ADD, scalar(e, 1.0, x), x), binary(e, BinaryFn.SUB, scalar(e, 1.0, x), x))
+    one = scalar(e, 1.0, x)
+    ratio = binary(e, BinaryFn.DIV, binary(e, BinaryFn.ADD, one, x), binary(e, BinaryFn.SUB, one, x))
     return [binary(e, BinaryFn.MUL, unary(e, UnaryFn.LOG, ratio), scalar(e, 0.5, x))]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, TensorType, f32, i64
+from xdsl.dialects.builtin import DenseArrayBase, i64
 
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
@@ -332,6 +332,7 @@ def _lrn(op, e):
     for i in range(size):
         piece = e.value(tir.StridedSliceOp(padded, [1], [i], [i + channels], [1]))
         total = piece if total is None else binary(e, BinaryFn.ADD, total, piece)
+    assert total is not None  # LRN's size is at least 1 (its verifier)
     scaled = binary(e, BinaryFn.MUL, total, scalar(e, alpha / size, total))
     base = binary(e, BinaryFn.ADD, scaled, scalar(e, bias, scaled))
     denom = binary(e, BinaryFn.POW, base, scalar(e, beta, base))

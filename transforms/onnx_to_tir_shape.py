@@ -6,17 +6,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32, i1, i64
+from xdsl.dialects.builtin import i1
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, unary
-from forge_opt.transforms.onnx_to_tir_nn import _ints, reduce
+from forge_opt.transforms.onnx_to_tir_nn import reduce
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -178,9 +178,8 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
 
 @lowers(onnx.TileOp)
 def _tile(op, e):
-    shape = static_shape(op.input, e)
-    repeats = constant_ints(e, op.repeats, "repeats")
-    return [e.value(tir.TileOp(op.input, repeats))]
+    static_shape(op.input, e)
+    return [e.value(tir.TileOp(op.input, constant_ints(e, op.repeats, "repeats")))]
 
 
 @lowers(onnx.DepthToSpaceOp)
@@ -255,9 +254,9 @@ def _element_positions(op, e) -> np.ndarray:
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     indices = required_constant(e, op.indices, "indices")
     indices = np.where(indices < 0, indices + shape[axis], indices)
-    grid = list(np.indices(indices.shape))
+    grid = [np.asarray(g) for g in np.indices(indices.shape)]
     grid[axis] = indices
-    return np.ravel_multi_index(tuple(grid), shape)
+    return np.asarray(np.ravel_multi_index(tuple(grid), shape))
 
 
 @lowers(onnx.GatherElementsOp)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
-from xdsl.utils.exceptions import VerifyException
 
 
 def verify_after(done: ModulePass | None, module: ModuleOp) -> None:

@@ -31,8 +31,9 @@ from xdsl.utils.exceptions import VerifyException
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, forge_rules, tir
-from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, Function, PoolKind, UnaryFn
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.onnx import CustomOp
+from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, Function, PoolKind, UnaryFn
 from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
 
 LOWERINGS = LoweringTable()
@@ -108,8 +109,7 @@ def _unary(op, e):
 
 def elementwise(e: Emitter, function: Function, operands, result_type):
     """The one Forge call of a `tir_functions` table entry."""
-    assert function.forge is not None, function.instead
-    return call(e, function.forge, operands, result_type, **function.keywords)
+    return call(e, function.forge_function, operands, result_type, **function.keywords)
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -210,14 +210,14 @@ def _pool2d(op, e):
     if is_max:
         return [
             call(
-                e, POOL[PoolKind.MAX].forge, [x], op.output.type,
+                e, POOL[PoolKind.MAX].forge_function, [x], op.output.type,
                 kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
                 stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
     y = call(
-        e, POOL[PoolKind.AVG].forge, [x], op.output.type,
+        e, POOL[PoolKind.AVG].forge_function, [x], op.output.type,
         kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
         count_include_pad=include if symmetric else True,
     )
@@ -324,12 +324,12 @@ def _reduce(op, e):
         kept = list(shape)
         kept[axis] = 1
         if rank <= 4:
-            x = call(e, REDUCE[op.fn.data].forge, [x], _t(x, kept), dim=axis - rank, keep_dim=True)
+            x = call(e, REDUCE[op.fn.data].forge_function, [x], _t(x, kept), dim=axis - rank, keep_dim=True)
             continue
         # Forge reduces dims -4..3 only: fold the others around the axis.
         before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
         folded = reshape(e, x, [before, shape[axis], after])
-        reduced = call(e, REDUCE[op.fn.data].forge, [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
+        reduced = call(e, REDUCE[op.fn.data].forge_function, [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
         x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]
 
@@ -464,7 +464,7 @@ def check_lowered(module: ModuleOp) -> None:
             hint = f"run '{_DECOMPOSED_BY[op.name]}' before 'tir-to-forge'"
         elif op.name.startswith("tir."):
             hint = "tir-to-forge has no Forge lowering for it"
-        elif op.name == "onnx.Custom":
+        elif isinstance(op, CustomOp):
             hint = f"ops of domain '{op.domain.data}' ({op.op_type.data}) are not supported"
         elif op.name.startswith("onnx."):
             hint = f"{op.name} has no lowering to Forge yet"

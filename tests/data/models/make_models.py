@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-import transformers
+import torch  # pyright: ignore[reportMissingImports]  (optional: only to remake the models)
+import transformers  # pyright: ignore[reportMissingImports]
 
 HERE = Path(__file__).resolve().parent
 OPSETS = (14, 17)

@@ -1,5 +1,6 @@
 """The generated reference pages match the code."""
 
+import re
 from pathlib import Path
 
 from forge_opt.tools import gen_docs
@@ -8,3 +9,23 @@ from forge_opt.tools import gen_docs
 def test_generated_docs_are_current():
     docs = Path(__file__).resolve().parent.parent / "docs"
     assert gen_docs.main(["--check", "--docs", str(docs)]) == 0, "run python -m forge_opt.tools.gen_docs"
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_docs_stay_inside_the_repository():
+    """A clone has every page the README and the docs point to."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    outside = [f"{p.name}: {line.strip()}" for p in pages for line in p.read_text().splitlines() if "../shared" in line]
+    assert not outside, "\n".join(outside)
+    for link in re.findall(r"\]\(([^)#]+)\)", (ROOT / "README.md").read_text()):
+        if "://" not in link:
+            assert (ROOT / link).exists(), f"README links to {link}, which the repository lacks"
+
+
+def test_the_design_names_files_that_exist():
+    text = (ROOT / "docs" / "design.md").read_text()
+    folders = "dialects|transforms|interpreters|targets|check|tools|tests|frontends|lit_tests"
+    for path in re.findall(rf"`((?:{folders})/[\w./]+\.(?:py|md|onnxtxt))`", text):
+        assert (ROOT / path).exists(), f"docs/design.md names {path}, which does not exist"

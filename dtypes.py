@@ -84,9 +84,9 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
 
 def tensor(t: Attribute) -> TensorType:
     """`t` as the ranked tensor type every value of ours has past import."""
-    if not isinstance(t, TensorType):
-        raise TypeError(f"expected a ranked tensor type, got {t}")
-    return t
+    if type(t) is TensorType or isinstance(t, TensorType):  # the first test is the cheap one
+        return t
+    raise TypeError(f"expected a ranked tensor type, got {t}")
 
 
 def onnx_type(element_type: Attribute) -> int:

@@ -62,7 +62,8 @@ def compare_output(
         wide_want, wide_got = want.astype(np.float64), got.astype(np.float64)
     except (TypeError, ValueError):
         return OutputResult(name, got.shape, float("inf"), 0.0, False, f"values of dtype {got.dtype}")
-    err = float(np.max(np.abs(wide_want - wide_got))) if want.size else 0.0
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, compared as equal below when both are
+        err = float(np.max(np.abs(wide_want - wide_got))) if want.size else 0.0
     if want.dtype.kind in "fc":
         ok = bool(np.allclose(wide_got, wide_want, rtol=rtol, atol=atol, equal_nan=True))
     else:

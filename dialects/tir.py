@@ -55,10 +55,8 @@ from forge_opt.dialects.tir_functions import (
     UnaryFn,
     UnaryFnAttr,
 )
-from forge_opt.dialects.tir_shapes import ShapeError, split_sections  # noqa: F401  (re-exported)
+from forge_opt.dialects.tir_shapes import ShapeError
 from forge_opt.dtypes import tensor_type
-
-broadcast_shapes = shapes.broadcast
 
 
 def _shape(t: Attribute) -> tuple[int, ...]:
@@ -96,7 +94,7 @@ class TirOp(FastOp):
             raise VerifyException(f"{len(self.results)} results, expected {len(expected)}")
         for i, (want, result) in enumerate(zip(expected, self.results)):
             got = result.type
-            if got == want:
+            if got is want or got == want:
                 continue
             if not (
                 isinstance(got, TensorType)
@@ -194,7 +192,8 @@ class UnaryOp(OneInputOp):
 
     @staticmethod
     def infer(input: Attribute) -> Attribute:
-        _shape(input)
+        if not isinstance(input, TensorType):
+            raise ShapeError(f"expected a ranked tensor, got {input}")
         return input
 
     def inferred(self):

@@ -13,6 +13,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
+from forge_opt.dialects.tir_shapes import broadcast, split_sections
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, unary
@@ -126,11 +127,11 @@ def _split(op, e):
                 raise e.error(f"split sizes {sections} do not sum to dimension {axis} of size {dim}")
         elif op.num_outputs is not None:
             parts = op.num_outputs.value.data
-            sections = tir.split_sections(dim, size=-(-dim // parts))
+            sections = split_sections(dim, size=-(-dim // parts))
             if len(sections) != parts:
                 raise e.error(f"dimension {axis} of size {dim} cannot be split into {parts} parts")
         else:
-            sections = tir.split_sections(dim, parts=count)
+            sections = split_sections(dim, parts=count)
     except ValueError as err:
         raise e.error(str(err)) from None
     return list(e.add(tir.SplitOp(op.input, axis, sections)).results)
@@ -286,7 +287,7 @@ def _gather_nd(op, e):
 @lowers(onnx.ExpandOp)
 def _expand(op, e):
     shape = static_shape(op.input, e)
-    target = tir.broadcast_shapes(shape, constant_ints(e, op.shape, "shape"))
+    target = broadcast(shape, constant_ints(e, op.shape, "shape"))
     if target == shape:
         return [op.input]
     return [e.value(tir.BroadcastOp(op.input, target))]

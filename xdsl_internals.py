@@ -11,7 +11,7 @@ Private state used, by which functions, and the test guarding it:
 
 - `Operation._operands`, `_operand_uses`: `init_operation`, `operands_of`; guarded by `test_init_operation_matches_xdsl`
 - `SSAValue._type`: `types_hold`; guarded by `test_private_type_is_the_type`
-- `Operation._successors`: `has_successors`; guarded by `test_successors_are_private_tuple`
+- `Operation._successors`: `plain_operands`; guarded by `test_successors_are_private_tuple`
 - `Block._first_op`, `Operation._next_op/_prev_op`: `ops_of`, `insert_before`;
   guarded by `test_insert_before_matches_xdsl`
 - `Use._next_use/_operation/_index`, `first_use`: `move_uses`; guarded by `test_move_uses_matches_xdsl`
@@ -61,15 +61,20 @@ def operands_of(op: Operation) -> SSAValues:
     return op._operands  # private: _operands
 
 
-def has_successors(op: Operation) -> bool:
-    return bool(op._successors)  # private: _successors
+def plain_operands(op: Operation) -> SSAValues | None:
+    """`op`'s operands without the view object; None when it has successors."""
+    return None if op._successors else op._operands  # private: _successors, _operands
 
 
-def types_hold(values: Sequence[SSAValue], checks) -> bool:
-    """One value per check (None: anything), each value's type passing its check."""
-    if len(values) != len(checks):
+def types_hold(operands: Sequence[SSAValue], results: Sequence[SSAValue], operand_checks, result_checks) -> bool:
+    """One operand and one result per check (None: anything), each value's
+    type passing its check."""
+    if len(operands) != len(operand_checks) or len(results) != len(result_checks):
         return False
-    for value, check in zip(values, checks):
+    for value, check in zip(operands, operand_checks):
+        if check is not None and not check(value._type):  # private: _type
+            return False
+    for value, check in zip(results, result_checks):
         if check is not None and not check(value._type):  # private: _type
             return False
     return True

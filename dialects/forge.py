@@ -45,6 +45,7 @@ from forge_opt import dtypes
 from forge_opt.dialects import forge_rules
 from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
+from forge_opt.xdsl_internals import item
 
 
 def to_attr(value: object) -> Attribute:
@@ -179,7 +180,7 @@ def _verify_forge_call(op: ForgeOp) -> None:
         want = forge_rules.result_dtype(call) if None not in call.dtypes else None
     except forge_rules.ForgeRuleError as e:
         raise VerifyException(str(e)) from None
-    result = dtypes.tensor(op.results[0].type)
+    result = dtypes.tensor(item(op.results, 0).type)
     got = _element_dtype(result)
     if want is not None and got != want:
         raise VerifyException(

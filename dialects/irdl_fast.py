@@ -37,7 +37,7 @@ from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeO
 from xdsl.traits import OpTrait
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.xdsl_internals import has_successors, index_single_accessors, init_operation, operands_of, types_hold
+from forge_opt.xdsl_internals import index_single_accessors, init_operation, plain_operands, types_hold
 
 Check = Callable[[Attribute], bool]
 SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
@@ -212,11 +212,11 @@ class _Layout:
 
     def holds(self, op: Operation) -> bool:
         """True when xDSL's verifier of the definition would accept `op`."""
-        if op.regions or has_successors(op):
+        operands = plain_operands(op)
+        if operands is None or op.regions:
             return False
-        operands = operands_of(op)
         if self.fixed:
-            values_hold = types_hold(operands, self.operand_checks) and types_hold(op.results, self.result_checks)
+            values_hold = types_hold(operands, op.results, self.operand_checks, self.result_checks)
         else:
             values_hold = self._values_hold(
                 op, operands, self.operand_kinds, self.operand_segments, self.operand_checks
@@ -342,9 +342,10 @@ class FastOp(IRDLOperation):
         # `Operation.verify` reduced to what applies to an op without
         # successors or regions that does not end its block (no terminator rules)
         block = self.parent
-        if self.regions or has_successors(self) or (block is not None and block.last_op is self):
+        operands = plain_operands(self)
+        if operands is None or self.regions or (block is not None and block.last_op is self):
             return super().verify(verify_nested_ops)
-        for operand in operands_of(self):
+        for operand in operands:
             if type(operand) is not OpResult and isinstance(operand, ErasedSSAValue):
                 raise ValueError("Erased SSA value is used by the operation")
         try:

@@ -65,13 +65,13 @@ def test_init_operation_matches_xdsl():
 
 def test_private_type_is_the_type():
     value = _block().args[0]
-    assert internals.types_hold([value], [lambda t: t == T])
-    assert not internals.types_hold([value], [lambda t: t != T])
+    assert internals.types_hold([value], [], [lambda t: t == T], [])
+    assert not internals.types_hold([value], [], [lambda t: t != T], [])
 
 
 def test_successors_are_private_tuple():
     op = tir.UnaryOp("relu", _block().args[0])
-    assert not internals.has_successors(op) and not op.successors
+    assert internals.plain_operands(op) == tuple(op.operands) and not op.successors
 
 
 def test_insert_before_matches_xdsl():

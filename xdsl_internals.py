@@ -15,7 +15,8 @@ Private state used, by which functions, and the test guarding it:
 - `Block._first_op`, `Operation._next_op/_prev_op`: `ops_of`, `insert_before`;
   guarded by `test_insert_before_matches_xdsl`
 - `Use._next_use/_operation/_index`, `first_use`: `move_uses`; guarded by `test_move_uses_matches_xdsl`
-- `SSAValue._name`: `set_name`, `copy_name`; guarded by `test_set_name_matches_the_setter`
+- `SSAValue._name`: `set_name`, `copy_name`, `take_name`, `name_results`;
+  guarded by `test_set_name_matches_the_setter`
 - `NameLoc`/`StringAttr` fields, unverified: `name_loc`; guarded by `test_name_loc_matches_xdsl`
 - `BeforeVariadicSingleAccessor`, `VarIRConstruct`: `index_single_accessors`;
   guarded by `test_accessors_read_the_operand`
@@ -38,10 +39,23 @@ item = tuple.__getitem__  # private: SSAValues is a tuple
 
 # -- building ops ---------------------------------------------------------------------
 
+_UNKNOWN = UnknownLoc()
 
-def init_operation(op: Operation, operands: Sequence[SSAValue], result_types: Sequence[Attribute]) -> None:
-    """`Operation.__init__`'s wiring of operands, uses and results, without
-    an operand view and without a walk of the definition."""
+
+def init_operation(
+    op: Operation,
+    operands: Sequence,  # of SSAValue, as the caller has checked
+    result_types: Sequence,  # of Attribute, likewise
+    properties: dict[str, Attribute],
+    attributes: dict[str, Attribute],
+    property_defaults: Sequence[tuple[str, Attribute]] = (),
+    attribute_defaults: Sequence[tuple[str, Attribute]] = (),
+) -> None:
+    """`Operation.__init__` and `IRDLOperation.__post_init__` for an op
+    without successors or regions, which keep their class defaults (empty):
+    operands, uses and results wired directly, with no operand view and no
+    walk of the definition; the defaults fill what the builder left out.
+    One operand and one result, the common case, skip the loops."""
     if len(operands) == 1:
         uses = (Use(op, 0),)
     else:
@@ -54,6 +68,13 @@ def init_operation(op: Operation, operands: Sequence[SSAValue], result_types: Se
         op.results = SSAValues((OpResult(result_types[0], op, 0),))
     else:
         op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+    for name, default in property_defaults:
+        properties.setdefault(name, default)
+    for name, default in attribute_defaults:
+        attributes.setdefault(name, default)
+    op.properties = properties
+    op.attributes = attributes
+    op.location = _UNKNOWN
 
 
 def operands_of(op: Operation) -> SSAValues:
@@ -148,11 +169,8 @@ def move_uses(old: SSAValue, new: SSAValue) -> None:
         new.add_use(use)
         use = following
     old.first_use = None
-    copy_name(old, new)  # as xDSL does
-
-
-def name_of(value: SSAValue) -> str | None:
-    return value._name  # private: _name
+    if new._name is None:  # private: _name (carried over, as xDSL does)
+        new._name = old._name  # private: _name
 
 
 def set_name(value: SSAValue, name: str) -> None:
@@ -167,7 +185,19 @@ def copy_name(old: SSAValue, new: SSAValue) -> None:
         new._name = old._name  # private: _name
 
 
-_UNKNOWN = UnknownLoc()
+def take_name(new: SSAValue, old: SSAValue) -> None:
+    """`new` gets `old`'s name, where `old` has one (valid already: no setter checks)."""
+    if old._name is not None:  # private: _name
+        new._name = old._name  # private: _name
+
+
+def name_results(ops: Sequence[Operation], value: SSAValue) -> None:
+    """The results of `ops` without a name take `value`'s."""
+    name = value._name  # private: _name
+    for op in ops:
+        for result in op.results:
+            if result._name is None:  # private: _name
+                result._name = name  # private: _name
 
 
 def name_loc(name: str) -> NameLoc:

@@ -108,8 +108,10 @@ class ForgeOp(FastOp):
     # Keywords Forge asserts to be tuples.
     FORGE_TUPLES: ClassVar[tuple[str, ...]] = ()
 
-    def forge_operands(self) -> list[SSAValue]:
-        values: list[SSAValue] = []
+    def forge_operands(self) -> list[SSAValue[TensorType]]:
+        """The tensors passed to the call, in Forge's order (every operand of
+        a `forge` op is a ranked tensor: its definition requires it)."""
+        values: list[SSAValue[TensorType]] = []
         for field in self.FORGE_OPERANDS:
             v = getattr(self, field)
             if v is None:
@@ -140,9 +142,9 @@ def _field(parameter: str) -> str:
     return "inputs" if parameter == "operands" else parameter
 
 
-def _element_dtype(t: Attribute) -> np.dtype | None:
+def _element_dtype(t: TensorType) -> np.dtype | None:
     try:
-        return dtypes.numpy_dtype(dtypes.tensor(t).element_type)
+        return dtypes.numpy_dtype(t.element_type)
     except dtypes.UnsupportedElementType:
         return None
 
@@ -165,7 +167,7 @@ def rule_call(op: ForgeOp) -> forge_rules.Call:
     operands = op.forge_operands()
     return forge_rules.Call(
         fn.name,
-        [dtypes.tensor(v.type).get_shape() for v in operands],
+        [v.type.get_shape() for v in operands],
         [_element_dtype(v.type) for v in operands],
         keywords,
     )
@@ -229,7 +231,7 @@ def golden_type(function: str, operands: Sequence[SSAValue | None], shape: Seque
     """The result type of a call: `shape`, with the element type Forge's
     golden computes (`forge_rules.result_dtype`)."""
     present = [v for v in operands if v is not None]
-    kinds = [_element_dtype(v.type) for v in present]
+    kinds = [_element_dtype(dtypes.tensor(v.type)) for v in present]
     if None in kinds:  # an element type numpy has no dtype for: the verifier names it
         return dtypes.tensor_type(dtypes.tensor(present[0].type).element_type, shape)
     kw = {name: _rule_value(value) for name, value in keywords.items()}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import cast
 
-from xdsl.dialects.builtin import DenseArrayBase, TensorType, UnknownLoc, i32
+from xdsl.dialects.builtin import DenseArrayBase, TensorType, i32
 from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     AnyAttr,
@@ -244,23 +244,6 @@ def _layout(cls: type[Operation]) -> _Layout | None:
     return layout
 
 
-_UNKNOWN = UnknownLoc()
-
-
-def _init_operation(op: Operation, layout: _Layout, operands, result_types, properties, attributes) -> None:
-    """`Operation.__init__` and `IRDLOperation.__post_init__` for an op
-    without successors or regions, which keep their class defaults (empty):
-    operands, uses and results wired directly, with no operand view and no
-    walk of the definition. One operand and one result, the common case,
-    skip the loops."""
-    init_operation(op, operands, result_types)
-    for name, default in layout.property_defaults:
-        properties.setdefault(name, default)
-    for name, default in layout.attribute_defaults:
-        attributes.setdefault(name, default)
-    op.properties = properties
-    op.attributes = attributes
-    op.location = _UNKNOWN
 
 
 def _plain(operands, result_types) -> bool:
@@ -313,7 +296,8 @@ class FastOp(IRDLOperation):
                 and _plain(operands, result_types)
             ):
                 props, attrs = _without_none(properties), _without_none(attributes)
-                _init_operation(self, layout, operands, result_types, props, attrs)
+                defaults = layout.property_defaults, layout.attribute_defaults
+                init_operation(self, operands, result_types, props, attrs, *defaults)
                 return
         elif layout is not None:
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)
@@ -326,7 +310,10 @@ class FastOp(IRDLOperation):
                     holder[layout.operand_segments] = _segment_sizes(built_operands[1])
                 if layout.result_segments is not None:
                     holder[layout.result_segments] = _segment_sizes(built_results[1])
-                _init_operation(self, layout, built_operands[0], built_results[0], props, attrs)
+                init_operation(
+                    self, built_operands[0], built_results[0], props, attrs,
+                    layout.property_defaults, layout.attribute_defaults,
+                )
                 return
         IRDLOperation.__init__(
             self,

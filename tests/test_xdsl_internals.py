@@ -104,10 +104,17 @@ def test_move_uses_matches_xdsl():
 def test_set_name_matches_the_setter():
     value = _block().args[0]
     internals.set_name(value, "x")
-    assert value.name_hint == "x" and internals.name_of(value) == "x"
+    assert value.name_hint == "x"
     other = _block().args[0]
     internals.copy_name(value, other)
     assert other.name_hint == "x"
+    renamed = _block().args[0]
+    renamed.name_hint = "old"
+    internals.take_name(renamed, value)
+    assert renamed.name_hint == "x"
+    op = tir.UnaryOp("relu", renamed)
+    internals.name_results([op], value)
+    assert op.output.name_hint == "x"
 
 
 def test_name_loc_matches_xdsl():

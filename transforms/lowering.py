@@ -19,7 +19,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects.tir_shapes import ShapeError
-from forge_opt.xdsl_internals import copy_name, insert_before, item, move_uses, name_of, ops_of, set_name
+from forge_opt.xdsl_internals import insert_before, item, move_uses, name_results, ops_of, take_name
 
 
 class Emitter:
@@ -86,9 +86,7 @@ def rewrite_in_order(root: Operation, rewrite: Rewrite) -> None:
                 # As xDSL's PatternRewriter.replace: the ops computing one
                 # value share its name, so emitted names trace to the ONNX value.
                 if len(values) == 1 and values[0] is not None and values[0].name_hint:
-                    for new_op in new_ops:
-                        for result in new_op.results:
-                            copy_name(values[0], result)
+                    name_results(new_ops, values[0])
                 _erase(block, op)
 
 
@@ -136,8 +134,8 @@ def table_rewrite(table: dict[type[Operation], Lowering]) -> Rewrite:
         for old, new in zip(op.results, results):
             if new is None and old.uses:
                 raise ForgeOptError(f"{describe(op)}: result #{old.index} is used but cannot be lowered")
-            if new is not None and new.owner in emitter.ops and (name := name_of(old)) is not None:
-                set_name(new, name)  # valid already: no need for the setter's checks
+            if new is not None and new.owner in emitter.ops:
+                take_name(new, old)
         return emitter.ops, results
 
     return rewrite

@@ -33,7 +33,7 @@ from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, forge_rules, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.onnx import CustomOp
-from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, Function, PoolKind, UnaryFn
+from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
 from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
 
 LOWERINGS = LoweringTable()
@@ -104,12 +104,8 @@ def _unary(op, e):
     x = op.input
     if fn == UnaryFn.NEG:
         return [call(e, "Multiply", [x, scalar_constant(e, -1, x)], op.output.type)]
-    return [elementwise(e, UNARY[fn], [x], op.output.type)]
-
-
-def elementwise(e: Emitter, function: Function, operands, result_type):
-    """The one Forge call of a `tir_functions` table entry."""
-    return call(e, function.forge_function, operands, result_type, **function.keywords)
+    function = UNARY[fn]
+    return [call(e, function.forge_function, [x], op.output.type, **function.keywords)]
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -126,7 +122,7 @@ def scalar_constant(e: Emitter, value, like):
 
 @lowers(tir.BinaryOp)
 def _binary(op, e):
-    return [elementwise(e, BINARY[op.fn.data], [op.lhs, op.rhs], op.output.type)]
+    return [call(e, BINARY[op.fn.data].forge_function, [op.lhs, op.rhs], op.output.type)]
 
 
 @lowers(tir.WhereOp)

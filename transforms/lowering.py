@@ -11,6 +11,7 @@ that replace the op's results.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
@@ -42,14 +43,17 @@ class Emitter:
 Lowering = Callable[[Operation, Emitter], Sequence[SSAValue | None]]
 
 
+OpT = TypeVar("OpT", bound=Operation)
+
+
 class LoweringTable(dict[type[Operation], Lowering]):
     """Lowering functions by the op class they lower; `@table.lowers(Op)`
-    registers one."""
+    registers one, which may take its op typed as that class."""
 
-    def lowers(self, *ops: type[Operation]):
-        def register(fn: Lowering) -> Lowering:
+    def lowers(self, *ops: type[OpT]):
+        def register(fn: Callable[[OpT, Emitter], Sequence[SSAValue | None]]):
             for op in ops:
-                self[op] = fn
+                self[op] = cast(Lowering, fn)
             return fn
 
         return register

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType, f32
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    f32,
+)
 from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
@@ -30,42 +39,48 @@ def constant(e: Emitter, array: np.ndarray) -> SSAValue:
 
 
 @lowers(onnx.ConstantOp)
-def _constant(op, e):
-    p = op.properties
+def _constant(op: onnx.ConstantOp, e: Emitter):
     name = op.attributes.get(INITIALIZER_ATTR)
-    if p.get("value") is not None:
-        return [e.value(tir.ConstantOp(p["value"], name.data if name else None))]
-    for key, dtype in (("value_float", np.float32), ("value_int", np.int64)):
-        if p.get(key) is not None:
-            return [constant(e, np.asarray(p[key].value.data, dtype))]
-    for key, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
-        if p.get(key) is not None:
-            return [constant(e, np.asarray(list(p[key].get_values()), dtype))]
+    if op.value is not None:
+        return [e.value(tir.ConstantOp(op.value, name.data if isinstance(name, StringAttr) else None))]
+    for number, dtype in ((op.value_float, np.float32), (op.value_int, np.int64)):
+        if number is not None:
+            return [constant(e, np.asarray(number.value.data, dtype))]
+    for numbers, dtype in ((op.value_floats, np.float32), (op.value_ints, np.int64)):
+        if numbers is not None:
+            return [constant(e, np.asarray(list(numbers.get_values()), dtype))]
     raise e.error("only tensor, float and int constants can be lowered")
 
 
 @lowers(onnx.ConstantOfShapeOp)
-def _constant_of_shape(op, e):
+def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: Emitter):
     shape = constant_array(op.input)
     if shape is None:
         raise e.error("the shape input must be a compile-time constant")
-    value = op.properties.get("value")
+    value = op.value
     if value is None:
         fill, elem = FloatAttr(0.0, f32), f32
     else:
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            raise e.error(f"the value must be a tensor, not {value}")
         v = attr_to_array(value).reshape(-1)[0]
         elem = value.get_element_type()
-        fill = FloatAttr(float(v), elem) if np.issubdtype(v.dtype, np.floating) else IntegerAttr(int(v), elem)
+        if isinstance(elem, IntegerType):
+            fill = IntegerAttr(int(v), elem)
+        elif isinstance(elem, AnyFloat):
+            fill = FloatAttr(float(v), elem)
+        else:
+            raise e.error(f"a fill of type {elem} is not supported")
     return [e.value(tir.FullOp(fill, TensorType(elem, [int(d) for d in shape.reshape(-1)])))]
 
 
 @lowers(onnx.IdentityOp)
-def _identity(op, e):
+def _identity(op: onnx.IdentityOp, e: Emitter):
     return [op.input]
 
 
 @lowers(onnx.DropoutOp)
-def _dropout(op, e):
+def _dropout(op: onnx.DropoutOp, e: Emitter):
     # Inference: the identity; the mask is all true.
     training = None if op.training_mode is None else constant_array(op.training_mode)
     if training is not None and bool(training.reshape(-1)[0]):
@@ -91,7 +106,7 @@ def _unary(op, e):
 
 
 @lowers(onnx.GeluOp)
-def _gelu(op, e):
+def _gelu(op: onnx.GeluOp, e: Emitter):
     return [unary(e, UnaryFn.GELU_TANH if op.approximate.data == "tanh" else UnaryFn.GELU, op.X)]
 
 
@@ -121,7 +136,7 @@ def _binary(op, e):
 
 
 @lowers(onnx.MaxOp, onnx.MinOp, onnx.SumOp)
-def _variadic(op, e):
+def _variadic(op: onnx.MaxOp | onnx.MinOp | onnx.SumOp, e: Emitter):
     fn = {onnx.MaxOp: BinaryFn.MAX, onnx.MinOp: BinaryFn.MIN, onnx.SumOp: BinaryFn.ADD}[type(op)]
     value = op.operands[0]
     for other in op.operands[1:]:
@@ -130,7 +145,7 @@ def _variadic(op, e):
 
 
 @lowers(onnx.MeanOp)
-def _mean(op, e):
+def _mean(op: onnx.MeanOp, e: Emitter):
     value = op.operands[0]
     for other in op.operands[1:]:
         value = binary(e, BinaryFn.ADD, value, other)
@@ -138,7 +153,7 @@ def _mean(op, e):
 
 
 @lowers(onnx.ModOp)
-def _mod(op, e):
+def _mod(op: onnx.ModOp, e: Emitter):
     if op.fmod.value.data:
         # C's fmod takes the dividend's sign: mod(|a|, |b|) with a's sign.
         magnitude = binary(e, BinaryFn.MOD, unary(e, UnaryFn.ABS, op.A), unary(e, UnaryFn.ABS, op.B))
@@ -148,7 +163,7 @@ def _mod(op, e):
 
 
 @lowers(onnx.LeakyReluOp)
-def _leaky_relu(op, e):
+def _leaky_relu(op: onnx.LeakyReluOp, e: Emitter):
     alpha = op.alpha.value.data
     if not 0 <= alpha <= 1:
         raise e.error(f"alpha {alpha} outside [0, 1] is not supported")
@@ -156,12 +171,12 @@ def _leaky_relu(op, e):
 
 
 @lowers(onnx.WhereOp)
-def _where(op, e):
+def _where(op: onnx.WhereOp, e: Emitter):
     return [_where_values(e, op.condition, op.X, op.Y)]
 
 
 @lowers(onnx.CastOp)
-def _cast(op, e):
+def _cast(op: onnx.CastOp, e: Emitter):
     to = dtypes.mlir_type(op.to.value.data)
     if to is None:
         raise e.error(f"cast to {dtypes.onnx_name(op.to.value.data)} is not supported")
@@ -170,7 +185,7 @@ def _cast(op, e):
 
 
 @lowers(onnx.ClipOp)
-def _clip(op, e):
+def _clip(op: onnx.ClipOp, e: Emitter):
     info = np.finfo(np.float32)
     bounds = []
     for value, default in ((op.min, float(info.min)), (op.max, float(info.max))):
@@ -188,7 +203,7 @@ def _clip(op, e):
 
 
 @lowers(onnx.HardSigmoidOp)
-def _hard_sigmoid(op, e):
+def _hard_sigmoid(op: onnx.HardSigmoidOp, e: Emitter):
     x = op.X
     scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
     y = binary(e, BinaryFn.ADD, scaled, scalar(e, op.beta.value.data, x))
@@ -196,7 +211,7 @@ def _hard_sigmoid(op, e):
 
 
 @lowers(onnx.HardSwishOp)
-def _hard_swish(op, e):
+def _hard_swish(op: onnx.HardSwishOp, e: Emitter):
     x = op.X
     y = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, scalar(e, 1 / 6, x)), scalar(e, 0.5, x))
     gate = binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))
@@ -211,18 +226,18 @@ def _softplus_of(e, x):
 
 
 @lowers(onnx.SoftplusOp)
-def _softplus(op, e):
+def _softplus(op: onnx.SoftplusOp, e: Emitter):
     return [_softplus_of(e, op.X)]
 
 
 @lowers(onnx.SoftsignOp)
-def _softsign(op, e):
+def _softsign(op: onnx.SoftsignOp, e: Emitter):
     x = op.input
     return [binary(e, BinaryFn.DIV, x, binary(e, BinaryFn.ADD, unary(e, UnaryFn.ABS, x), scalar(e, 1.0, x)))]
 
 
 @lowers(onnx.MishOp)
-def _mish(op, e):
+def _mish(op: onnx.MishOp, e: Emitter):
     return [binary(e, BinaryFn.MUL, op.X, unary(e, UnaryFn.TANH, _softplus_of(e, op.X)))]
 
 
@@ -234,12 +249,12 @@ def _elu_of(e, x, alpha):
 
 
 @lowers(onnx.EluOp)
-def _elu(op, e):
+def _elu(op: onnx.EluOp, e: Emitter):
     return [_elu_of(e, op.X, op.alpha.value.data)]
 
 
 @lowers(onnx.CeluOp)
-def _celu(op, e):
+def _celu(op: onnx.CeluOp, e: Emitter):
     alpha = op.alpha.value.data
     x = binary(e, BinaryFn.DIV, op.X, scalar(e, alpha, op.X))
     negative = binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x))
@@ -248,39 +263,39 @@ def _celu(op, e):
 
 
 @lowers(onnx.SeluOp)
-def _selu(op, e):
+def _selu(op: onnx.SeluOp, e: Emitter):
     elu = _elu_of(e, op.X, op.alpha.value.data)
     return [binary(e, BinaryFn.MUL, elu, scalar(e, op.gamma.value.data, op.X))]
 
 
 @lowers(onnx.ThresholdedReluOp)
-def _thresholded_relu(op, e):
+def _thresholded_relu(op: onnx.ThresholdedReluOp, e: Emitter):
     x = op.X
     keep = binary(e, BinaryFn.GT, x, scalar(e, op.alpha.value.data, x))
     return [_where_values(e, keep, x, scalar(e, 0.0, x))]
 
 
 @lowers(onnx.PReluOp)
-def _prelu(op, e):
+def _prelu(op: onnx.PReluOp, e: Emitter):
     x, slope = op.X, op.slope
     negative = binary(e, BinaryFn.MUL, binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x)), slope)
     return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), negative)]
 
 
 @lowers(onnx.SwishOp)
-def _swish(op, e):
+def _swish(op: onnx.SwishOp, e: Emitter):
     x = op.X
     scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
     return [binary(e, BinaryFn.MUL, x, unary(e, UnaryFn.SIGMOID, scaled))]
 
 
 @lowers(onnx.TanOp)
-def _tan(op, e):
+def _tan(op: onnx.TanOp, e: Emitter):
     return [binary(e, BinaryFn.DIV, unary(e, UnaryFn.SIN, op.input), unary(e, UnaryFn.COS, op.input))]
 
 
 @lowers(onnx.SinhOp, onnx.CoshOp)
-def _hyperbolic(op, e):
+def _hyperbolic(op: onnx.SinhOp | onnx.CoshOp, e: Emitter):
     x = op.input
     fn = BinaryFn.SUB if isinstance(op, onnx.SinhOp) else BinaryFn.ADD
     both = binary(e, fn, unary(e, UnaryFn.EXP, x), unary(e, UnaryFn.EXP, unary(e, UnaryFn.NEG, x)))
@@ -288,14 +303,14 @@ def _hyperbolic(op, e):
 
 
 @lowers(onnx.IsNaNOp)
-def _isnan(op, e):
+def _isnan(op: onnx.IsNaNOp, e: Emitter):
     return [binary(e, BinaryFn.NE, op.X, op.X)]
 
 
 @lowers(onnx.CastLikeOp)
-def _cast_like(op, e):
+def _cast_like(op: onnx.CastLikeOp, e: Emitter):
     static_shape(op.input, e)
-    return [e.value(tir.CastOp(op.input, op.target_type.type.element_type))]
+    return [e.value(tir.CastOp(op.input, dtypes.tensor(op.target_type.type).element_type))]
 
 
 def _where_values(e, condition, x, y):
@@ -310,12 +325,12 @@ def _floor_of(e, x):
 
 
 @lowers(onnx.FloorOp)
-def _floor(op, e):
+def _floor(op: onnx.FloorOp, e: Emitter):
     return [_floor_of(e, op.X)]
 
 
 @lowers(onnx.CeilOp)
-def _ceil(op, e):
+def _ceil(op: onnx.CeilOp, e: Emitter):
     return [unary(e, UnaryFn.NEG, _floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
 
 
@@ -325,7 +340,7 @@ def _as(e, x, like):
 
 
 @lowers(onnx.SignOp)
-def _sign(op, e):
+def _sign(op: onnx.SignOp, e: Emitter):
     x = op.input
     positive = _as(e, binary(e, BinaryFn.GT, x, scalar(e, 0, x)), x)
     negative = _as(e, binary(e, BinaryFn.LT, x, scalar(e, 0, x)), x)
@@ -333,7 +348,7 @@ def _sign(op, e):
 
 
 @lowers(onnx.IsInfOp)
-def _isinf(op, e):
+def _isinf(op: onnx.IsInfOp, e: Emitter):
     x = op.X
     pos, neg = op.detect_positive.value.data, op.detect_negative.value.data
     if pos and neg:
@@ -356,24 +371,24 @@ def _asin_of(e, x):
 
 
 @lowers(onnx.AsinOp)
-def _asin(op, e):
+def _asin(op: onnx.AsinOp, e: Emitter):
     return [_asin_of(e, op.input)]
 
 
 @lowers(onnx.AcosOp)
-def _acos(op, e):
+def _acos(op: onnx.AcosOp, e: Emitter):
     return [binary(e, BinaryFn.SUB, scalar(e, np.pi / 2, op.input), _asin_of(e, op.input))]
 
 
 @lowers(onnx.AcoshOp)
-def _acosh(op, e):
+def _acosh(op: onnx.AcoshOp, e: Emitter):
     x = op.input
     root = _sqrt_of(e, binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, x), scalar(e, -1.0, x)))
     return [unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, x, root))]
 
 
 @lowers(onnx.AsinhOp)
-def _asinh(op, e):
+def _asinh(op: onnx.AsinhOp, e: Emitter):
     # odd: computed on |x|, as x + sqrt(x^2 + 1) cancels to 0 for large negative x
     x = op.input
     a = unary(e, UnaryFn.ABS, x)
@@ -384,7 +399,7 @@ def _asinh(op, e):
 
 
 @lowers(onnx.AtanhOp)
-def _atanh(op, e):
+def _atanh(op: onnx.AtanhOp, e: Emitter):
     x = op.input
     one = scalar(e, 1.0, x)
     ratio = binary(e, BinaryFn.DIV, binary(e, BinaryFn.ADD, one, x), binary(e, BinaryFn.SUB, one, x))
@@ -392,7 +407,7 @@ def _atanh(op, e):
 
 
 @lowers(onnx.ShrinkOp)
-def _shrink(op, e):
+def _shrink(op: onnx.ShrinkOp, e: Emitter):
     x = op.input
     lambd, bias = op.lambd.value.data, op.bias.value.data
     below = binary(e, BinaryFn.LT, x, scalar(e, -lambd, x))

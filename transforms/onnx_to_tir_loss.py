@@ -10,7 +10,7 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
-from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
 from forge_opt.transforms.onnx_to_tir_nn import reduce
 from forge_opt.transforms.onnx_to_tir_shape import constant_ints
@@ -49,13 +49,13 @@ def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
 
 
 @lowers(onnx.NegativeLogLikelihoodLossOp)
-def _nll_loss(op, e):
+def _nll_loss(op: onnx.NegativeLogLikelihoodLossOp, e: Emitter):
     ignore = op.ignore_index.value.data if op.ignore_index is not None else None
     return [_nll(e, op.input, op.target, op.weight, op.reduction.data, ignore)]
 
 
 @lowers(onnx.SoftmaxCrossEntropyLossOp)
-def _softmax_cross_entropy(op, e):
+def _softmax_cross_entropy(op: onnx.SoftmaxCrossEntropyLossOp, e: Emitter):
     shape = static_shape(op.scores, e)
     log_prob = e.value(tir.SoftmaxOp(op.scores, 1 if len(shape) > 1 else 0, log=True))
     ignore = op.ignore_index.value.data if op.ignore_index is not None else None

@@ -36,7 +36,7 @@ def matmul(e: Emitter, a, b):
 
 
 @lowers(onnx.MatMulOp)
-def _matmul(op, e):
+def _matmul(op: onnx.MatMulOp, e: Emitter):
     return [matmul(e, op.A, op.B)]
 
 
@@ -47,7 +47,7 @@ def transpose_2d(e: Emitter, x):
 
 
 @lowers(onnx.GemmOp)
-def _gemm(op, e):
+def _gemm(op: onnx.GemmOp, e: Emitter):
     """alpha * A' B' + beta * C -> transposes, matmul, scaling, add."""
     a, b = op.A, op.B
     if op.transA.value.data:
@@ -72,11 +72,7 @@ def _spatial(op, e, x_shape, kernel, name):
     if len(x_shape) != 4:
         raise e.error(f"only 2-D {name} (4-D input) is supported, the input has rank {len(x_shape)}")
     strides = list(op.strides.get_values()) if op.strides is not None else [1, 1]
-    dilations = (
-        list(op.dilations.get_values())
-        if getattr(op, "dilations", None) is not None
-        else [1, 1]
-    )
+    dilations = list(op.dilations.get_values()) if op.dilations is not None else [1, 1]
     auto_pad = op.auto_pad.data
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         pads_begin, pads_end = [], []
@@ -111,7 +107,7 @@ def fold_spatial_pad(x, pads: list[int], identity: float):
 
 
 @lowers(onnx.ConvOp)
-def _conv(op, e):
+def _conv(op: onnx.ConvOp, e: Emitter):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
     if len(x_shape) == 3:
         return [_conv1d(op, e, x_shape, w_shape)]
@@ -147,7 +143,7 @@ def _pool(op, e, kind):
     kernel = list(op.kernel_shape.get_values())
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
     ceil_mode = op.ceil_mode.value.data
-    count_include_pad = getattr(op, "count_include_pad", None)
+    count_include_pad = op.count_include_pad if isinstance(op, onnx.AveragePoolOp) else None
     include = count_include_pad.value.data if count_include_pad is not None else 0
     x = op.X
     # A pad of the pool's identity folds in: -inf for max; zeros for an
@@ -167,12 +163,12 @@ def _pool1d(op, e, kind):
     x = e.value(tir.ReshapeOp(op.X, [n, c, 1, w]))
     k = list(op.kernel_shape.get_values())[0]
     s = list(op.strides.get_values())[0] if op.strides is not None else 1
-    d = list(op.dilations.get_values())[0] if getattr(op, "dilations", None) is not None else 1
+    d = list(op.dilations.get_values())[0] if op.dilations is not None else 1
     if op.auto_pad.data != "NOTSET":
         raise e.error(f"auto_pad {op.auto_pad.data} is not supported for 1-D pooling")
     lo, hi = list(op.pads.get_values()) if op.pads is not None else (0, 0)
     ceil_mode = op.ceil_mode.value.data
-    include = getattr(op, "count_include_pad", None)
+    include = op.count_include_pad if isinstance(op, onnx.AveragePoolOp) else None
     pool = e.value(
         tir.Pool2dOp(
             kind, x, [1, k], [1, s], [0, lo, 0, hi], [1, d], bool(ceil_mode),
@@ -183,21 +179,18 @@ def _pool1d(op, e, kind):
 
 
 @lowers(onnx.MaxPoolOp)
-def _max_pool(op, e):
+def _max_pool(op: onnx.MaxPoolOp, e: Emitter):
     if len(static_shape(op.X, e)) == 3:
         if op.Indices is not None and op.Indices.uses:
             raise e.error("the Indices output is not supported")
         return [_pool1d(op, e, PoolKind.MAX)] + ([None] if op.Indices is not None else [])
     if op.storage_order.value.data:
         raise e.error("storage_order=1 is not supported")
-    results = [e.value(_pool(op, e, PoolKind.MAX))]
-    if op.Indices is not None:
-        results.append(None)
-    return results
+    return [e.value(_pool(op, e, PoolKind.MAX))] + ([None] if op.Indices is not None else [])
 
 
 @lowers(onnx.AveragePoolOp)
-def _avg_pool(op, e):
+def _avg_pool(op: onnx.AveragePoolOp, e: Emitter):
     if len(static_shape(op.X, e)) == 3:
         return [_pool1d(op, e, PoolKind.AVG)]
     if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
@@ -211,14 +204,14 @@ def reduce(e: Emitter, fn: ReduceFn, x, axes, keepdims: bool):
 
 
 @lowers(onnx.GlobalAveragePoolOp, onnx.GlobalMaxPoolOp)
-def _global_pool(op, e):
+def _global_pool(op: onnx.GlobalAveragePoolOp | onnx.GlobalMaxPoolOp, e: Emitter):
     rank = len(static_shape(op.X, e))
     fn = ReduceFn.MEAN if isinstance(op, onnx.GlobalAveragePoolOp) else ReduceFn.MAX
     return [reduce(e, fn, op.X, list(range(2, rank)), True)]
 
 
 @lowers(onnx.BatchNormalizationOp)
-def _batchnorm(op, e):
+def _batchnorm(op: onnx.BatchNormalizationOp, e: Emitter):
     if op.training_mode.value.data:
         raise e.error("training_mode=1 is not supported for inference")
     bn = tir.BatchnormOp(op.X, op.scale, op.B, op.input_mean, op.input_var, op.epsilon.value.data)
@@ -226,14 +219,14 @@ def _batchnorm(op, e):
 
 
 @lowers(onnx.SoftmaxOp, onnx.LogSoftmaxOp)
-def _softmax(op, e):
+def _softmax(op: onnx.SoftmaxOp | onnx.LogSoftmaxOp, e: Emitter):
     rank = len(static_shape(op.input, e))
     axis = normalize_axis(op.axis.value.data, rank, e)
     return [e.value(tir.SoftmaxOp(op.input, axis, log=isinstance(op, onnx.LogSoftmaxOp)))]
 
 
 @lowers(onnx.LayerNormalizationOp)
-def _layernorm(op, e):
+def _layernorm(op: onnx.LayerNormalizationOp, e: Emitter):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     extra = [r for r in op.results[1:] if r is not None]
@@ -255,7 +248,7 @@ def _layernorm(op, e):
 
 
 @lowers(onnx.RMSNormalizationOp)
-def _rms_norm(op, e):
+def _rms_norm(op: onnx.RMSNormalizationOp, e: Emitter):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     axes = list(range(axis, len(shape)))
@@ -266,7 +259,7 @@ def _rms_norm(op, e):
 
 
 @lowers(onnx.LpNormalizationOp)
-def _lp_norm(op, e):
+def _lp_norm(op: onnx.LpNormalizationOp, e: Emitter):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     p = op.p.value.data
@@ -281,7 +274,7 @@ def _lp_norm(op, e):
 
 
 @lowers(onnx.MeanVarianceNormalizationOp)
-def _mvn(op, e):
+def _mvn(op: onnx.MeanVarianceNormalizationOp, e: Emitter):
     x = op.X
     axes = list(op.axes.get_values())
     mean = reduce(e, ReduceFn.MEAN, x, axes, True)
@@ -292,7 +285,7 @@ def _mvn(op, e):
 
 
 @lowers(onnx.GroupNormalizationOp)
-def _group_norm(op, e):
+def _group_norm(op: onnx.GroupNormalizationOp, e: Emitter):
     shape = static_shape(op.X, e)
     groups = op.num_groups.value.data
     n, c = shape[0], shape[1]
@@ -317,7 +310,7 @@ def _zeros(shape, like):
 
 
 @lowers(onnx.LRNOp)
-def _lrn(op, e):
+def _lrn(op: onnx.LRNOp, e: Emitter):
     """x / (bias + alpha/size * sum of squares over a channel window)^beta,
     the window sum as padded slices added up."""
     shape = static_shape(op.X, e)
@@ -340,7 +333,7 @@ def _lrn(op, e):
 
 
 @lowers(onnx.InstanceNormalizationOp)
-def _instance_norm(op, e):
+def _instance_norm(op: onnx.InstanceNormalizationOp, e: Emitter):
     """(x - mean) / sqrt(var + eps) * scale + bias over the spatial axes."""
     shape = static_shape(op.input, e)
     axes = list(range(2, len(shape)))

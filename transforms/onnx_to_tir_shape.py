@@ -42,7 +42,7 @@ def reshape(e: Emitter, x, shape: list[int]):
 
 
 @lowers(onnx.ReshapeOp)
-def _reshape(op, e):
+def _reshape(op: onnx.ReshapeOp, e: Emitter):
     shape = static_shape(op.data, e)
     target = constant_ints(e, op.shape, "shape")
     out = []
@@ -61,7 +61,7 @@ def _reshape(op, e):
 
 
 @lowers(onnx.FlattenOp)
-def _flatten(op, e):
+def _flatten(op: onnx.FlattenOp, e: Emitter):
     shape = static_shape(op.input, e)
     axis = op.axis.value.data
     axis = axis + len(shape) if axis < 0 else axis
@@ -69,7 +69,7 @@ def _flatten(op, e):
 
 
 @lowers(onnx.SqueezeOp)
-def _squeeze(op, e):
+def _squeeze(op: onnx.SqueezeOp, e: Emitter):
     shape = static_shape(op.data, e)
     if op.axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
@@ -82,7 +82,7 @@ def _squeeze(op, e):
 
 
 @lowers(onnx.UnsqueezeOp)
-def _unsqueeze(op, e):
+def _unsqueeze(op: onnx.UnsqueezeOp, e: Emitter):
     shape = static_shape(op.data, e)
     axes = constant_ints(e, op.axes, "axes")
     rank = len(shape) + len(axes)
@@ -94,7 +94,7 @@ def _unsqueeze(op, e):
 
 
 @lowers(onnx.TransposeOp)
-def _transpose(op, e):
+def _transpose(op: onnx.TransposeOp, e: Emitter):
     rank = len(static_shape(op.data, e))
     perm = list(op.perm.get_values()) if op.perm is not None else list(reversed(range(rank)))
     if perm == list(range(rank)):
@@ -103,7 +103,7 @@ def _transpose(op, e):
 
 
 @lowers(onnx.ConcatOp)
-def _concat(op, e):
+def _concat(op: onnx.ConcatOp, e: Emitter):
     shapes = [static_shape(v, e) for v in op.inputs]
     axis = normalize_axis(op.axis.value.data, len(shapes[0]), e)
     inputs = [v for v, s in zip(op.inputs, shapes) if s[axis] != 0]
@@ -113,7 +113,7 @@ def _concat(op, e):
 
 
 @lowers(onnx.SplitOp)
-def _split(op, e):
+def _split(op: onnx.SplitOp, e: Emitter):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     dim = shape[axis]
@@ -138,7 +138,7 @@ def _split(op, e):
 
 
 @lowers(onnx.SliceOp)
-def _slice(op, e):
+def _slice(op: onnx.SliceOp, e: Emitter):
     shape = static_shape(op.data, e)
     starts = constant_ints(e, op.starts, "starts")
     ends = constant_ints(e, op.ends, "ends")
@@ -178,13 +178,13 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
 
 
 @lowers(onnx.TileOp)
-def _tile(op, e):
+def _tile(op: onnx.TileOp, e: Emitter):
     static_shape(op.input, e)
     return [e.value(tir.TileOp(op.input, constant_ints(e, op.repeats, "repeats")))]
 
 
 @lowers(onnx.DepthToSpaceOp)
-def _depth_to_space(op, e):
+def _depth_to_space(op: onnx.DepthToSpaceOp, e: Emitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
     if op.mode.data == "DCR":
@@ -198,7 +198,7 @@ def _depth_to_space(op, e):
 
 
 @lowers(onnx.SpaceToDepthOp)
-def _space_to_depth(op, e):
+def _space_to_depth(op: onnx.SpaceToDepthOp, e: Emitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
     x = reshape(e, op.input, [n, c, h // b, b, w // b, b])
@@ -208,7 +208,7 @@ def _space_to_depth(op, e):
 
 
 @lowers(onnx.CumSumOp)
-def _cumsum(op, e):
+def _cumsum(op: onnx.CumSumOp, e: Emitter):
     shape = static_shape(op.x, e)
     axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
     x = op.x
@@ -224,7 +224,7 @@ def _cumsum(op, e):
 
 
 @lowers(onnx.GatherOp)
-def _gather(op, e):
+def _gather(op: onnx.GatherOp, e: Emitter):
     shape = static_shape(op.data, e)
     idx_shape = static_shape(op.indices, e, "indices")
     axis = normalize_axis(op.axis.value.data, len(shape), e)
@@ -261,13 +261,13 @@ def _element_positions(op, e) -> np.ndarray:
 
 
 @lowers(onnx.GatherElementsOp)
-def _gather_elements(op, e):
+def _gather_elements(op: onnx.GatherElementsOp, e: Emitter):
     positions = _element_positions(op, e)
     return [_take_flat(e, op.data, positions, list(positions.shape))]
 
 
 @lowers(onnx.GatherNDOp)
-def _gather_nd(op, e):
+def _gather_nd(op: onnx.GatherNDOp, e: Emitter):
     shape = static_shape(op.data, e)
     indices = required_constant(e, op.indices, "indices")
     b = op.batch_dims.value.data
@@ -285,7 +285,7 @@ def _gather_nd(op, e):
 
 
 @lowers(onnx.ExpandOp)
-def _expand(op, e):
+def _expand(op: onnx.ExpandOp, e: Emitter):
     shape = static_shape(op.input, e)
     target = broadcast(shape, constant_ints(e, op.shape, "shape"))
     if target == shape:
@@ -294,7 +294,7 @@ def _expand(op, e):
 
 
 @lowers(onnx.PadOp)
-def _pad(op, e):
+def _pad(op: onnx.PadOp, e: Emitter):
     if op.mode.data != "constant":
         raise e.error(f"mode '{op.mode.data}' is not supported (only constant)")
     shape = static_shape(op.data, e)
@@ -370,7 +370,7 @@ LOWERINGS.update(
 
 
 @lowers(onnx.ReduceLogSumExpOp)
-def _reduce_log_sum_exp(op, e):
+def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: Emitter):
     # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp
     # never overflows (float32's exp does past 88)
     axes = _reduce_axes(op, e)
@@ -386,7 +386,7 @@ def _reduce_log_sum_exp(op, e):
 
 
 @lowers(onnx.ArgMaxOp, onnx.ArgMinOp)
-def _argmax(op, e):
+def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     if op.select_last_index.value.data:
@@ -396,7 +396,7 @@ def _argmax(op, e):
 
 
 @lowers(onnx.ShapeOp, onnx.SizeOp)
-def _shape(op, e):
+def _shape(op: onnx.ShapeOp | onnx.SizeOp, e: Emitter):
     raise e.error("the input has no static shape; Forge needs static shapes")
 
 
@@ -457,14 +457,14 @@ def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduct
 
 
 @lowers(onnx.ScatterElementsOp, onnx.ScatterOp)
-def _scatter_elements(op, e):
+def _scatter_elements(op: onnx.ScatterElementsOp | onnx.ScatterOp, e: Emitter):
     positions = _element_positions(op, e)
-    reduction = op.reduction.data if op.properties.get("reduction") is not None else "none"
+    reduction = op.reduction.data if isinstance(op, onnx.ScatterElementsOp) else "none"  # Scatter has none
     return [_scatter(e, op.data, op.updates, positions, reduction)]
 
 
 @lowers(onnx.ScatterNDOp)
-def _scatter_nd(op, e):
+def _scatter_nd(op: onnx.ScatterNDOp, e: Emitter):
     shape = static_shape(op.data, e)
     indices = required_constant(e, op.indices, "indices")
     depth = indices.shape[-1]
@@ -480,7 +480,7 @@ def _scatter_nd(op, e):
 
 
 @lowers(onnx.OneHotOp)
-def _one_hot(op, e):
+def _one_hot(op: onnx.OneHotOp, e: Emitter):
     indices = constant_array(op.indices)
     depth = constant_array(op.depth)
     if indices is None or depth is None:

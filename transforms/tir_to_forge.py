@@ -69,7 +69,7 @@ def reshape(e: Emitter, x, shape: list[int]):
 
 
 @lowers(tir.ConstantOp)
-def _constant(op, e):
+def _constant(op: tir.ConstantOp, e: Emitter):
     if op.weight_name is not None:
         new = forge.ParameterOp.build(
             result_types=[op.output.type],
@@ -90,7 +90,7 @@ def _constant_name(op) -> str:
 
 
 @lowers(tir.FullOp)
-def _full(op, e):
+def _full(op: tir.FullOp, e: Emitter):
     new = forge.ConstantOp.build(
         result_types=[op.output.type],
         properties={"constant_name": StringAttr(_constant_name(op)), "fill": op.fill},
@@ -99,7 +99,7 @@ def _full(op, e):
 
 
 @lowers(tir.UnaryOp)
-def _unary(op, e):
+def _unary(op: tir.UnaryOp, e: Emitter):
     fn = op.fn.data
     x = op.input
     if fn == UnaryFn.NEG:
@@ -121,19 +121,19 @@ def scalar_constant(e: Emitter, value, like):
 
 
 @lowers(tir.BinaryOp)
-def _binary(op, e):
+def _binary(op: tir.BinaryOp, e: Emitter):
     return [call(e, BINARY[op.fn.data].forge_function, [op.lhs, op.rhs], op.output.type)]
 
 
 @lowers(tir.WhereOp)
-def _where(op, e):
+def _where(op: tir.WhereOp, e: Emitter):
     return [call(e, "Where", [op.condition, op.x, op.y], op.output.type)]
 
 
 @lowers(tir.CastOp)
-def _cast(op, e):
-    target = op.output.type.element_type
-    if target == i1 and op.input.type.element_type != i1:
+def _cast(op: tir.CastOp, e: Emitter):
+    target = dtypes.tensor(op.output.type).element_type
+    if target == i1 and dtypes.tensor(op.input.type).element_type != i1:
         # Forge casts to bool as to Int32, truncating (0.5 -> 0); ONNX
         # means x != 0. The comparison's 0/1 is brought to Int32 by
         # `_in_tir_format` where a user needs it.
@@ -142,12 +142,12 @@ def _cast(op, e):
 
 
 @lowers(tir.ClipOp)
-def _clip(op, e):
+def _clip(op: tir.ClipOp, e: Emitter):
     return [call(e, "Clip", [op.input], op.output.type, min=op.min.value.data, max=op.max.value.data)]
 
 
 @lowers(tir.MatmulOp)
-def _matmul(op, e):
+def _matmul(op: tir.MatmulOp, e: Emitter):
     return [call(e, "Matmul", [op.lhs, op.rhs], op.output.type)]
 
 
@@ -156,7 +156,7 @@ def _int_or_pair(values: list[int]):
 
 
 @lowers(tir.Conv2dOp)
-def _conv2d(op, e):
+def _conv2d(op: tir.Conv2dOp, e: Emitter):
     return [
         call(
             e, "Conv2d", [op.input, op.weight, op.bias], op.output.type,
@@ -183,7 +183,7 @@ def _floor_padding(size: int, out: int, span: int, stride: int, lo: int, hi: int
 
 
 @lowers(tir.Pool2dOp)
-def _pool2d(op, e):
+def _pool2d(op: tir.Pool2dOp, e: Emitter):
     """Forge pools take symmetric padding and no ceil_mode (rules
     pool-symmetric, pool-flags): other cases pad explicitly first, with the
     pool's identity, to exactly the windows wanted."""
@@ -257,7 +257,7 @@ def constant(e: Emitter, op, array):
 
 
 @lowers(tir.BatchnormOp)
-def _batchnorm(op, e):
+def _batchnorm(op: tir.BatchnormOp, e: Emitter):
     return [
         call(e, "Batchnorm", [op.input, op.scale, op.bias, op.mean, op.var], op.output.type,
              epsilon=op.epsilon.value.data)
@@ -265,20 +265,20 @@ def _batchnorm(op, e):
 
 
 @lowers(tir.SoftmaxOp)
-def _softmax(op, e):
+def _softmax(op: tir.SoftmaxOp, e: Emitter):
     fn = "LogSoftmax" if op.log.value.data else "Softmax"
     rank = len(_shape(op.input))
     return [call(e, fn, [op.input], op.output.type, dim=op.axis.value.data - rank)]
 
 
 @lowers(tir.LayernormOp)
-def _layernorm(op, e):
+def _layernorm(op: tir.LayernormOp, e: Emitter):
     return [call(e, "Layernorm", [op.input, op.scale, op.bias], op.output.type, dim=-1,
                  epsilon=op.epsilon.value.data)]
 
 
 @lowers(tir.ReshapeOp)
-def _reshape(op, e):
+def _reshape(op: tir.ReshapeOp, e: Emitter):
     return [reshape(e, op.input, _shape(op.output))]
 
 
@@ -295,7 +295,7 @@ def transpositions(perm: list[int]) -> list[tuple[int, int]]:
 
 
 @lowers(tir.TransposeOp)
-def _transpose(op, e):
+def _transpose(op: tir.TransposeOp, e: Emitter):
     x = op.input
     rank = len(_shape(x))
     for i, j in transpositions(_ints(op.perm)):
@@ -306,13 +306,13 @@ def _transpose(op, e):
 
 
 @lowers(tir.ConcatOp)
-def _concat(op, e):
+def _concat(op: tir.ConcatOp, e: Emitter):
     rank = len(_shape(op.output))
     return [call(e, "Concatenate", list(op.inputs), op.output.type, axis=op.axis.value.data - rank)]
 
 
 @lowers(tir.ReduceOp)
-def _reduce(op, e):
+def _reduce(op: tir.ReduceOp, e: Emitter):
     x = op.input
     rank = len(_shape(x))
     for axis in _ints(op.axes):
@@ -331,7 +331,7 @@ def _reduce(op, e):
 
 
 @lowers(tir.ArgmaxOp)
-def _argmax(op, e):
+def _argmax(op: tir.ArgmaxOp, e: Emitter):
     rank = len(_shape(op.input))
     return [
         call(e, "Argmax", [op.input], op.output.type, dim=op.axis.value.data - rank,
@@ -340,17 +340,17 @@ def _argmax(op, e):
 
 
 @lowers(tir.TileOp)
-def _tile(op, e):
+def _tile(op: tir.TileOp, e: Emitter):
     return [call(e, "Repeat", [op.input], op.output.type, repeats=_ints(op.repeats))]
 
 
 @lowers(tir.CumsumOp)
-def _cumsum(op, e):
+def _cumsum(op: tir.CumsumOp, e: Emitter):
     return [call(e, "CumSum", [op.input], op.output.type, dim=op.axis.value.data)]
 
 
 @lowers(tir.PadOp)
-def _pad(op, e):
+def _pad(op: tir.PadOp, e: Emitter):
     """Forge's Pad on the last two dims; other dims by concatenating filled
     constants (ConstantPad cannot be called: rule constantpad-unusable)."""
     pads, value, x = _ints(op.pads), op.value.value.data, op.input
@@ -393,7 +393,7 @@ def _concat_fill(e: Emitter, op, x, axis: int, lo: int, hi: int, value: float):
 
 
 @lowers(tir.GatherOp)
-def _gather(op, e):
+def _gather(op: tir.GatherOp, e: Emitter):
     data, indices = op.input, op.indices
     axis = op.axis.value.data
     dshape, ishape = _shape(data), _shape(indices)
@@ -410,7 +410,7 @@ def _gather(op, e):
 
 
 @lowers(tir.BroadcastOp)
-def _broadcast(op, e):
+def _broadcast(op: tir.BroadcastOp, e: Emitter):
     x = op.input
     target = _shape(op.output)
     shape = _shape(x)
@@ -427,7 +427,7 @@ def _broadcast(op, e):
 
 
 @lowers(tir.StridedSliceOp)
-def _strided_slice(op, e):
+def _strided_slice(op: tir.StridedSliceOp, e: Emitter):
     """One `forge.index` per sliced axis, chained; `dim` counted from the end."""
     rank = len(_shape(op.input))
     value = op.input

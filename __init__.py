@@ -7,7 +7,16 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ForgeOptError", "check_model", "compile_onnx", "emit_forge_python", "import_onnx"]
+__all__ = [
+    "ForgeOptError",
+    "check_model",
+    "compile_onnx",
+    "convert",
+    "emit_forge_python",
+    "import_onnx",
+    "run_split",
+    "split_model",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from forge_opt import api
 
         return getattr(api, name)
+    if name in ("split_model", "convert", "run_split"):
+        from forge_opt import split
+
+        return getattr(split, name)
     if name == "ForgeOptError":
         from forge_opt.diagnostics import ForgeOptError
 

@@ -485,7 +485,7 @@ class _Importer:
             )
         except Exception as e:
             raise ForgeOptError(f"{_what(node)}: {e}") from None
-        op.location = name_loc(_node_label(node))
+        op.location = name_loc(node_label(node))
         for name, value in zip([o for o in out_names if o], op.results):
             _hint(value, name)
             env[name] = value
@@ -548,14 +548,14 @@ class _Importer:
             properties={"domain": StringAttr(node.domain), "op_type": StringAttr(node.op_type)},
             attributes=attrs,
         )
-        op.location = name_loc(_node_label(node))
+        op.location = name_loc(node_label(node))
         for name, value in zip(outs, op.results):
             _hint(value, name)
             env[name] = value
         return op
 
 
-def _node_label(node: NodeProto) -> str:
+def node_label(node: NodeProto) -> str:
     """The node's name; an unnamed node is named after its op type and its
     first output, which ONNX requires to be unique."""
     if node.name:

@@ -145,6 +145,20 @@ def table_rewrite(table: dict[type[Operation], Lowering]) -> Rewrite:
     return rewrite
 
 
+def leaving_failures(rewrite: Rewrite, failures: dict[Operation, str]) -> Rewrite:
+    """`rewrite`, except that an op it cannot rewrite stays as it is, with
+    the reason in `failures` (AutoSplit's trial lowering)."""
+
+    def tolerant(op: Operation) -> Replacement | None:
+        try:
+            return rewrite(op)
+        except ForgeOptError as error:
+            failures[op] = str(error)
+            return None
+
+    return tolerant
+
+
 def shape_of(value: SSAValue) -> list[int]:
     t = value.type
     if not isinstance(t, TensorType):

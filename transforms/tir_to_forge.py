@@ -34,7 +34,14 @@ from forge_opt.dialects import forge, forge_rules, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, erase_dead_ops, rewrite_in_order, table_rewrite
+from forge_opt.transforms.lowering import (
+    Emitter,
+    LoweringTable,
+    Rewrite,
+    erase_dead_ops,
+    rewrite_in_order,
+    table_rewrite,
+)
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -476,12 +483,17 @@ class TirToForgePass(ModulePass):
     name = "tir-to-forge"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        rewrite_in_order(op, _in_tir_format(table_rewrite(LOWERINGS)))
+        rewrite_in_order(op, tir_to_forge_rewrite())
         erase_dead_ops(op)
         check_lowered(op)
         for func in op.walk():
             if isinstance(func, FuncOp):
                 _return_forge_types(func)
+
+
+def tir_to_forge_rewrite() -> Rewrite:
+    """The rewrite of one `tir` op into Forge calls (the pass's, alone)."""
+    return _in_tir_format(table_rewrite(LOWERINGS))
 
 
 def _format(t) -> str | None:

@@ -1,0 +1,75 @@
+"""Where each ONNX node runs: on the device when the lowering turns it into
+Forge calls that pass Forge's rules, on the CPU otherwise.
+
+There is no second list of supported ops: a copy of the module goes
+through the whole lowering, with every op that cannot be lowered left in
+place and its reason kept. A node is on the device when every op made from
+it (they carry its location) ended as a `forge` op. A node whose value is
+known at compile time folds into a constant and needs no placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import Enum
+
+from xdsl.dialects.builtin import ModuleOp
+
+from forge_opt.diagnostics import node_name
+from forge_opt.dialects import onnx_ops
+from forge_opt.dialects.onnx import INITIALIZER_ATTR, OnnxOp
+from forge_opt.transforms.fold_constants import fold_constant_op
+from forge_opt.transforms.lower_split import split_to_strided_slices
+from forge_opt.transforms.lowering import erase_dead_ops, leaving_failures, rewrite_in_order, table_rewrite
+from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.tir_to_forge import tir_to_forge_rewrite
+
+_LOWERED = ("forge.", "func.", "builtin.")
+
+
+class Where(Enum):
+    DEVICE = "tt"
+    CPU = "cpu"
+    FOLDED = "folded"  # a compile-time constant: runs nowhere
+
+
+@dataclass
+class Placement:
+    op_type: str
+    where: Where
+    reason: str = ""  # why the CPU: the lowering's error, or the user's pin
+
+
+def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection[str] = ()) -> dict[str, Placement]:
+    """The placement of each node of an imported model, by node name (as
+    diagnostics name it). `cpu_ops` (op types) and `cpu_nodes` (names) pin
+    nodes to the CPU. `module` itself is left as it is."""
+    placements: dict[str, Placement] = {}
+    for op in module.walk():
+        name = node_name(op)
+        if isinstance(op, OnnxOp) and name and INITIALIZER_ATTR not in op.attributes:
+            placements[name] = Placement(op.ONNX_OP_TYPE, Where.DEVICE)
+    trial = module.clone()
+    failures: dict = {}
+    rewrite_in_order(trial, fold_constant_op)
+    folded = {node_name(op) for op in trial.walk() if isinstance(op, onnx_ops.ConstantOp)}
+    rewrite_in_order(trial, leaving_failures(table_rewrite(ONNX_LOWERINGS), failures))
+    erase_dead_ops(trial)
+    rewrite_in_order(trial, split_to_strided_slices)
+    rewrite_in_order(trial, leaving_failures(tir_to_forge_rewrite(), failures))
+    erase_dead_ops(trial)
+    reasons = {node_name(op): reason for op, reason in failures.items()}
+    for op in trial.walk():
+        name = node_name(op)
+        placement = placements.get(name) if name else None
+        if placement is None or op.name.startswith(_LOWERED):
+            continue
+        placement.where = Where.CPU
+        placement.reason = reasons.get(name) or f"{op.name} has no lowering to Forge"
+    for name, placement in placements.items():
+        if placement.where is Where.DEVICE and name in folded:
+            placement.where = Where.FOLDED
+        if placement.op_type in cpu_ops or name in cpu_nodes:
+            placement.where, placement.reason = Where.CPU, "pinned to the CPU"
+    return placements

@@ -1,0 +1,45 @@
+"""Running a split (AutoSplit's AutoRunner): the sub-models one after
+another, CPU ones on onnxruntime and device ones compiled to Forge and run
+on the stand-in, each fed only tensors `graph_infos.json` lists.
+
+`mode="cpu"` runs the device sub-models' ONNX on onnxruntime too, which
+tells a partitioning bug (the outputs differ in this mode) from a lowering
+bug (they differ only in the device mode).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from forge_opt.check.engine import compile_model, onnxruntime_outputs, run_compiled
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.folder import read_split
+from forge_opt.split.plan import DEVICE
+
+
+def run_split(folder: Path, inputs: dict[str, np.ndarray], mode: str = "device") -> dict[str, np.ndarray]:
+    """The model's outputs (by name) from its split in `folder`."""
+    if mode not in ("device", "cpu"):
+        raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
+    infos, graphs = read_split(folder)
+    tensors = infos["tensors"]
+    wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
+    missing = [name for name in wanted if name not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
+    values = {name: np.asarray(inputs[name]) for name in wanted}
+    for g in graphs:
+        model = onnx.load(g.model_path)
+        feeds = {x: values[x] for x in g.inputs}
+        if g.device == DEVICE and mode == "device":
+            compiled = compile_model(model, g.model_path.parent)
+            outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
+        else:
+            outputs = onnxruntime_outputs(model, g.model_path.parent, feeds)
+        for name, value in zip(g.outputs, outputs):
+            # Forge holds int64 and bool as int32: the next graph gets the declared type back
+            values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
+    return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}

@@ -1,0 +1,59 @@
+"""Placement asks the lowering: a node runs on the device when it lowers to
+Forge calls that pass Forge's rules, on the CPU (with the reason) otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt.frontends.onnx import import_model
+from forge_opt.split.placement import Where, place
+
+
+def _model():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("Shape", ["v"], ["s"], name="shape"),
+        helper.make_node("Reshape", ["v", "s"], ["w"], name="reshape"),
+        helper.make_node("ArgMax", ["w"], ["a"], name="argmax_last", axis=1, select_last_index=1),
+        helper.make_node("Sigmoid", ["w"], ["y"], name="sigmoid"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("a", TensorProto.INT64, [2, 1])],
+        [numpy_helper.from_array(np.array([3], np.int64), "k")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_the_lowering_decides():
+    placements = place(import_model(_model()))
+    where = {name: p.where for name, p in placements.items()}
+    assert where == {
+        "relu": Where.DEVICE,
+        "topk": Where.CPU,
+        "shape": Where.FOLDED,
+        "reshape": Where.DEVICE,
+        "argmax_last": Where.CPU,
+        "sigmoid": Where.DEVICE,
+    }
+    assert "onnx.TopK has no lowering to Forge" in placements["topk"].reason
+    assert "select_last_index=1" in placements["argmax_last"].reason
+
+
+def test_pins_move_nodes_to_the_cpu():
+    placements = place(import_model(_model()), cpu_ops={"Sigmoid"}, cpu_nodes={"relu"})
+    assert placements["sigmoid"].where is Where.CPU and placements["relu"].where is Where.CPU
+    assert placements["relu"].reason == "pinned to the CPU"
+    assert placements["reshape"].where is Where.DEVICE
+
+
+def test_the_module_is_left_as_it_was():
+    module = import_model(_model())
+    before = str(module)
+    place(module)
+    assert str(module) == before

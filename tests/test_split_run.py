@@ -1,0 +1,161 @@
+"""AutoSplit end to end: a detector-shaped model (conv backbone, box decode,
+TopK, Gather) splits into a device backbone and CPU post-processing, the
+folder matches graph_infos.json's schema, and running the split gives
+onnxruntime's outputs for the whole model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt.check.engine import onnxruntime_outputs
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split import convert, run_split, split_model
+
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
+
+
+def detector():
+    """Backbone and box decode (device); NonMaxSuppression, TopK and a Gather
+    of the best boxes (post-processing)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["image", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["features"], name="relu"),
+        helper.make_node("Reshape", ["features", "box_shape"], ["raw"], name="to_boxes"),
+        helper.make_node("Sigmoid", ["raw"], ["boxes"], name="decode"),
+        helper.make_node("ReduceMean", ["boxes", "last"], ["score"], name="score", keepdims=0),
+        helper.make_node("Reshape", ["score", "score_shape"], ["scores"], name="per_class"),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_boxes", "iou"], ["selected"], name="nms"),
+        helper.make_node("TopK", ["score", "k"], ["top", "best"], name="topk", axis=1),
+        helper.make_node("Gather", ["boxes", "best"], ["best_boxes"], name="pick", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "detector",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, None),
+         helper.make_tensor_value_info("best_boxes", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.array([1, 64, 4], np.int64), "box_shape"),
+         numpy_helper.from_array(np.array([2], np.int64), "last"),
+         numpy_helper.from_array(np.array([1, 1, 64], np.int64), "score_shape"),
+         numpy_helper.from_array(np.array([5], np.int64), "max_boxes"),
+         numpy_helper.from_array(np.array([0.5], np.float32), "iou"),
+         numpy_helper.from_array(np.array([3], np.int64), "k")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _inputs():
+    return {"image": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_a_detector_splits_into_a_device_backbone_and_cpu_post_processing(tmp_path):
+    model = detector()
+    plan, infos = split_model(model, tmp_path / "split", min_device_ops=2)
+    jsonschema.validate(infos, SCHEMA)
+    assert json.loads((tmp_path / "split" / "graph_infos.json").read_text()) == infos
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
+    assert [n.name for n in plan.graphs[0].nodes] == ["conv", "relu", "to_boxes", "decode", "score", "per_class"]
+    assert [n.name for n in plan.graphs[1].nodes] == ["nms", "topk", "pick"]
+    assert infos["tensors"]["boxes"]["attr"] == "intermediate"
+    assert infos["tensors"]["image"] == {"shape": [1, 3, 8, 8], "dtype": "float32", "attr": "input"}
+
+
+@pytest.mark.parametrize("mode", ["device", "cpu"])
+def test_running_the_split_gives_the_models_outputs(tmp_path, mode):
+    model = detector()
+    split_model(model, tmp_path / "split", min_device_ops=2)
+    got = run_split(tmp_path / "split", _inputs(), mode=mode)
+    want = dict(zip(["selected", "best_boxes"], onnxruntime_outputs(model, None, _inputs())))
+    assert set(got) == set(want)
+    np.testing.assert_array_equal(got["selected"], want["selected"])
+    np.testing.assert_allclose(got["best_boxes"], want["best_boxes"], rtol=1e-5, atol=1e-5)
+
+
+def test_convert_writes_each_device_module(tmp_path):
+    split_model(detector(), tmp_path / "split", min_device_ops=2)
+    written = convert(tmp_path / "split")
+    assert [p.relative_to(tmp_path / "split").as_posix() for p in written] == ["graph_ir_0/graph_0.py"]
+    assert "forge.op.Conv2d" in written[0].read_text()
+    assert (tmp_path / "split" / "graph_ir_0" / "graph_0.mlir").is_file()
+
+
+def test_a_middle_cpu_op_gives_three_sub_models(tmp_path):
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("Sigmoid", ["v"], ["y"], name="last"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([3], np.int64), "k")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    _, infos = split_model(model, tmp_path / "split")
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
+    x = {"x": np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)}
+    np.testing.assert_allclose(run_split(tmp_path / "split", x)["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5)
+
+
+def test_a_non_empty_folder_is_not_overwritten(tmp_path):
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / "mine.txt").write_text("keep")
+    with pytest.raises(ForgeOptError, match="exists and is not empty"):
+        split_model(detector(), folder)
+    assert (folder / "mine.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda i: i.pop("tensors"), "the field 'tensors' is missing"),
+        (lambda i: i["graphs"][1]["inputs"].append("nowhere"), "tensor 'nowhere' is not in 'tensors'"),
+        (lambda i: i["graphs"].reverse(), "before any earlier graph makes it"),
+        (lambda i: i["graphs"][0]["model_info"].update(model_path="gone.onnx"), "gone.onnx does not exist"),
+    ],
+)
+def test_a_hand_edited_graph_infos_is_named(tmp_path, edit, message):
+    folder = tmp_path / "split"
+    _, infos = split_model(detector(), folder, min_device_ops=2)
+    edit(infos)
+    (folder / "graph_infos.json").write_text(json.dumps(infos))
+    with pytest.raises(ForgeOptError, match=message):
+        run_split(folder, _inputs())
+
+
+def test_forge_split_commands(tmp_path, capsys):
+    import onnx
+
+    from forge_opt.tools.forge_split import main
+
+    path = tmp_path / "detector.onnx"
+    onnx.save(detector(), path)
+    folder = tmp_path / "split"
+
+    def run(*argv) -> int:
+        with pytest.raises(SystemExit) as done:
+            main([str(a) for a in argv])
+        return int(done.value.code or 0)
+
+    assert run(path, "-o", folder, "--min-device-ops", 2, "--convert") == 0
+    report = capsys.readouterr().out
+    assert "graph_0  tt          6" in report and "graph_1  cpu         3" in report
+    assert "bytes cross between CPU and device per run" in report
+    assert (folder / "graph_ir_0" / "graph_0.py").is_file()
+    assert run("run", folder, "--check", "--model", path) == 0
+    assert capsys.readouterr().out.strip().endswith("match")
+    assert run(path, "-o", folder) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert run("run", tmp_path / "nowhere") == 2
+    assert "no such file" in capsys.readouterr().err

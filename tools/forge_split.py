@@ -1,0 +1,181 @@
+"""`forge-split`: AutoSplit for Forge. Divide a model into device and CPU
+sub-models (`forge-split MODEL -o DIR`), compile the device ones
+(`forge-split convert DIR`), run them in order (`forge-split run DIR`).
+
+    forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
+                [--min-device-ops N] [--layout NCHW|NHWC] [--force]
+    forge-split convert DIR
+    forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--check [--model MODEL]]
+
+`run --check` compares the outputs with onnxruntime (exit 0 match, 1
+mismatch, 2 did not compile, as forge-check): with the whole model given by
+`--model`, else with the split's sub-models all run on onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from forge_opt.diagnostics import ForgeOptError
+
+MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
+
+
+def _split_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="forge-split", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("model", help="an .onnx or .onnxtxt model")
+    p.add_argument("-o", "--output", required=True, help="the folder to write the split into")
+    p.add_argument("--convert", action="store_true", help="also compile the device sub-models")
+    p.add_argument("--cpu-ops", nargs="+", default=[], metavar="OP", help="op types to keep on the CPU")
+    p.add_argument("--cpu-nodes", nargs="+", default=[], metavar="NODE", help="node names to keep on the CPU")
+    p.add_argument("--min-device-ops", type=int, default=1, metavar="N",
+                   help="a device sub-model of fewer ops goes to the CPU (default 1)")
+    p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW", help="recorded in graph_infos.json")
+    p.add_argument("--force", action="store_true", help="replace the split in a folder that is not empty")
+    return p
+
+
+def _report(plan, infos) -> str:
+    """Per sub-model: device, op count, inputs, outputs, and the bytes it
+    takes from or gives to the other kind of device per run."""
+    tensors = infos["tensors"]
+    maker = {x: g["device"] for g in infos["graphs"] for x in g["outputs"]}
+
+    def size(name: str) -> float:
+        t = tensors[name]
+        if any(d < 0 for d in t["shape"]):
+            return math.nan
+        return math.prod(t["shape"]) * np.dtype(t["dtype"]).itemsize
+
+    lines = [f"{'graph':<8} {'device':<7} {'ops':>5} {'inputs':>7} {'outputs':>8} {'bytes across':>13}"]
+    total = 0.0
+    for n, (sub, entry) in enumerate(zip(plan.graphs, infos["graphs"])):
+        device = entry["device"]
+        crossing = [x for x in entry["inputs"] if maker.get(x, "cpu") != device]
+        moved = sum(size(x) for x in crossing)
+        total += moved
+        shown = "?" if math.isnan(moved) else f"{int(moved):,}"
+        lines.append(f"graph_{n:<2} {device:<7} {len(sub.nodes):>5} {len(entry['inputs']):>7} "
+                     f"{len(entry['outputs']):>8} {shown:>13}")
+    across = "?" if math.isnan(total) else f"{int(total):,}"
+    lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
+    return "\n".join(lines)
+
+
+def _split(argv: list[str]) -> int:
+    args = _split_parser().parse_args(argv)
+    from forge_opt.split import convert, split_model
+
+    plan, infos = split_model(
+        args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
+        min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
+    )
+    print(_report(plan, infos))
+    if args.convert:
+        for path in convert(args.output):
+            print(f"wrote {path}")
+    return 0
+
+
+def _convert(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="forge-split convert", description="compile a split's device sub-models")
+    p.add_argument("folder")
+    args = p.parse_args(argv)
+    from forge_opt.split import convert
+
+    for path in convert(args.folder):
+        print(f"wrote {path}")
+    return 0
+
+
+def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
+    from forge_opt.split.folder import read_split
+
+    infos, _ = read_split(folder)
+    if path:
+        try:
+            with np.load(path) as data:
+                return {k: data[k] for k in data.files}
+        except (OSError, ValueError) as e:
+            raise ForgeOptError(f"{path}: cannot read the inputs: {e}") from None
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for name, t in infos["tensors"].items():
+        if t["attr"] != "input":
+            continue
+        if any(d < 0 for d in t["shape"]):
+            raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
+        dtype = np.dtype(t["dtype"])
+        inputs[name] = (
+            rng.integers(0, 10, t["shape"]).astype(dtype) if dtype.kind in "iub" else
+            rng.standard_normal(t["shape"]).astype(dtype)
+        )
+    return inputs
+
+
+def _run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="forge-split run", description="run a split's sub-models in order")
+    p.add_argument("folder")
+    p.add_argument("--inputs", help=".npz file with one array per model input, by name (default: seeded random)")
+    p.add_argument("--mode", choices=["device", "cpu"], default="device",
+                   help="cpu runs the device sub-models on onnxruntime too (tells a split bug from a lowering bug)")
+    p.add_argument("--check", action="store_true", help="compare with onnxruntime; exit 0 match, 1 mismatch")
+    p.add_argument("--model", help="with --check: the whole model to compare with")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", type=float, default=1e-4)
+    args = p.parse_args(argv)
+    from forge_opt.check.compare import compare_output
+    from forge_opt.check.engine import onnxruntime_outputs
+    from forge_opt.frontends.onnx import load_model
+    from forge_opt.split import run_split
+
+    folder = Path(args.folder)
+    inputs = _load_inputs(args.inputs, folder)
+    outputs = run_split(folder, inputs, mode=args.mode)
+    if not args.check:
+        for name, value in outputs.items():
+            print(f"{name}: shape {list(value.shape)} dtype {value.dtype}")
+        return MATCH
+    if args.model:
+        model, base = load_model(args.model)
+        names = [o.name for o in model.graph.output]
+        graph_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+        want = dict(zip(names, onnxruntime_outputs(model, base, {k: inputs[k] for k in graph_inputs})))
+    else:
+        want = run_split(folder, inputs, mode="cpu")
+    ok = True
+    for name, value in want.items():
+        result = compare_output(name, value, outputs[name], rtol=args.rtol, atol=args.atol, formats=False)
+        verdict = "ok" if result.ok else f"MISMATCH {result.reason}".rstrip()
+        print(f"{name:<24} {list(result.shape)!s:<18} {result.max_abs_error:>12.3e}  {verdict}")
+        ok = ok and result.ok
+    print("match" if ok else "mismatch")
+    return MATCH if ok else MISMATCH
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    command = {"convert": _convert, "run": _run}.get(argv[0] if argv else "", _split)
+    try:
+        code = command(argv[1:] if command is not _split else argv)
+    except ForgeOptError as e:
+        print(f"forge-split: error: {e}", file=sys.stderr)
+        code = NOT_COMPILED
+    except Exception as e:  # a bug of ours: one line, the traceback with --debug
+        if debug:
+            traceback.print_exc()
+        print(f"forge-split: error: {type(e).__name__}: {e}", file=sys.stderr)
+        code = NOT_COMPILED
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -29,3 +29,17 @@ def test_the_design_names_files_that_exist():
     folders = "dialects|transforms|interpreters|targets|check|tools|tests|frontends|lit_tests"
     for path in re.findall(rf"`((?:{folders})/[\w./]+\.(?:py|md|onnxtxt))`", text):
         assert (ROOT / path).exists(), f"docs/design.md names {path}, which does not exist"
+
+
+def test_the_readme_split_report_is_what_forge_split_prints(tmp_path, capsys):
+    """The README's forge-split example, run: its report is the one shown."""
+    import pytest
+
+    from forge_opt.tools.forge_split import main
+
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("```\ngraph    device")[1].split("```")[0]
+    with pytest.raises(SystemExit) as done:
+        main([str(ROOT / "examples" / "detector.onnxtxt"), "-o", str(tmp_path / "det"), "--min-device-ops", "2"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == "graph    device" + shown

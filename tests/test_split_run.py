@@ -159,3 +159,19 @@ def test_forge_split_commands(tmp_path, capsys):
     assert "exists and is not empty" in capsys.readouterr().err
     assert run("run", tmp_path / "nowhere") == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_forge_check_fallback(tmp_path, capsys):
+    import onnx
+
+    from forge_opt.tools.forge_check import main
+
+    path = tmp_path / "detector.onnx"
+    onnx.save(detector(), path)
+    for argv, code in (([], 2), (["--fallback"], 0), (["--fallback", "--bisect"], 2)):
+        with pytest.raises(SystemExit) as done:
+            main([str(path), *argv])
+        assert done.value.code == code, argv
+    out = capsys.readouterr()
+    assert "split into 3 sub-models (tt, cpu, tt)" in out.err and "match" in out.out
+    assert "--fallback does not combine with --freeze, --bisect or --emit" in out.err

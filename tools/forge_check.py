@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime",
     )
+    parser.add_argument(
+        "--fallback",
+        action="store_true",
+        help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)",
+    )
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -46,11 +51,20 @@ def main(argv: list[str] | None = None) -> None:
                     inputs = {k: data[k] for k in data.files}
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
-        report = check_model(
-            args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
-            freeze=tuple(args.freeze),
-            bisect=args.bisect,
-        )
+        if args.fallback:
+            if args.freeze or args.bisect or args.emit:
+                raise ForgeOptError("--fallback does not combine with --freeze, --bisect or --emit")
+            from forge_opt.split.check import check_fallback
+
+            report = check_fallback(
+                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed
+            )
+        else:
+            report = check_model(
+                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
+                freeze=tuple(args.freeze),
+                bisect=args.bisect,
+            )
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)
         sys.exit(NOT_COMPILED)

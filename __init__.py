@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     if name in ("split_model", "convert", "run_split"):
-        from forge_opt import split
+        from forge_opt.split import api as split
 
         return getattr(split, name)
     if name == "ForgeOptError":

@@ -55,7 +55,8 @@ def _dot() -> type[Target]:
 
 DIALECTS: dict[str, Callable[[], Dialect]] = {"onnx": _onnx, "tir": _tir, "forge": _forge}
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
-    name: _pass(name) for name in ("onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge")
+    name: _pass(name)
+    for name in ("onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge", "partition-for-forge")
 }
 TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}
 

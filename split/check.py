@@ -14,7 +14,7 @@ from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split import run_split, split_model
+from forge_opt.split.api import run_split, split_model
 
 
 def check_fallback(

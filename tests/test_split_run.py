@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check.engine import onnxruntime_outputs
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.split import convert, run_split, split_model
+from forge_opt.split.api import convert, run_split, split_model
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
 
@@ -175,3 +175,24 @@ def test_forge_check_fallback(tmp_path, capsys):
     out = capsys.readouterr()
     assert "split into 3 sub-models (tt, cpu, tt)" in out.err and "match" in out.out
     assert "--fallback does not combine with --freeze, --bisect or --emit" in out.err
+
+
+def test_the_partitioned_ir_runs_as_the_model():
+    """partition-for-forge's module (sub-models as functions the main one
+    calls) computes on the interpreters what the model computes."""
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import StringAttr
+
+    from forge_opt.frontends.onnx import import_model
+    from forge_opt.interpreters.run import run_module
+    from forge_opt.transforms.partition_for_forge import PartitionForForgePass
+
+    module = import_model(detector())
+    want = run_module(module, [_inputs()["image"]])
+    PartitionForForgePass(min_device_ops=2).apply(Context(), module)
+    module.verify()
+    devices = [op.attributes["forge.device"] for op in module.ops if "forge.device" in op.attributes]
+    assert devices == [StringAttr("tt"), StringAttr("cpu")]
+    got = run_module(module, [_inputs()["image"]])
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -70,7 +70,7 @@ def _report(plan, infos) -> str:
 
 def _split(argv: list[str]) -> int:
     args = _split_parser().parse_args(argv)
-    from forge_opt.split import convert, split_model
+    from forge_opt.split.api import convert, split_model
 
     plan, infos = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
@@ -87,7 +87,7 @@ def _convert(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="forge-split convert", description="compile a split's device sub-models")
     p.add_argument("folder")
     args = p.parse_args(argv)
-    from forge_opt.split import convert
+    from forge_opt.split.api import convert
 
     for path in convert(args.folder):
         print(f"wrote {path}")
@@ -133,7 +133,7 @@ def _run(argv: list[str]) -> int:
     from forge_opt.check.compare import compare_output
     from forge_opt.check.engine import onnxruntime_outputs
     from forge_opt.frontends.onnx import load_model
-    from forge_opt.split import run_split
+    from forge_opt.split.api import run_split
 
     folder = Path(args.folder)
     inputs = _load_inputs(args.inputs, folder)

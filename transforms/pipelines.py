@@ -12,6 +12,7 @@ from xdsl.utils.exceptions import VerifyException
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
+from forge_opt.transforms.partition_for_forge import PartitionForForgePass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 
 
@@ -53,7 +54,7 @@ class OnnxToForgePass(ModulePass):
 
 
 ALL_PASSES: dict[str, type[ModulePass]] = {
-    p.name: p for p in (OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass)
+    p.name: p for p in (OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass)
 }
 
 

@@ -1,0 +1,55 @@
+"""`split_model`, `convert` and `run_split`: AutoSplit's split, convert and run
+steps over a folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from onnx import ModelProto
+
+from forge_opt.check.engine import compile_model
+from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.split.folder import read_split, write_split
+from forge_opt.split.placement import place
+from forge_opt.split.plan import DEVICE, Plan, make_plan
+from forge_opt.split.runner import run_split
+from forge_opt.targets.forge_python import save_constants
+
+
+def split_model(
+    source: str | os.PathLike | bytes | ModelProto,
+    folder: str | os.PathLike,
+    *,
+    cpu_ops: tuple[str, ...] = (),
+    cpu_nodes: tuple[str, ...] = (),
+    min_device_ops: int = 1,
+    layout: str = "NCHW",
+    force: bool = False,
+) -> tuple[Plan, dict]:
+    """Split the model into `folder`: its sub-models and `graph_infos.json`."""
+    model, base = load_model(source)
+    placements = place(import_model(model, base), cpu_ops, cpu_nodes)
+    plan = make_plan(model, placements, min_device_ops)
+    infos = write_split(Path(folder), model, plan, force=force, layout=layout)
+    return plan, infos
+
+
+def convert(folder: str | os.PathLike) -> list[Path]:
+    """Compile each device sub-model to Forge Python in its `context_dir`
+    (the module, its computed constants and its `forge` IR); the modules written."""
+    written = []
+    for g in read_split(Path(folder))[1]:
+        if g.device != DEVICE or g.context_dir is None:
+            continue
+        compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)
+        g.context_dir.mkdir(parents=True, exist_ok=True)
+        path = g.context_dir / f"graph_{g.index}.py"
+        path.write_text(compiled.emitted.source)
+        save_constants(compiled.emitted, g.context_dir)
+        (g.context_dir / f"graph_{g.index}.mlir").write_text(str(compiled.module) + "\n")
+        written.append(path)
+    return written
+
+
+__all__ = ["convert", "run_split", "split_model"]

@@ -1,5 +1,5 @@
 """`partition-for-forge`: the split, in the IR. Each sub-model of the main
-function becomes `func.func private @graph_<n> {forge.device = "tt"|"cpu"}`,
+function becomes `func.func private @graph_<n>` with `forge.device` "tt" or "cpu",
 and the main function calls them in order, so the split prints, parses and
 runs on the interpreters as a whole (tt-mlir's shape for CPU-hoisted ops).
 

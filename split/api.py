@@ -31,7 +31,7 @@ def split_model(
     model, base = load_model(source)
     placements = place(import_model(model, base), cpu_ops, cpu_nodes)
     plan = make_plan(model, placements, min_device_ops)
-    infos = write_split(Path(folder), model, plan, force=force, layout=layout)
+    infos = write_split(Path(folder), model, plan, base=base, force=force, layout=layout)
     return plan, infos
 
 

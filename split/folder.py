@@ -5,11 +5,13 @@ written by `split` and read back (checked field by field) by `convert` and
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-from onnx import ModelProto
+from onnx import ModelProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.plan import CPU, DEVICE, Plan, graph_infos, sub_model
@@ -17,15 +19,77 @@ from forge_opt.split.plan import CPU, DEVICE, Plan, graph_infos, sub_model
 INFOS = "graph_infos.json"
 
 
-def write_split(folder: Path, model: ModelProto, plan: Plan, *, force: bool = False, layout: str = "NCHW") -> dict:
-    """Write the sub-models and `graph_infos.json` into `folder`; a folder
-    that exists and is not empty is refused unless `force`."""
+WEIGHTS = "weights.bin"
+INLINE_LIMIT = 1 << 16  # bytes: smaller initializers stay inside their sub-model
+
+
+class _Weights:
+    """Initializers for the sub-models without copies in memory. One stored
+    as external data keeps pointing at its file, linked into the split
+    folder. A large inline one is written once to `weights.bin`, which every
+    sub-model that uses it points into."""
+
+    def __init__(self, folder: Path, base: Path | None):
+        self.folder, self.base = folder, base
+        self.placed: dict[str, tuple[int, int]] = {}
+        self.size = 0
+        self.links: dict[Path, str] = {}
+
+    def _linked(self, target: Path) -> str:
+        """A name in the split folder for the data file `target`: onnxruntime
+        reads external data only from inside a model's folder, and follows no
+        symbolic link out of it. A hard link where the file system allows,
+        else a copy streamed through a small buffer (disk, not memory)."""
+        if target not in self.links:
+            name = f"data{len(self.links)}_{target.name}"
+            try:
+                os.link(target, self.folder / name)
+            except OSError:
+                shutil.copyfile(target, self.folder / name)
+            self.links[target] = name
+        return self.links[target]
+
+    def __call__(self, t: TensorProto) -> TensorProto:
+        if t.data_location == TensorProto.EXTERNAL:
+            entries = {e.key: e.value for e in t.external_data}
+            if self.base is None:
+                raise ForgeOptError(f"initializer '{t.name}' has external data but the model has no folder")
+            return self._pointing(t, self._linked((self.base / entries["location"]).resolve()), entries)
+        if len(t.raw_data) < INLINE_LIMIT:
+            return t
+        if t.name not in self.placed:
+            with open(self.folder / WEIGHTS, "ab" if self.size else "wb") as f:
+                f.write(t.raw_data)
+            self.placed[t.name] = (self.size, len(t.raw_data))
+            self.size += len(t.raw_data)
+        offset, length = self.placed[t.name]
+        return self._pointing(t, WEIGHTS, {"offset": str(offset), "length": str(length)})
+
+    @staticmethod
+    def _pointing(t: TensorProto, location: str, entries: dict[str, str]) -> TensorProto:
+        out = TensorProto()
+        out.name, out.data_type = t.name, t.data_type
+        out.dims.extend(t.dims)
+        out.data_location = TensorProto.EXTERNAL
+        for key, value in {**entries, "location": location}.items():
+            entry = out.external_data.add()
+            entry.key, entry.value = key, value
+        return out
+
+def write_split(
+    folder: Path, model: ModelProto, plan: Plan, *, base: Path | None = None, force: bool = False,
+    layout: str = "NCHW",
+) -> dict:
+    """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
+    folder the model's external data is in); a folder that exists and is not
+    empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")
     folder.mkdir(parents=True, exist_ok=True)
     infos = graph_infos(plan, layout)
+    weights = _Weights(folder, base)
     for n, entry in enumerate(infos["graphs"]):
-        onnx.save(sub_model(model, plan, n), folder / entry["model_info"]["model_path"])
+        onnx.save(sub_model(model, plan, n, weights), folder / entry["model_info"]["model_path"])
     (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
     return infos
 

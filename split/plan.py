@@ -156,11 +156,13 @@ def graph_infos(plan: Plan, layout: str = "NCHW") -> dict:
     }
 
 
-def sub_model(model: ModelProto, plan: Plan, n: int) -> ModelProto:
-    """Sub-model `n` as an ONNX model with exactly the nodes and initializers it uses."""
+def sub_model(model: ModelProto, plan: Plan, n: int, weight=lambda t: t) -> ModelProto:
+    """Sub-model `n` as an ONNX model with exactly the nodes and initializers
+    it uses, each as `weight` gives it (the writer points large ones at data
+    files instead of copying them)."""
     sub = plan.graphs[n]
     used = {x for node in sub.nodes for x in node.input}
-    initializers: list[TensorProto] = [t for t in model.graph.initializer if t.name in used]
+    initializers: list[TensorProto] = [weight(t) for t in model.graph.initializer if t.name in used]
     graph = onnx.helper.make_graph(
         sub.nodes,
         f"graph_{n}",

@@ -196,3 +196,50 @@ def test_the_partitioned_ir_runs_as_the_model():
     got = run_module(module, [_inputs()["image"]])
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def _weighty_model():
+    """A large weight used on both sides of a CPU op: Add(x, w) -> TopK -> Mul(values, w')."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 512)).astype(np.float32)  # 128 KiB
+    nodes = [
+        helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("MatMul", ["v", "m"], ["y"], name="matmul"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([256], np.int64), "k"),
+         numpy_helper.from_array(rng.standard_normal((256, 128)).astype(np.float32), "m")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def test_large_inline_weights_are_written_once_and_pointed_at(tmp_path):
+    model = _weighty_model()
+    _, infos = split_model(model, tmp_path / "split")
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
+    assert (tmp_path / "split" / "weights.bin").stat().st_size == (64 * 512 + 256 * 128) * 4
+    assert all((tmp_path / "split" / f"graph_{n}.onnx").stat().st_size < 4096 for n in range(3))
+    x = {"x": np.random.default_rng(4).standard_normal((64, 512)).astype(np.float32)}
+    got = run_split(tmp_path / "split", x)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_external_weights_stay_in_their_file(tmp_path):
+    import onnx
+
+    source = tmp_path / "model"
+    source.mkdir()
+    onnx.save(_weighty_model(), source / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=1024)
+    split_model(source / "m.onnx", tmp_path / "split")
+    assert not (tmp_path / "split" / "weights.bin").exists()
+    first = onnx.load(tmp_path / "split" / "graph_0.onnx", load_external_data=False)
+    location = {e.key: e.value for e in first.graph.initializer[0].external_data}["location"]
+    assert location == "data0_m.data"
+    assert (tmp_path / "split" / location).stat().st_ino == (source / "m.data").stat().st_ino  # a link, no copy
+    x = {"x": np.random.default_rng(4).standard_normal((64, 512)).astype(np.float32)}
+    got = run_split(tmp_path / "split", x)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(_weighty_model(), None, x)[0], rtol=1e-4, atol=1e-4)

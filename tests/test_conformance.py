@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from forge_opt.tools.conformance import node_cases, read_expectations, run_case
+from forge_opt.tools.conformance import node_cases, read_expectations, run_case, run_case_split
 
 CASES = node_cases()
 EXPECTED_FAILURES = read_expectations(Path(__file__).parent / "conformance_expectations.txt")
+EXPECTED_SPLIT_FAILURES = read_expectations(Path(__file__).parent / "conformance_split_expectations.txt")
 
 
 def test_expectations_name_real_cases():
@@ -26,6 +27,27 @@ def test_node_case(case):
         assert not result.passed, (
             f"{case.name} passes now: remove it from tests/conformance_expectations.txt "
             "(python -m forge_opt.tools.conformance --write)"
+        )
+    else:
+        assert result.passed, result.reason
+
+
+FAILING_WHOLE = [c for c in CASES if c.name in EXPECTED_FAILURES]
+
+
+def test_split_expectations_name_cases_that_fail_whole():
+    assert EXPECTED_SPLIT_FAILURES, "tests/conformance_split_expectations.txt is missing or empty"
+    assert set(EXPECTED_SPLIT_FAILURES) <= set(EXPECTED_FAILURES)
+
+
+@pytest.mark.parametrize("case", FAILING_WHOLE, ids=[c.name for c in FAILING_WHOLE])
+def test_node_case_through_the_split_path(case):
+    """A case Forge cannot run whole, split into device and CPU sub-models."""
+    result = run_case_split(case)
+    if case.name in EXPECTED_SPLIT_FAILURES:
+        assert not result.passed, (
+            f"{case.name} passes through the split path now: remove it from "
+            "tests/conformance_split_expectations.txt (python -m forge_opt.tools.conformance --write)"
         )
     else:
         assert result.passed, result.reason

@@ -4,11 +4,13 @@ Each case is imported, lowered with `onnx-to-forge`, printed as Forge
 Python, run on the Forge stand-in and compared with the outputs the case
 ships, with the case's own tolerances. Integer inputs (shapes, axes, sizes,
 indices) are compiled as constants, as Forge needs static shapes (onnx-mlir's
-CONSTANT_INPUT mode).
+CONSTANT_INPUT mode). A second figure runs the cases that fail whole
+through the split path: device sub-models where Forge can, CPU ones on
+onnxruntime elsewhere.
 
     python -m forge_opt.tools.conformance            # print the totals
     python -m forge_opt.tools.conformance --write    # regenerate docs/supported_ops.md and
-                                                     # tests/conformance_expectations.txt
+                                                     # tests/conformance_*expectations.txt
                                                      # (run from the checkout's root)
 """
 
@@ -26,6 +28,7 @@ import numpy as np
 
 # Paths in a checkout of forge-opt (run the tool from its root).
 EXPECTATIONS = Path("tests") / "conformance_expectations.txt"
+SPLIT_EXPECTATIONS = Path("tests") / "conformance_split_expectations.txt"
 TABLE = Path("docs") / "supported_ops.md"
 
 
@@ -91,14 +94,13 @@ def _reason(message: str) -> str:
     return message[:160]
 
 
-def run_case(case) -> Result:
+def _prepare(case):
+    """The case's Result so far, its model with integer inputs frozen, the
+    feeds of the other inputs and the expected outputs; or a failed Result."""
     from onnx import TensorProto
 
-    from forge_opt.check.compare import compare_output
-    from forge_opt.check.engine import compile_model, run_compiled
     from forge_opt.diagnostics import ForgeOptError
     from forge_opt.frontends.onnx import freeze_inputs
-    from forge_opt.interpreters.forge_standin import ForgeCallError
 
     model = case.model
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -127,33 +129,91 @@ def run_case(case) -> Result:
             or np.asarray(feeds[i.name]).size == 1
         )
     ]
-    try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            if integer:
-                model = freeze_inputs(model, {n: feeds[n] for n in integer})
-            compiled = compile_model(model)
-            result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
-            actual = run_compiled(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
-    except ForgeOptError as e:
-        result.reason = "does not compile: " + _reason(str(e))
-        return result
-    except ForgeCallError as e:
-        result.reason = "Forge rejects a call: " + _reason(str(e))
-        return result
-    except Exception as e:  # a bug of ours: keep it visible
-        result.reason = f"crash: {type(e).__name__}: " + _reason(str(e))
-        return result
+    if integer:
+        try:
+            model = freeze_inputs(model, {n: feeds[n] for n in integer})
+        except ForgeOptError as e:
+            result.reason = "does not compile: " + _reason(str(e))
+            return result
+    rest = {n: v for n, v in feeds.items() if n not in integer}
+    return result, model, rest, expected
+
+
+def _compare(result: Result, case, expected, actual, formats: bool = True) -> Result:
+    """With `formats`, each output's DataFormat must be the reference's too
+    (Forge's `verify`); outputs the CPU computes have numpy's types."""
+    from forge_opt.check.compare import compare_output
+
     if len(actual) != len(expected):
         result.reason = f"{len(actual)} outputs instead of {len(expected)}"
         return result
     for want, got in zip(expected, actual):
-        verdict = compare_output("", want, got, rtol=case.rtol, atol=case.atol)
+        verdict = compare_output("", want, got, rtol=case.rtol, atol=case.atol, formats=formats)
         if not verdict.ok:
             result.reason = "wrong " + (verdict.reason or "values")
             return result
     result.passed = True
     return result
+
+
+def _guarded(result: Result, run):
+    """`run()`'s outputs, or None with the reason in `result`."""
+    from forge_opt.diagnostics import ForgeOptError
+    from forge_opt.interpreters.forge_standin import ForgeCallError
+
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return run()
+    except ForgeOptError as e:
+        result.reason = "does not compile: " + _reason(str(e))
+    except ForgeCallError as e:
+        result.reason = "Forge rejects a call: " + _reason(str(e))
+    except Exception as e:  # a bug of ours: keep it visible
+        result.reason = f"crash: {type(e).__name__}: " + _reason(str(e))
+    return None
+
+
+def run_case(case) -> Result:
+    """The case compiled whole to Forge and run on the stand-in."""
+    from forge_opt.check.engine import compile_model, run_compiled
+
+    prepared = _prepare(case)
+    if isinstance(prepared, Result):
+        return prepared
+    result, model, feeds, expected = prepared
+
+    def run():
+        compiled = compile_model(model)
+        result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
+        return run_compiled(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
+
+    actual = _guarded(result, run)
+    return result if actual is None else _compare(result, case, expected, actual)
+
+
+def run_case_split(case) -> Result:
+    """The case through the split path: device sub-models where Forge can,
+    CPU ones (onnxruntime) elsewhere. `forge_ops` holds the devices used."""
+    import tempfile
+
+    from forge_opt.split.api import run_split, split_model
+
+    prepared = _prepare(case)
+    if isinstance(prepared, Result):
+        return prepared
+    result, model, feeds, expected = prepared
+
+    def run():
+        with tempfile.TemporaryDirectory() as tmp:
+            _, infos = split_model(model, Path(tmp) / "split")
+            result.forge_ops = {g["device"] for g in infos["graphs"]}
+            outputs = run_split(Path(tmp) / "split", {n: np.asarray(v) for n, v in feeds.items()})
+        return [outputs[o.name] for o in model.graph.output]
+
+    actual = _guarded(result, run)
+    # the runner gives each output its declared type back (the CPU has no DataFormats)
+    return result if actual is None else _compare(result, case, expected, actual, formats=False)
 
 
 def read_expectations(path: Path) -> dict[str, str]:
@@ -166,9 +226,16 @@ def read_expectations(path: Path) -> dict[str, str]:
     return expected
 
 
-def write_expectations(results: list[Result], path: Path = EXPECTATIONS) -> None:
+def run_split_figure(cases, results: list[Result]) -> list[Result]:
+    """Each case through the split path. One that passes whole passes there
+    too, as one device sub-model (placement asks the same lowering); the
+    others are split and run."""
+    return [whole if whole.passed else run_case_split(case) for case, whole in zip(cases, results)]
+
+
+def write_expectations(results: list[Result], path: Path = EXPECTATIONS, what: str = "") -> None:
     lines = [
-        "# ONNX backend node test cases that do not pass yet, with the reason.",
+        f"# ONNX backend node test cases that do not pass yet{what}, with the reason.",
         "# Generated by `python -m forge_opt.tools.conformance --write`; a case that",
         "# passes while listed here fails the conformance test, so the list stays true.",
     ]
@@ -176,7 +243,7 @@ def write_expectations(results: list[Result], path: Path = EXPECTATIONS) -> None
     path.write_text("\n".join(lines) + "\n")
 
 
-def write_table(results: list[Result], path: Path = TABLE) -> None:
+def write_table(results: list[Result], split: list[Result], path: Path = TABLE) -> None:
     import onnx
 
     by_op: dict[str, list[Result]] = collections.defaultdict(list)
@@ -184,6 +251,7 @@ def write_table(results: list[Result], path: Path = TABLE) -> None:
         by_op[r.op_type].append(r)
     full = [op for op, rs in by_op.items() if all(r.passed for r in rs if r.float32) and any(r.float32 for r in rs)]
     passed = sum(r.passed for r in results)
+    split_of = {r.name: r for r in split}
     lines = [
         "# Supported ONNX ops",
         "",
@@ -194,9 +262,14 @@ def write_table(results: list[Result], path: Path = TABLE) -> None:
         "",
         f"- cases passed: **{passed} of {len(results)}**",
         f"- op types whose float32 cases all pass: **{len(full)}** of {len(by_op)}",
+        "- cases passed through the split path (`forge-check --fallback`: device sub-models where",
+        f"  Forge can, CPU ones on onnxruntime elsewhere): **{sum(r.passed for r in split)} of {len(split)}**",
         "",
-        "| op | opsets tested | passed / cases | Forge ops | first limitation |",
-        "|---|---|---|---|---|",
+        "Per op, *on device* counts the cases Forge runs whole and *with CPU* those that pass only",
+        "through the split path.",
+        "",
+        "| op | opsets tested | passed / cases | on device / with CPU | Forge ops | first limitation |",
+        "|---|---|---|---|---|---|",
     ]
     for op in sorted(by_op):
         rs = by_op[op]
@@ -205,9 +278,10 @@ def write_table(results: list[Result], path: Path = TABLE) -> None:
         failing = [r.reason for r in rs if not r.passed]
         limitation = collections.Counter(failing).most_common(1)[0][0] if failing else ""
         limitation = limitation.replace("|", "\\|")
+        with_cpu = sum(split_of[r.name].passed and not r.passed for r in rs)
         lines.append(
             f"| {op} | {', '.join(map(str, opsets))} | {sum(r.passed for r in rs)} / {len(rs)} "
-            f"| {', '.join(forge_ops)} | {limitation} |"
+            f"| {sum(r.passed for r in rs)} / {with_cpu} | {', '.join(forge_ops)} | {limitation} |"
         )
     path.parent.mkdir(exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -222,16 +296,22 @@ def main(argv: list[str] | None = None) -> int:
         "--expectations", type=Path, default=EXPECTATIONS,
         help=f"where --write puts the expected failures ({EXPECTATIONS})",
     )
+    parser.add_argument(
+        "--split-expectations", type=Path, default=SPLIT_EXPECTATIONS,
+        help=f"where --write puts the expected failures of the split path ({SPLIT_EXPECTATIONS})",
+    )
     args = parser.parse_args(argv)
     cases = [c for c in node_cases() if not args.k or args.k in c.name]
     results = [run_case(c) for c in cases]
+    split = run_split_figure(cases, results)
     passed = sum(r.passed for r in results)
-    print(f"{passed} of {len(results)} cases pass")
+    print(f"{passed} of {len(results)} cases pass; {sum(r.passed for r in split)} through the split path")
     for reason, n in collections.Counter(r.reason for r in results if not r.passed).most_common(25):
         print(f"{n:5d}  {reason}")
     if args.write:
-        write_table(results, args.table)
+        write_table(results, split, args.table)
         write_expectations(results, args.expectations)
+        write_expectations(split, args.split_expectations, " through the split path")
     return 0
 
 

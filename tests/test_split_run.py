@@ -148,11 +148,14 @@ def test_forge_split_commands(tmp_path, capsys):
             main([str(a) for a in argv])
         return int(done.value.code or 0)
 
-    assert run(path, "-o", folder, "--min-device-ops", 2, "--convert") == 0
+    assert run(path, "-o", folder, "--min-device-ops", 2, "--convert", "--dot", tmp_path / "split.dot") == 0
     report = capsys.readouterr().out
     assert "graph_0  tt          6" in report and "graph_1  cpu         3" in report
     assert "bytes cross between CPU and device per run" in report
     assert (folder / "graph_ir_0" / "graph_0.py").is_file()
+    dot = (tmp_path / "split.dot").read_text()
+    assert 'label="graph_0 (tt)"' in dot and 'label="graph_1 (cpu)"' in dot
+    assert 'g0_3 -> g1_2 [label="boxes"];' in dot  # the decoded boxes cross to the CPU's Gather
     assert run("run", folder, "--check", "--model", path) == 0
     assert capsys.readouterr().out.strip().endswith("match")
     assert run(path, "-o", folder) == 2

@@ -3,7 +3,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 (`forge-split convert DIR`), run them in order (`forge-split run DIR`).
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
-                [--min-device-ops N] [--layout NCHW|NHWC] [--force]
+                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--check [--model MODEL]]
 
@@ -38,6 +38,7 @@ def _split_parser() -> argparse.ArgumentParser:
                    help="a device sub-model of fewer ops goes to the CPU (default 1)")
     p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW", help="recorded in graph_infos.json")
     p.add_argument("--force", action="store_true", help="replace the split in a folder that is not empty")
+    p.add_argument("--dot", metavar="FILE", help="also draw the split as Graphviz, sub-models coloured by device")
     return p
 
 
@@ -77,6 +78,10 @@ def _split(argv: list[str]) -> int:
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
     )
     print(_report(plan, infos))
+    if args.dot:
+        from forge_opt.split.dot import split_dot
+
+        Path(args.dot).write_text(split_dot(plan))
     if args.convert:
         for path in convert(args.output):
             print(f"wrote {path}")

@@ -17,7 +17,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
-from forge_opt.split.partition import partition
+from forge_opt.split.partition import Group, partition
 from forge_opt.split.placement import Placement, Where
 
 DEVICE, CPU = "tt", "cpu"
@@ -89,10 +89,16 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
     initializers = {t.name for t in g.initializer}
     subs: list[SubModel] = []
     home: dict[str, int] = {name: -1 for name in graph_inputs}  # which sub-model makes each tensor
+    # A model output that folds is made by the last sub-model (a CPU one when
+    # every node folds).
+    folded_outputs = [producer[x] for x in graph_outputs if producer.get(x) in folded]
+    if folded_outputs and not groups:
+        groups = [Group(False, [])]
     for n, group in enumerate(groups):
         members = set(group.nodes)
-        need = [j for i in group.nodes for j in _folded_feeders(i, nodes, producer, folded)]
-        members |= set(need)
+        roots = [*group.nodes, *(folded_outputs if n == len(groups) - 1 else [])]
+        members |= set(roots)
+        members |= {j for i in roots for j in _folded_feeders(i, nodes, producer, folded)}
         ordered = sorted(members)
         made = {out for i in ordered for out in nodes[i].output if out}
         read = [x for i in ordered for x in nodes[i].input if x and x not in made and x not in initializers]

@@ -246,3 +246,24 @@ def test_external_weights_stay_in_their_file(tmp_path):
     x = {"x": np.random.default_rng(4).standard_normal((64, 512)).astype(np.float32)}
     got = run_split(tmp_path / "split", x)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(_weighty_model(), None, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_an_output_that_folds_is_still_an_output(tmp_path):
+    nodes = [
+        helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("Shape", ["v"], ["shape"], name="shape"),
+        helper.make_node("Relu", ["v"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, None)],
+        [numpy_helper.from_array(np.array([3], np.int64), "k")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    split_model(model, tmp_path / "split")
+    x = {"x": np.random.default_rng(5).standard_normal((2, 8)).astype(np.float32)}
+    got = run_split(tmp_path / "split", x)
+    np.testing.assert_array_equal(got["shape"], [2, 3])
+    np.testing.assert_array_equal(got["y"], onnxruntime_outputs(model, None, x)[0])

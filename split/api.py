@@ -8,13 +8,10 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from forge_opt.check.engine import compile_model
 from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.split.folder import read_split, write_split
 from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
-from forge_opt.split.runner import run_split
-from forge_opt.targets.forge_python import save_constants
 
 
 def split_model(
@@ -38,6 +35,9 @@ def split_model(
 def convert(folder: str | os.PathLike) -> list[Path]:
     """Compile each device sub-model to Forge Python in its `context_dir`
     (the module, its computed constants and its `forge` IR); the modules written."""
+    from forge_opt.check.engine import compile_model
+    from forge_opt.targets.forge_python import save_constants
+
     written = []
     for g in read_split(Path(folder))[1]:
         if g.device != DEVICE or g.context_dir is None:
@@ -50,6 +50,13 @@ def convert(folder: str | os.PathLike) -> list[Path]:
         (g.context_dir / f"graph_{g.index}.mlir").write_text(str(compiled.module) + "\n")
         written.append(path)
     return written
+
+
+def run_split(folder: str | os.PathLike, inputs, mode: str = "device"):
+    """The model's outputs, by name, from its split in `folder` (`runner.run_split`)."""
+    from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
+
+    return runner.run_split(Path(folder), inputs, mode)
 
 
 __all__ = ["convert", "run_split", "split_model"]

@@ -9,9 +9,10 @@ rely on; `test_no_private_access_elsewhere` keeps them out of other modules.
 
 Private state used, by which functions, and the test guarding it:
 
-- `Operation._operands`, `_operand_uses`: `init_operation`, `operands_of`; guarded by `test_init_operation_matches_xdsl`
+- `Operation._operands`, `_operand_uses`: `init_operation`, `operands_of`, `plain_operands`,
+  `types_hold`; guarded by `test_init_operation_matches_xdsl`
 - `SSAValue._type`: `types_hold`; guarded by `test_private_type_is_the_type`
-- `Operation._successors`: `plain_operands`; guarded by `test_successors_are_private_tuple`
+- `Operation._successors`: `plain_operands`, `types_hold`; guarded by `test_successors_are_private_tuple`
 - `Block._first_op`, `Operation._next_op/_prev_op`: `ops_of`, `insert_before`;
   guarded by `test_insert_before_matches_xdsl`
 - `Use._next_use/_operation/_index`, `first_use`: `move_uses`; guarded by `test_move_uses_matches_xdsl`
@@ -87,9 +88,12 @@ def plain_operands(op: Operation) -> SSAValues | None:
     return None if op._successors else op._operands  # private: _successors, _operands
 
 
-def types_hold(operands: Sequence[SSAValue], results: Sequence[SSAValue], operand_checks, result_checks) -> bool:
-    """One operand and one result per check (None: anything), each value's
-    type passing its check."""
+def types_hold(op: Operation, operand_checks, result_checks) -> bool:
+    """No successors, and one operand and one result per check (None:
+    anything), each value's type passing its check."""
+    if op._successors:  # private: _successors
+        return False
+    operands, results = op._operands, op.results  # private: _operands
     if len(operands) != len(operand_checks) or len(results) != len(result_checks):
         return False
     for value, check in zip(operands, operand_checks):

@@ -212,12 +212,14 @@ class _Layout:
 
     def holds(self, op: Operation) -> bool:
         """True when xDSL's verifier of the definition would accept `op`."""
-        operands = plain_operands(op)
-        if operands is None or op.regions:
+        if op.regions:
             return False
         if self.fixed:
-            values_hold = types_hold(operands, op.results, self.operand_checks, self.result_checks)
+            values_hold = types_hold(op, self.operand_checks, self.result_checks)
         else:
+            operands = plain_operands(op)
+            if operands is None:
+                return False
             values_hold = self._values_hold(
                 op, operands, self.operand_kinds, self.operand_segments, self.operand_checks
             ) and self._values_hold(op, op.results, self.result_kinds, self.result_segments, self.result_checks)
@@ -296,8 +298,9 @@ class FastOp(IRDLOperation):
                 and _plain(operands, result_types)
             ):
                 props, attrs = _without_none(properties), _without_none(attributes)
-                defaults = layout.property_defaults, layout.attribute_defaults
-                init_operation(self, operands, result_types, props, attrs, *defaults)
+                init_operation(
+                    self, operands, result_types, props, attrs, layout.property_defaults, layout.attribute_defaults
+                )
                 return
         elif layout is not None:
             built_operands = layout.flatten(layout.operand_kinds, operands or (), SSAValue)

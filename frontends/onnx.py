@@ -40,12 +40,12 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.diagnostics import ForgeOptError, name_loc, text
+from forge_opt.diagnostics import ForgeOptError, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
-from forge_opt.xdsl_internals import set_name
+from forge_opt.xdsl_internals import name_loc, set_name
 
 #: Initializers with more elements than this are hidden from shape inference:
 #: inference serializes the whole model, and only small tensors (shapes,
@@ -410,7 +410,7 @@ class _Importer:
                 properties={"value": tensor_attr(t, self.base, what, self.weights)},
                 attributes={INITIALIZER_ATTR: StringAttr(text(t.name))},
             )
-            op.location = name_loc(t.name)
+            op.location = name_loc(text(t.name))
             block.add_op(op)
             _hint(op.results[0], t.name)
             env[t.name] = op.results[0]

@@ -65,8 +65,9 @@ def test_init_operation_matches_xdsl():
 
 def test_private_type_is_the_type():
     value = _block().args[0]
-    assert internals.types_hold([value], [], [lambda t: t == T], [])
-    assert not internals.types_hold([value], [], [lambda t: t != T], [])
+    op = tir.UnaryOp("relu", value)
+    assert internals.types_hold(op, [lambda t: t == T], [None])
+    assert not internals.types_hold(op, [lambda t: t != T], [None])
 
 
 def test_successors_are_private_tuple():

@@ -16,7 +16,7 @@ Private state used, by which functions, and the test guarding it:
 - `Block._first_op`, `Operation._next_op/_prev_op`: `ops_of`, `insert_before`;
   guarded by `test_insert_before_matches_xdsl`
 - `Use._next_use/_operation/_index`, `first_use`: `move_uses`; guarded by `test_move_uses_matches_xdsl`
-- `SSAValue._name`: `set_name`, `copy_name`, `take_name`, `name_results`;
+- `SSAValue._name`: `set_name`, `take_name`, `name_results`, `move_uses`;
   guarded by `test_set_name_matches_the_setter`
 - `NameLoc`/`StringAttr` fields, unverified: `name_loc`; guarded by `test_name_loc_matches_xdsl`
 - `BeforeVariadicSingleAccessor`, `VarIRConstruct`: `index_single_accessors`;
@@ -181,12 +181,6 @@ def set_name(value: SSAValue, name: str) -> None:
     """`value.name_hint = name` for a name already valid as a hint (the
     setter's checks, skipped, are most of its cost)."""
     value._name = name  # private: _name
-
-
-def copy_name(old: SSAValue, new: SSAValue) -> None:
-    """Give `new` the name of `old` where it has none."""
-    if new._name is None:  # private: _name
-        new._name = old._name  # private: _name
 
 
 def take_name(new: SSAValue, old: SSAValue) -> None:

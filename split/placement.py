@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.diagnostics import node_name
 from forge_opt.dialects import onnx_ops
-from forge_opt.dialects.onnx import INITIALIZER_ATTR, OnnxOp
+from forge_opt.dialects.onnx import INITIALIZER_ATTR, CustomOp, OnnxOp
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lower_split import split_to_strided_slices
 from forge_opt.transforms.lowering import erase_dead_ops, leaving_failures, rewrite_in_order, table_rewrite
@@ -50,6 +50,8 @@ def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection
         name = node_name(op)
         if isinstance(op, OnnxOp) and name and INITIALIZER_ATTR not in op.attributes:
             placements[name] = Placement(op.ONNX_OP_TYPE, Where.DEVICE)
+        elif isinstance(op, CustomOp) and name:  # another domain's op: onnxruntime's to run
+            placements[name] = Placement(op.op_type.data, Where.CPU, f"ops of domain '{op.domain.data}' run on the CPU")
     trial = module.clone()
     failures: dict = {}
     rewrite_in_order(trial, fold_constant_op)
@@ -63,7 +65,7 @@ def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection
     for op in trial.walk():
         name = node_name(op)
         placement = placements.get(name) if name else None
-        if placement is None or op.name.startswith(_LOWERED):
+        if placement is None or placement.where is Where.CPU or op.name.startswith(_LOWERED):
             continue
         placement.where = Where.CPU
         placement.reason = reasons.get(name) or f"{op.name} has no lowering to Forge"

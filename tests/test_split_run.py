@@ -267,3 +267,25 @@ def test_an_output_that_folds_is_still_an_output(tmp_path):
     got = run_split(tmp_path / "split", x)
     np.testing.assert_array_equal(got["shape"], [2, 3])
     np.testing.assert_array_equal(got["y"], onnxruntime_outputs(model, None, x)[0])
+
+
+def test_an_op_of_another_domain_runs_on_the_cpu(tmp_path):
+    """A com.microsoft op (onnxruntime has it) after a device op. ONNX cannot
+    infer its output's shape, so what reads it stays on the CPU too."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("FastGelu", ["a"], ["g"], name="fast_gelu", domain="com.microsoft"),
+        helper.make_node("Sigmoid", ["g"], ["y"], name="sigmoid"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    _, infos = split_model(model, tmp_path / "split")
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
+    x = {"x": np.random.default_rng(6).standard_normal((2, 8)).astype(np.float32)}
+    got = run_split(tmp_path / "split", x)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-6)

@@ -106,9 +106,6 @@ def test_set_name_matches_the_setter():
     value = _block().args[0]
     internals.set_name(value, "x")
     assert value.name_hint == "x"
-    other = _block().args[0]
-    internals.copy_name(value, other)
-    assert other.name_hint == "x"
     renamed = _block().args[0]
     renamed.name_hint = "old"
     internals.take_name(renamed, value)

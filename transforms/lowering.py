@@ -159,13 +159,6 @@ def leaving_failures(rewrite: Rewrite, failures: dict[Operation, str]) -> Rewrit
     return tolerant
 
 
-def shape_of(value: SSAValue) -> list[int]:
-    t = value.type
-    if not isinstance(t, TensorType):
-        raise ValueError(f"{t} is not a ranked tensor")
-    return list(t.get_shape())
-
-
 def static_shape(value: SSAValue, emitter: Emitter, what: str = "input") -> list[int]:
     t = value.type
     if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):

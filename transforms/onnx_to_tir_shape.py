@@ -395,6 +395,18 @@ def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
     return [e.value(tir.ArgmaxOp(x, axis, bool(op.keepdims.value.data)))]
 
 
+@lowers(onnx.HardmaxOp)
+def _hardmax(op: onnx.HardmaxOp, e: Emitter):
+    """1 where the first maximum along `axis` is, 0 elsewhere: the argmax
+    compared with each position's index along the axis."""
+    shape = static_shape(op.input, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    where = e.value(tir.ArgmaxOp(op.input, axis, True))
+    positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+    hit = binary(e, BinaryFn.EQ, where, e.value(tir.ConstantOp(array_to_attr(positions))))
+    return [e.value(tir.CastOp(hit, dtypes.tensor(op.input.type).element_type))]
+
+
 @lowers(onnx.ShapeOp, onnx.SizeOp)
 def _shape(op: onnx.ShapeOp | onnx.SizeOp, e: Emitter):
     raise e.error("the input has no static shape; Forge needs static shapes")

@@ -16,7 +16,7 @@ def _model():
         helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk", axis=1),
         helper.make_node("Shape", ["v"], ["s"], name="shape"),
         helper.make_node("Reshape", ["v", "s"], ["w"], name="reshape"),
-        helper.make_node("ArgMax", ["w"], ["a"], name="argmax_last", axis=1, select_last_index=1),
+        helper.make_node("Pad", ["w", "pads"], ["a"], name="pad_reflect", mode="reflect"),
         helper.make_node("Sigmoid", ["w"], ["y"], name="sigmoid"),
     ]
     graph = helper.make_graph(
@@ -24,8 +24,9 @@ def _model():
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
-         helper.make_tensor_value_info("a", TensorProto.INT64, [2, 1])],
-        [numpy_helper.from_array(np.array([3], np.int64), "k")],
+         helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5])],
+        [numpy_helper.from_array(np.array([3], np.int64), "k"),
+         numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
@@ -38,11 +39,11 @@ def test_the_lowering_decides():
         "topk": Where.CPU,
         "shape": Where.FOLDED,
         "reshape": Where.DEVICE,
-        "argmax_last": Where.CPU,
+        "pad_reflect": Where.CPU,
         "sigmoid": Where.DEVICE,
     }
     assert "onnx.TopK has no lowering to Forge" in placements["topk"].reason
-    assert "select_last_index=1" in placements["argmax_last"].reason
+    assert "mode 'reflect' is not supported" in placements["pad_reflect"].reason
 
 
 def test_pins_move_nodes_to_the_cpu():

@@ -389,10 +389,16 @@ def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: Emitter):
 def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
-    if op.select_last_index.value.data:
-        raise e.error("select_last_index=1 is not supported (Forge's Argmax takes the first)")
     x = op.data if isinstance(op, onnx.ArgMaxOp) else unary(e, UnaryFn.NEG, op.data)
-    return [e.value(tir.ArgmaxOp(x, axis, bool(op.keepdims.value.data)))]
+    keepdims = bool(op.keepdims.value.data)
+    if not op.select_last_index.value.data:
+        return [e.value(tir.ArgmaxOp(x, axis, keepdims))]
+    # Forge's Argmax takes the first maximum: the last one is the first of
+    # the reversed axis, counted back from the end.
+    reversed_positions = e.value(tir.ConstantOp(array_to_attr(np.arange(shape[axis] - 1, -1, -1, dtype=np.int64))))
+    first = e.value(tir.ArgmaxOp(e.value(tir.GatherOp(x, reversed_positions, axis)), axis, keepdims))
+    last = e.value(tir.ConstantOp(array_to_attr(np.array(shape[axis] - 1, dtype=np.int64))))
+    return [binary(e, BinaryFn.SUB, last, first)]
 
 
 @lowers(onnx.HardmaxOp)

@@ -138,21 +138,24 @@ def _conv1d(op, e, x_shape, w_shape):
     return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
 
 
-def _pool(op, e, kind):
-    x_shape = static_shape(op.X, e)
+def _pool(op, e, kind, source=None, include=None):
+    """The pool of `op`'s window over `source` (default: its input);
+    `include`: whether padding counts in an average (default: the op's)."""
+    source = op.X if source is None else source
+    x_shape = static_shape(source, e)
     kernel = list(op.kernel_shape.get_values())
     strides, dilations, pads = _spatial(op, e, x_shape, kernel, op.ONNX_OP_TYPE)
     ceil_mode = op.ceil_mode.value.data
-    count_include_pad = op.count_include_pad if isinstance(op, onnx.AveragePoolOp) else None
-    include = count_include_pad.value.data if count_include_pad is not None else 0
-    x = op.X
+    if include is None:
+        include = bool(op.count_include_pad.value.data) if isinstance(op, onnx.AveragePoolOp) else False
+    x = source
     # A pad of the pool's identity folds in: -inf for max; zeros for an
     # average that counts padding (or has none of its own, then counts it).
     # Not with ceil_mode, whose last window may not start in the padding.
     if not ceil_mode and (kind == PoolKind.MAX or include or not any(pads)):
         x, pads = fold_spatial_pad(x, pads, -math.inf if kind == PoolKind.MAX else 0.0)
-        if x is not op.X:
-            include = 1
+        if x is not source:
+            include = True
             x_shape = static_shape(x, e)
     return tir.Pool2dOp(kind, x, kernel, strides, pads, dilations, bool(ceil_mode), bool(include))
 
@@ -196,6 +199,22 @@ def _avg_pool(op: onnx.AveragePoolOp, e: Emitter):
     if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
         raise e.error("dilated average pooling is not supported")
     return [e.value(_pool(op, e, PoolKind.AVG))]
+
+
+@lowers(onnx.LpPoolOp)
+def _lp_pool(op: onnx.LpPoolOp, e: Emitter):
+    """(sum over the window of |x|^p)^(1/p): an average pool that counts the
+    zero padding, times the window's size."""
+    if len(static_shape(op.X, e)) != 4:
+        raise e.error("only 2-D LpPool (4-D input) is supported")
+    if op.dilations is not None and any(d != 1 for d in op.dilations.get_values()):
+        raise e.error("dilated LpPool is not supported")
+    p = op.p.value.data
+    powered = binary(e, BinaryFn.POW, unary(e, UnaryFn.ABS, op.X), scalar(e, p, op.X))
+    pooled = e.value(_pool(op, e, PoolKind.AVG, powered, include=True))
+    kh, kw = op.kernel_shape.get_values()
+    total = binary(e, BinaryFn.MUL, pooled, scalar(e, kh * kw, pooled))
+    return [binary(e, BinaryFn.POW, total, scalar(e, 1 / p, total))]
 
 
 def reduce(e: Emitter, fn: ReduceFn, x, axes, keepdims: bool):

@@ -369,6 +369,31 @@ LOWERINGS.update(
 )
 
 
+_PRODUCT_LIMIT = 64  # slices multiplied per reduced axis
+
+
+@lowers(onnx.ReduceProdOp)
+def _reduce_prod(op: onnx.ReduceProdOp, e: Emitter):
+    """Forge has no product reduction: the slices along each reduced axis,
+    multiplied. Exact, for integers too, unlike exp(sum(log))."""
+    axes = _reduce_axes(op, e)
+    if axes is None:
+        return [op.data]
+    shape = static_shape(op.data, e)
+    x = op.data
+    for axis in sorted(set(axes)):
+        if not 0 < shape[axis] <= _PRODUCT_LIMIT:
+            raise e.error(f"a product over {shape[axis]} elements is not supported (1 to {_PRODUCT_LIMIT})")
+        product = e.value(tir.StridedSliceOp(x, [axis], [0], [1], [1]))
+        for i in range(1, shape[axis]):
+            piece = e.value(tir.StridedSliceOp(x, [axis], [i], [i + 1], [1]))
+            product = binary(e, BinaryFn.MUL, product, piece)
+        x = product
+    if not op.keepdims.value.data:
+        x = reshape(e, x, [d for i, d in enumerate(shape) if i not in axes])
+    return [x]
+
+
 @lowers(onnx.ReduceLogSumExpOp)
 def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: Emitter):
     # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp

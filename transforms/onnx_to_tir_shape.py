@@ -4,9 +4,10 @@ concatenation, split, slice, gather, expand, pad, reductions."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
-from xdsl.dialects.builtin import i1
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, i1
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
@@ -392,6 +393,37 @@ def _reduce_prod(op: onnx.ReduceProdOp, e: Emitter):
     if not op.keepdims.value.data:
         x = reshape(e, x, [d for i, d in enumerate(shape) if i not in axes])
     return [x]
+
+
+@lowers(onnx.CumProdOp)
+def _cumprod(op: onnx.CumProdOp, e: Emitter):
+    """Running products of the slices along the axis, joined again (Forge
+    has CumSum only; exclusive shifts in a 1, reverse runs from the end)."""
+    shape = static_shape(op.x, e)
+    axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
+    if not 0 < shape[axis] <= _PRODUCT_LIMIT:
+        raise e.error(f"a running product over {shape[axis]} elements is not supported (1 to {_PRODUCT_LIMIT})")
+    positions = list(range(shape[axis]))
+    if op.reverse.value.data:
+        positions.reverse()
+    running, product = [], None
+    for i in positions:
+        piece = e.value(tir.StridedSliceOp(op.x, [axis], [i], [i + 1], [1]))
+        if op.exclusive.value.data:
+            running.append(product if product is not None else _ones_like(e, piece))
+        product = piece if product is None else binary(e, BinaryFn.MUL, product, piece)
+        if not op.exclusive.value.data:
+            running.append(product)
+    if op.reverse.value.data:
+        running.reverse()
+    return [running[0] if len(running) == 1 else e.value(tir.ConcatOp(running, axis))]
+
+
+def _ones_like(e: Emitter, x):
+    t = dtypes.tensor(x.type)
+    elem = t.element_type
+    one = IntegerAttr(1, elem) if isinstance(elem, IntegerType) else FloatAttr(1.0, cast(AnyFloat, elem))
+    return e.value(tir.FullOp(one, t))
 
 
 @lowers(onnx.ReduceLogSumExpOp)

@@ -25,7 +25,7 @@ placements; the merges are TVM's and AutoSplit's, with the same no-cycle check.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -38,6 +38,25 @@ class Group(Generic[Node]):
 
     device: bool
     nodes: list[Node]
+
+
+def read_through(
+    nodes: Iterable[Node], producers: Callable[[Node], Iterable[Node]], free: Collection[Node]
+) -> tuple[set[Node], set[Node]]:
+    """What `nodes` read, looking through `free` nodes (constants and what
+    folds, which every sub-model may recompute): the other nodes reached,
+    and the free ones on the way. Each free node is walked once."""
+    reached: set[Node] = set()
+    passed: set[Node] = set()
+    stack = [p for n in nodes for p in producers(n)]
+    while stack:
+        u = stack.pop()
+        if u not in free:
+            reached.add(u)
+        elif u not in passed:
+            passed.add(u)
+            stack.extend(producers(u))
+    return reached, passed
 
 
 def placement_changes(order: Sequence[Node], preds: Mapping[Node, Sequence[Node]], device: Mapping[Node, bool]) -> int:

@@ -17,7 +17,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
-from forge_opt.split.partition import Group, partition
+from forge_opt.split.partition import Group, partition, read_through
 from forge_opt.split.placement import Placement, Where
 
 DEVICE, CPU = "tt", "cpu"
@@ -69,18 +69,10 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
     folded = {i for i, label in enumerate(labels) if placements[label].where is Where.FOLDED}
     placed = [i for i in range(len(nodes)) if i not in folded]
 
-    def sources(i: int) -> set[int]:
-        """The placed nodes whose values node i reads, through folded ones."""
-        found, stack = set(), [producer[x] for x in nodes[i].input if x in producer]
-        while stack:
-            j = stack.pop()
-            if j in folded:
-                stack.extend(producer[x] for x in nodes[j].input if x in producer)
-            else:
-                found.add(j)
-        return found
+    def producers(i: int) -> list[int]:
+        return [producer[x] for x in nodes[i].input if x in producer]
 
-    preds = {i: sorted(sources(i)) for i in placed}
+    preds = {i: sorted(read_through([i], producers, folded)[0]) for i in placed}
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
     groups = partition(placed, preds, device, min_device_ops)
 
@@ -98,7 +90,7 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
         members = set(group.nodes)
         roots = [*group.nodes, *(folded_outputs if n == len(groups) - 1 else [])]
         members |= set(roots)
-        members |= {j for i in roots for j in _folded_feeders(i, nodes, producer, folded)}
+        members |= read_through(roots, producers, folded)[1]
         ordered = sorted(members)
         made = {out for i in ordered for out in nodes[i].output if out}
         read = [x for i in ordered for x in nodes[i].input if x and x not in made and x not in initializers]
@@ -124,18 +116,6 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
             attr = "input" if x in graph_inputs else "output" if x in graph_outputs else "intermediate"
             tensors.setdefault(x, _info(x, types, attr))
     return Plan(subs, tensors, types)
-
-
-def _folded_feeders(i: int, nodes: list[NodeProto], producer: dict[str, int], folded: set[int]) -> list[int]:
-    """The folded nodes whose values node i reads, directly or through each other."""
-    found: list[int] = []
-    stack = [producer[x] for x in nodes[i].input if x in producer]
-    while stack:
-        j = stack.pop()
-        if j in folded and j not in found:
-            found.append(j)
-            stack.extend(producer[x] for x in nodes[j].input if x in producer)
-    return found
 
 
 def graph_infos(plan: Plan, layout: str = "NCHW") -> dict:

@@ -20,7 +20,7 @@ from xdsl.passes import ModulePass
 
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import onnx_ops
-from forge_opt.split.partition import partition
+from forge_opt.split.partition import partition, read_through
 from forge_opt.split.placement import Where, place
 
 DEVICE_ATTR = "forge.device"
@@ -52,25 +52,24 @@ def _free(op: Operation, placements) -> bool:
     return placement is not None and placement.where is Where.FOLDED
 
 
+def _producers(op: Operation) -> list[Operation]:
+    return [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+
+
+def _on_device(op: Operation, placements) -> bool:
+    """On the device unless its node is placed elsewhere (an op of no node stays on the device)."""
+    placement = placements.get(node_name(op) or "")
+    return placement is None or placement.where is Where.DEVICE
+
+
 def outline(module: ModuleOp, main: FuncOp, placements, min_device_ops: int = 1) -> list[FuncOp]:
     block = main.body.block
     body = [o for o in block.ops if not isinstance(o, ReturnOp)]
     free = {o for o in body if _free(o, placements)}
     placed = [o for o in body if o not in free]
 
-    def sources(o: Operation) -> set[Operation]:
-        found, stack = set(), [v.owner for v in o.operands if isinstance(v.owner, Operation)]
-        while stack:
-            u = stack.pop()
-            if u in free:
-                stack.extend(v.owner for v in u.operands if isinstance(v.owner, Operation))
-            else:
-                found.add(u)
-        return found
-
-    preds = {o: [u for u in placed if u in sources(o)] for o in placed}
-    device = {o: placements.get(node_name(o) or "") is None or placements[node_name(o)].where is Where.DEVICE
-              for o in placed}
+    preds = {o: list(read_through([o], _producers, free)[0]) for o in placed}
+    device = {o: _on_device(o, placements) for o in placed}
     groups = partition(placed, preds, device, min_device_ops)
     position = {o: i for i, o in enumerate(body)}
     functions = []
@@ -80,13 +79,7 @@ def outline(module: ModuleOp, main: FuncOp, placements, min_device_ops: int = 1)
 
 
 def _outline_group(module, main, name, on_device, ops, free, position) -> FuncOp:
-    members = set(ops)
-    stack = [v.owner for o in ops for v in o.operands if v.owner in free]
-    while stack:  # the free ops the group reads, through each other
-        u = stack.pop()
-        if u not in members:
-            members.add(u)
-            stack.extend(v.owner for v in u.operands if v.owner in free)
+    members = set(ops) | read_through(ops, _producers, free)[1]
     ordered = sorted(members, key=position.__getitem__)
     inputs = list(dict.fromkeys(v for o in ordered for v in o.operands if v.owner not in members))
     outputs = [r for o in ops for r in o.results if any(u.operation not in members for u in r.uses)]

@@ -59,15 +59,17 @@ def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
         t = arg.type
         if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
             raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs")
-        dtype = dtypes.numpy_dtype(t.element_type)
-        shape = t.get_shape()
-        if dtype == np.bool_:
-            arrays.append(rng.integers(0, 2, shape).astype(bool))
-        elif np.issubdtype(dtype, np.integer):
-            arrays.append(rng.integers(0, 10, shape).astype(dtype))
-        else:
-            arrays.append(rng.standard_normal(shape).astype(dtype))
+        arrays.append(random_array(t.get_shape(), dtypes.numpy_dtype(t.element_type), rng))
     return arrays
+
+
+def random_array(shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    """Bools, small non-negative integers (valid as indices and sizes), or normal floats."""
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 10, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

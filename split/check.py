@@ -29,7 +29,8 @@ def check_fallback(
 ) -> CheckReport:
     try:
         model, base = load_model(source)
-        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        initializers = {t.name for t in model.graph.initializer}
+        names = [i.name for i in model.graph.input if i.name not in initializers]
         if inputs is None:
             arrays = random_inputs(import_model(model, base), seed)
             inputs = dict(zip(names, arrays))

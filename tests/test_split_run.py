@@ -158,6 +158,15 @@ def test_forge_split_commands(tmp_path, capsys):
     assert 'g0_3 -> g1_2 [label="boxes"];' in dot  # the decoded boxes cross to the CPU's Gather
     assert run("run", folder, "--check", "--model", path) == 0
     assert capsys.readouterr().out.strip().endswith("match")
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, **_inputs())
+    assert run("run", folder, "--inputs", inputs, "--mode", "cpu") == 0
+    assert "best_boxes: shape [1, 1, 3, 4] dtype float32" in capsys.readouterr().out
+    assert run("run", folder, "--inputs", tmp_path / "missing.npz") == 2
+    assert "missing.npz: cannot read the inputs" in capsys.readouterr().err
+    np.savez(inputs, other=np.zeros(3))
+    assert run("run", folder, "--inputs", inputs) == 2
+    assert "no value given for the model input 'image'" in capsys.readouterr().err
     assert run(path, "-o", folder) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     assert run("run", tmp_path / "nowhere") == 2

@@ -100,6 +100,7 @@ def _convert(argv: list[str]) -> int:
 
 
 def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
+    from forge_opt.check.engine import random_array
     from forge_opt.split.folder import read_split
 
     infos, _ = read_split(folder)
@@ -116,11 +117,7 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
             continue
         if any(d < 0 for d in t["shape"]):
             raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
-        dtype = np.dtype(t["dtype"])
-        inputs[name] = (
-            rng.integers(0, 10, t["shape"]).astype(dtype) if dtype.kind in "iub" else
-            rng.standard_normal(t["shape"]).astype(dtype)
-        )
+        inputs[name] = random_array(t["shape"], np.dtype(t["dtype"]), rng)
     return inputs
 
 

@@ -13,6 +13,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     FloatAttr,
@@ -34,6 +35,7 @@ from forge_opt.dialects import forge, forge_rules, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
+from forge_opt.interpreters.forge_kernels import avg_pool2d
 from forge_opt.transforms.lowering import (
     Emitter,
     LoweringTable,
@@ -116,15 +118,8 @@ def _unary(op: tir.UnaryOp, e: Emitter):
 
 
 def scalar_constant(e: Emitter, value, like):
-    import numpy as np
-
-    dtype = dtypes.numpy_dtype(like.type.element_type)
-    attr = array_to_attr(np.asarray(value, dtype=dtype))
-    new = forge.ConstantOp.build(
-        result_types=[attr.type],
-        properties={"constant_name": StringAttr(_constant_name(e.op)), "value": attr},
-    )
-    return e.value(new)
+    """A 0-d constant of `like`'s element type, named after the op being lowered."""
+    return constant(e, e.op, np.asarray(value, dtype=dtypes.numpy_dtype(dtypes.tensor(like.type).element_type)))
 
 
 @lowers(tir.BinaryOp)
@@ -236,9 +231,6 @@ def _window_scale(op, shape, kernel, strides, padded, include, ceil_mode):
     """Per output position, what the explicitly padded pool (which divides
     by the whole kernel) must be multiplied by to give the wanted average;
     None where that is 1 everywhere."""
-    import numpy as np
-
-    from forge_opt.interpreters.forge_kernels import avg_pool2d
 
     top, left, bottom, right = _ints(op.pads)
     ones = np.ones((1, 1, shape[2], shape[3]), np.float64)

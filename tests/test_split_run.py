@@ -159,7 +159,7 @@ def test_forge_split_commands(tmp_path, capsys):
     assert run("run", folder, "--check", "--model", path) == 0
     assert capsys.readouterr().out.strip().endswith("match")
     inputs = tmp_path / "inputs.npz"
-    np.savez(inputs, **_inputs())
+    np.savez(inputs, image=_inputs()["image"])
     assert run("run", folder, "--inputs", inputs, "--mode", "cpu") == 0
     assert "best_boxes: shape [1, 1, 3, 4] dtype float32" in capsys.readouterr().out
     assert run("run", folder, "--inputs", tmp_path / "missing.npz") == 2
@@ -169,6 +169,13 @@ def test_forge_split_commands(tmp_path, capsys):
     assert "no value given for the model input 'image'" in capsys.readouterr().err
     assert run(path, "-o", folder) == 2
     assert "exists and is not empty" in capsys.readouterr().err
+    assert run(path, "-o", folder, "--force", "--cpu-ops", "Sigmoid", "--cpu-nodes", "conv", "--layout", "NHWC") == 0
+    infos = json.loads((folder / "graph_infos.json").read_text())
+    assert [g["device"] for g in infos["graphs"]] == ["cpu", "tt", "cpu", "tt", "cpu", "tt"]  # A + 1, A = 5
+    assert infos["layout"] == "NHWC"
+    capsys.readouterr()
+    assert run(path, "-o", tmp_path / "other", "--layout", "NWHC") == 2  # argparse names the choices
+    assert "invalid choice: 'NWHC'" in capsys.readouterr().err
     assert run("run", tmp_path / "nowhere") == 2
     assert "no such file" in capsys.readouterr().err
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 
 from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
@@ -16,9 +17,16 @@ from forge_opt.universe import make_context
 Source = str | os.PathLike | bytes | ModelProto
 
 
-def compile_onnx(source: Source, pipeline: str = "onnx-to-forge") -> ModuleOp:
-    """Import a model and run a pass pipeline on it (default: to `forge`)."""
-    module = import_onnx(source)
+def compile_onnx(
+    source: Source,
+    pipeline: str = "onnx-to-forge",
+    *,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> ModuleOp:
+    """Import a model and run a pass pipeline on it (default: to `forge`).
+    `shapes` and `dims` fix symbolic input sizes, as in `import_onnx`."""
+    module = import_onnx(source, shapes=shapes, dims=dims)
     run_pipeline(module, pipeline)
     return module
 

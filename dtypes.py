@@ -9,6 +9,7 @@ from functools import lru_cache
 import numpy as np
 from onnx import TensorProto
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     Float4E2M1FNType,
     Float8E4M3FNType,
@@ -108,8 +109,9 @@ def _mlir_type_of_numpy(dtype: np.dtype) -> Attribute:
 
 def tensor_type(element_type: Attribute, shape: Sequence[int]) -> TensorType:
     """`TensorType(element_type, shape)`. Building and verifying one costs
-    about 20 µs, and a graph has few distinct types, so each is made once."""
-    return _tensor_type(element_type, tuple(shape))
+    about 20 µs, and a graph has few distinct types, so each is made once.
+    Any negative size is an unknown one, `DYNAMIC_INDEX` (printed `?`)."""
+    return _tensor_type(element_type, tuple(d if d >= 0 else DYNAMIC_INDEX for d in shape))
 
 
 @lru_cache(maxsize=4096)

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model
+from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names
@@ -37,8 +38,11 @@ class Compiled:
     input_names: list[str]
 
 
-def compile_model(model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge") -> Compiled:
-    module = import_model(model, base)
+def compile_model(
+    model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge", shapes: InputShapes | None = None
+) -> Compiled:
+    """`shapes`: sizes for symbolic input dims (`--dim`/`--shape`)."""
+    module = import_model(model, base, shapes=shapes)
     func = main_func(module)
     names = input_names(func)
     run_pipeline(module, pipeline)
@@ -58,7 +62,7 @@ def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
     for arg in main_func(module).body.block.args:
         t = arg.type
         if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
-            raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs")
+            raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs, --dim or --shape")
         arrays.append(random_array(t.get_shape(), dtypes.numpy_dtype(t.element_type), rng))
     return arrays
 

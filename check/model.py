@@ -3,6 +3,7 @@ onnxruntime computes for a model."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,7 @@ from forge_opt.check.compare import OutputResult, compare_output
 from forge_opt.check.engine import compile_model, onnxruntime_outputs, random_inputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, load_model
+from forge_opt.frontends.onnx_shapes import InputShapes, shapes_of_arrays
 from forge_opt.interpreters.forge_standin import ForgeCallError
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -53,13 +55,16 @@ def check_model(
     seed: int = 0,
     freeze: tuple[str, ...] = (),
     bisect: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
     stand-in, run the model on onnxruntime, and compare every output.
 
     `freeze` names graph inputs to compile as constants, with their values
     taken from `inputs` (a dict). With `bisect`, a mismatch also names the
-    first ONNX node whose output diverges."""
+    first ONNX node whose output diverges. `shapes` and `dims` fix symbolic
+    input sizes (as `import_onnx`); given inputs fix the others."""
     try:
         model, base = load_model(source)
         if freeze:
@@ -70,7 +75,14 @@ def check_model(
                 raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
             model = freeze_inputs(model, {n: inputs[n] for n in freeze})
             inputs = {k: v for k, v in inputs.items() if k not in freeze}
-        compiled = compile_model(model, base)
+        chosen = InputShapes.of(shapes, dims)
+        if inputs is not None:
+            initializers = {t.name for t in model.graph.initializer}
+            graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
+            named = inputs if isinstance(inputs, dict) else dict(zip(graph_inputs, inputs))
+            from_data = shapes_of_arrays(model.graph, named)
+            chosen = InputShapes({**from_data.shapes, **chosen.shapes}, chosen.dims)
+        compiled = compile_model(model, base, shapes=chosen)
         names = compiled.input_names
         if inputs is None:
             arrays = random_inputs(compiled.module, seed)

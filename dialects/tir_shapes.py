@@ -6,7 +6,8 @@ compares (onnx-mlir's ShapeHelper idea): the two cannot disagree. A function
 raises `ShapeError` for operands the op cannot take; a lowering that builds
 such an op reports it as an error of the ONNX node being lowered.
 
-A dynamic dimension (-1) stays dynamic: it matches any size.
+A dynamic dimension (`DYNAMIC`, xDSL's `DYNAMIC_INDEX`, printed `?`; every
+test here reads any negative size as one) stays dynamic: it matches any size.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+
 Shape = list[int]
+
+DYNAMIC = DYNAMIC_INDEX
 
 
 class ShapeError(ValueError):
@@ -40,7 +45,7 @@ def broadcast(*shapes: Sequence[int]) -> Shape:
         sizes = {d for d in dims if d != 1}
         if len(sizes) > 1 and not any(d < 0 for d in sizes):
             raise ShapeError(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast")
-        out.append(max(sizes, default=1) if not any(d < 0 for d in sizes) else -1)
+        out.append(max(sizes, default=1) if not any(d < 0 for d in sizes) else DYNAMIC)
     return out
 
 
@@ -85,7 +90,7 @@ def _windows(input: Sequence[int], kernel, strides, pads, dilations, ceil_mode: 
     out = []
     for i, (lo, hi) in enumerate(((top, bottom), (left, right))):
         size = input[2 + i]
-        n = -1 if size < 0 else window_size(size, kernel[i], strides[i], dilations[i], lo, hi, ceil_mode)
+        n = DYNAMIC if size < 0 else window_size(size, kernel[i], strides[i], dilations[i], lo, hi, ceil_mode)
         if size >= 0 and n < 1:
             raise ShapeError(f"the window does not fit: dim {2 + i} of size {size} gives {n} windows")
         out.append(n)
@@ -156,7 +161,7 @@ def concat(inputs: Sequence[Sequence[int]], axis: int) -> Shape:
         if len(s) != len(first) or not all(_dim_eq(a, b) for i, (a, b) in enumerate(zip(s, first)) if i != axis):
             raise ShapeError(f"shapes {[list(s) for s in inputs]} differ outside axis {axis}")
     sizes = [s[axis] for s in inputs]
-    first[axis] = -1 if any(d < 0 for d in sizes) else sum(sizes)
+    first[axis] = DYNAMIC if any(d < 0 for d in sizes) else sum(sizes)
     return first
 
 
@@ -173,14 +178,14 @@ def reduce(input: Sequence[int], axes: Sequence[int], keepdims: bool) -> Shape:
 def tile(input: Sequence[int], repeats: Sequence[int]) -> Shape:
     if len(repeats) != len(input) or any(r < 0 for r in repeats):
         raise ShapeError(f"repeats {list(repeats)} do not fit an input of rank {len(input)}")
-    return [-1 if d < 0 else d * r for d, r in zip(input, repeats)]
+    return [DYNAMIC if d < 0 else d * r for d, r in zip(input, repeats)]
 
 
 def pad(input: Sequence[int], pads: Sequence[int]) -> Shape:
     """`pads` is [d0_lo, d0_hi, d1_lo, d1_hi, ...], none negative."""
     if len(pads) != 2 * len(input) or any(p < 0 for p in pads):
         raise ShapeError(f"pads {list(pads)} must be 2 non-negative values per dim of {list(input)}")
-    return [-1 if d < 0 else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(input)]
+    return [DYNAMIC if d < 0 else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(input)]
 
 
 def gather(input: Sequence[int], indices: Sequence[int], axis: int) -> Shape:

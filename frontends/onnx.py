@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -43,16 +43,22 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
+from forge_opt.dialects.tir_shapes import DYNAMIC
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
+from forge_opt.frontends.onnx_graph import node_label, node_reads
+from forge_opt.frontends.onnx_resolve import needs_resolving, resolve
+from forge_opt.frontends.onnx_shapes import InputShapes, dim_names, specialise
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 from forge_opt.xdsl_internals import name_loc, set_name
+
+#: A graph input's symbols, one per dim ("" where the size is known).
+INPUT_DIMS_ATTR = "onnx.dims"
 
 #: Initializers with more elements than this are hidden from shape inference:
 #: inference serializes the whole model, and only small tensors (shapes,
 #: axes, sizes) carry information it can use.
 INFERENCE_INITIALIZER_LIMIT = 1024
 
-DYNAMIC = -1
 
 
 # -- loading ----------------------------------------------------------------
@@ -63,14 +69,14 @@ def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
     if isinstance(source, ModelProto):
         return source, None
     if isinstance(source, bytes):
-        return _parse_bytes(source, "<bytes>"), None
+        return parse_bytes(source, "<bytes>"), None
     path = Path(source)
     if not path.exists():
         raise ForgeOptError(f"{path}: no such file")
     if path.suffix == ".onnxtxt":
         return parse_text(path.read_text(), str(path)), path.parent
     data = path.read_bytes()
-    return _parse_bytes(data, str(path)), path.parent
+    return parse_bytes(data, str(path)), path.parent
 
 
 def load_model_lazily(path: Path) -> tuple[ModelProto, Path | None, WeightMap | None]:
@@ -89,7 +95,8 @@ def load_model_lazily(path: Path) -> tuple[ModelProto, Path | None, WeightMap | 
     return model, path.parent, weights
 
 
-def _parse_bytes(data: bytes, what: str) -> ModelProto:
+def parse_bytes(data: bytes, what: str) -> ModelProto:
+    """A serialized model, or an error naming `what` if it is none."""
     model = ModelProto()
     try:
         model.ParseFromString(data)
@@ -260,7 +267,7 @@ def _in_order(nodes: list[NodeProto], known: set[str]) -> bool:
         for name in node.input:
             if name and name not in made:
                 return False
-        if node.attribute and not made.issuperset(_node_reads(node)):
+        if node.attribute and not made.issuperset(node_reads(node)):
             return False
         for out in node.output:
             if out:
@@ -290,7 +297,7 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
     pending = [0] * len(nodes)
     for i, node in enumerate(nodes):
         deps = set()
-        for name in _node_reads(node):
+        for name in node_reads(node):
             if name in producer:
                 deps.add(producer[name])
             elif name not in known:
@@ -322,29 +329,20 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
     return nodes
 
 
-def _node_reads(node: NodeProto) -> Iterable[str]:
-    """The values a node reads, including outer values its subgraphs read."""
-    yield from (n for n in node.input if n)
-    for a in node.attribute:
-        for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
-            yield from _outer_reads(g)
-
-
-def _outer_reads(g: GraphProto) -> set[str]:
-    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
-    reads: set[str] = set()
-    for node in g.node:
-        reads.update(n for n in _node_reads(node) if n not in defined)
-        defined.update(node.output)
-    reads.update(o.name for o in g.output if o.name not in defined)
-    return reads
-
-
 class _Importer:
     def __init__(
-        self, model: ModelProto, base: Path | None, inferred: ModelProto, weights: WeightMap | None = None
+        self,
+        model: ModelProto,
+        base: Path | None,
+        inferred: ModelProto,
+        weights: WeightMap | None = None,
+        resolved: bool = False,
     ):
+        """`resolved`: the graph's nodes are those of `inferred`, rewritten
+        by compile-time resolution, with the constants it computed."""
         self.model = model
+        self.inferred = inferred
+        self.resolved = resolved
         self.base = base
         self.weights = weights
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
@@ -387,35 +385,66 @@ class _Importer:
         for arg, i in zip(block.args, inputs):
             _hint(arg, i.name)
             env[i.name] = arg
-        results = self._import_body(g, block, env, outer=set())
+        resolved = self.inferred.graph if self.resolved else None
+        results = self._import_body(g, block, env, outer=set(), resolved=resolved)
         block.add_op(ReturnOp(*results))
         func = FuncOp(
             text(g.name) or "main",
             (arg_types, [r.type for r in results]),
             Region(block),
-            arg_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(text(i.name))}) for i in inputs]),
+            arg_attrs=ArrayAttr([DictionaryAttr(self._input_attrs(i.name)) for i in inputs]),
             res_attrs=ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(text(o.name))}) for o in g.output]),
         )
         return func
 
-    def _import_body(
-        self, g: GraphProto, block: Block, env: dict[str, SSAValue], outer: set[str]
-    ) -> list[SSAValue]:
-        for t in g.initializer:
-            what = f"initializer '{t.name}'"
-            from forge_opt.dialects.onnx_ops import ConstantOp
+    def _input_attrs(self, name: str) -> dict[str, Attribute]:
+        """`onnx.name`, and `onnx.dims` (each dim's symbol, "" where its size
+        is known) while some size is unknown, for the diagnostic that asks
+        the user to choose them."""
+        attrs: dict[str, Attribute] = {"onnx.name": StringAttr(text(name))}
+        tp = self.types.get(name)
+        names = dim_names(tp) if tp is not None else None
+        if names is not None:
+            attrs[INPUT_DIMS_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+        return attrs
 
+    def _import_body(
+        self,
+        g: GraphProto,
+        block: Block,
+        env: dict[str, SSAValue],
+        outer: set[str],
+        resolved: GraphProto | None = None,
+    ) -> list[SSAValue]:
+        """`g`'s initializers and nodes into `block`; for the main graph, the
+        nodes as resolution left them (`resolved`), with the constants it made."""
+        from forge_opt.dialects.onnx_ops import ConstantOp
+
+        initializers = list(g.initializer)
+        nodes = g.node
+        made = 0  # the last `made` initializers are constants resolution computed, not the model's
+        if resolved is not None:
+            nodes = resolved.node
+            have = {t.name for t in initializers}
+            computed = [t for t in resolved.initializer if t.name not in have]
+            # the model's weights that folding left unread stay out of the IR
+            read = {n for node in nodes for n in node_reads(node)} | {o.name for o in g.output}
+            initializers = [t for t in initializers if t.name in read] + computed
+            made = len(computed)
+        for i, t in enumerate(initializers):
+            what = f"initializer '{t.name}'"
+            model_owned = i < len(initializers) - made
             op = ConstantOp.build(
                 result_types=[_tensor_type(t, what)],
                 properties={"value": tensor_attr(t, self.base, what, self.weights)},
-                attributes={INITIALIZER_ATTR: StringAttr(text(t.name))},
+                attributes={INITIALIZER_ATTR: StringAttr(text(t.name))} if model_owned else {},
             )
             op.location = name_loc(text(t.name))
             block.add_op(op)
             _hint(op.results[0], t.name)
             env[t.name] = op.results[0]
         known = set(env) | outer
-        for node in _toposort(list(g.node), known, g.name):
+        for node in _toposort(list(nodes), known, g.name):
             for op in self._import_node(node, env):
                 block.add_op(op)
         missing = [o.name for o in g.output if o.name not in env]
@@ -555,15 +584,6 @@ class _Importer:
         return op
 
 
-def node_label(node: NodeProto) -> str:
-    """The node's name; an unnamed node is named after its op type and its
-    first output, which ONNX requires to be unique."""
-    if node.name:
-        return text(node.name)
-    first = next((o for o in node.output if o), "")
-    return f"{node.op_type}:{first}" if first else node.op_type
-
-
 def _unknown_type() -> Attribute:
     """A value ONNX inference could not type: a tensor of unknown rank whose
     element type later passes must find."""
@@ -593,9 +613,10 @@ def _hint(value: SSAValue, name: str) -> None:
 # -- shape inference ----------------------------------------------------------------
 
 
-def _without_large_weights(model: ModelProto) -> ModelProto:
+def _without_large_weights(model: ModelProto, chosen: InputShapes | None = None) -> ModelProto:
     """A copy of the model for shape inference: small initializers kept (they
-    feed Reshape/Slice/Split shapes), large ones turned into typed inputs."""
+    feed Reshape/Slice/Split shapes), large ones turned into typed inputs,
+    the user's chosen sizes applied."""
     g = model.graph
     lite = ModelProto()
     # Before IR 4 inference ignores initializers that are not also inputs.
@@ -604,9 +625,9 @@ def _without_large_weights(model: ModelProto) -> ModelProto:
     lg = lite.graph
     lg.name = g.name
     lg.node.extend(g.node)
-    lg.input.extend(g.input)
     lg.output.extend(g.output)
     lg.value_info.extend(g.value_info)
+    lg.input.extend(specialise(lg, list(g.input), chosen) if chosen else g.input)
     lite.functions.extend(model.functions)
     inputs = {i.name for i in g.input}
     for t in g.initializer:
@@ -618,8 +639,49 @@ def _without_large_weights(model: ModelProto) -> ModelProto:
     return lite
 
 
-def infer_types(model: ModelProto) -> ModelProto:
-    lite = _without_large_weights(model)
+def infer_types(model: ModelProto, chosen: InputShapes | None = None) -> ModelProto:
+    """The model without its large weights, its types inferred; where shapes
+    stay unknown or control flow can be decided, resolved at compile time
+    (`onnx_resolve`)."""
+    return _inferred_and_resolved(model, chosen)[0]
+
+
+def _inferred_and_resolved(model: ModelProto, chosen: InputShapes | None) -> tuple[ModelProto, bool]:
+    """`infer_types`, and whether resolution rewrote the graph."""
+    inferred = _infer(_without_large_weights(model, chosen))
+    if needs_resolving(inferred):
+        resolved = resolve(inferred, _infer)
+        return resolved, resolved is not inferred
+    return inferred, False
+
+
+def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> ModelProto:
+    """The model as the importer sees it, as a model of its own: the chosen
+    sizes applied, shapes folded, known control flow resolved (what
+    forge-split splits). The model itself when that changes nothing."""
+    inferred = infer_types(model, shapes)
+    g, ig = model.graph, inferred.graph
+    if not shapes and len(ig.node) == len(g.node) and all(a is b or a == b for a, b in zip(ig.node, g.node)):
+        return model
+    out = ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(ig.node)
+    del out.graph.value_info[:]
+    typed = {i.name: i for i in ig.input}
+    for i in out.graph.input:
+        if i.name in typed:
+            i.type.CopyFrom(typed[i.name].type)
+    outputs = {o.name: o for o in ig.output}
+    for o in out.graph.output:
+        if o.name in outputs:
+            o.type.CopyFrom(outputs[o.name].type)
+    have = {t.name for t in g.initializer}
+    out.graph.initializer.extend(t for t in ig.initializer if t.name not in have)
+    return out
+
+
+def _infer(lite: ModelProto) -> ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(lite, strict_mode=False, data_prop=True)
     except Exception as e:
@@ -655,22 +717,36 @@ def _graph_names(g: GraphProto) -> list[str | bytes]:
     return [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
 
 
-def import_model(model: ModelProto, base: Path | None = None, weights: WeightMap | None = None) -> ModuleOp:
+def import_model(
+    model: ModelProto,
+    base: Path | None = None,
+    weights: WeightMap | None = None,
+    shapes: InputShapes | None = None,
+) -> ModuleOp:
+    """`shapes`: sizes for the model's symbolic input dims (`--dim`, `--shape`)."""
     try:
         _check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
         check_opsets(model)
-        inferred = infer_types(model)
-        func = _Importer(model, base, inferred, weights).import_main()
+        inferred, resolved = _inferred_and_resolved(model, shapes)
+        func = _Importer(model, base, inferred, weights, resolved).import_main()
     except UnicodeError:
         raise ForgeOptError("the model has a name or string that is not valid UTF-8") from None
     return ModuleOp([func])
 
 
-def import_onnx(source: str | os.PathLike | bytes | ModelProto) -> ModuleOp:
+def import_onnx(
+    source: str | os.PathLike | bytes | ModelProto,
+    *,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> ModuleOp:
     """Import an ONNX model (a path, serialized bytes, a ModelProto, or a path
-    to `.onnxtxt` text) as a module of `onnx` ops."""
+    to `.onnxtxt` text) as a module of `onnx` ops. `shapes` fixes whole input
+    shapes by input name, `dims` the sizes of symbolic dims by symbol
+    (`dims={"batch": 1}`)."""
+    chosen = InputShapes.of(shapes, dims)
     if isinstance(source, str | os.PathLike):
         model, base, weights = load_model_lazily(Path(source))
-        return import_model(model, base, weights)
+        return import_model(model, base, weights, chosen)
     model, base = load_model(source)
-    return import_model(model, base)
+    return import_model(model, base, shapes=chosen)

@@ -19,7 +19,6 @@ from onnx import helper, numpy_helper
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from forge_opt.diagnostics import ForgeOptError, describe
-from forge_opt.dialects import onnx_ops
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.dialects.onnx_ops import ONNX_OPS
@@ -66,13 +65,13 @@ def _evaluator_cls():
     return ReferenceEvaluator
 
 
-def _gather_elements(op: onnx_ops.GatherElementsOp, data: np.ndarray, indices: np.ndarray) -> tuple:
-    axis = op.axis.value.data
+def _gather_elements(node: onnx.NodeProto, data: np.ndarray, indices: np.ndarray) -> tuple:
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
     if not -data.ndim <= axis < data.ndim:
-        raise ForgeOptError(f"{describe(op)}: axis {axis} is out of range for rank {data.ndim}")
+        raise ValueError(f"axis {axis} is out of range for rank {data.ndim}")
     size = data.shape[axis]
     if indices.size and not (-size <= indices.min() and indices.max() < size):
-        raise ForgeOptError(f"{describe(op)}: an index is out of range for a dimension of size {size}")
+        raise ValueError(f"an index is out of range for a dimension of size {size}")
     return (np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis=axis),)
 
 
@@ -82,37 +81,39 @@ def _gather_elements(op: onnx_ops.GatherElementsOp, data: np.ndarray, indices: n
 _OVERRIDES = {"GatherElements": _gather_elements}
 
 
-def evaluate(op: OnnxOp, args: tuple) -> tuple:
-    """Run one op on numpy arrays through onnx.reference."""
+def evaluate_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int | None = None) -> list:
+    """Run one default-domain node on numpy arrays (None for an omitted
+    input) through onnx.reference, at `opset` (default: the newest)."""
     from onnx.reference.ops import load_op
 
-    override = _OVERRIDES.get(op.ONNX_OP_TYPE)
+    override = _OVERRIDES.get(node.op_type)
     if override is not None:
-        return override(op, *args)  # pyright: ignore[reportArgumentType]  (the override's own op class)
+        return list(override(node, *inputs))  # pyright: ignore[reportArgumentType]
+    version = opset or onnx.defs.onnx_opset_version()
+    cls = load_op("", node.op_type, version, node=node)
+    run_params = {
+        "opsets": {"": version},
+        "new_ops": None,
+        "log": lambda *a: None,
+        "verbose": 0,
+        "evaluator_cls": _evaluator_cls(),
+    }
+    inst = cls(node, run_params)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        outs = inst.run(*inputs)
+    return [np.asarray(o) if not isinstance(o, list) else o for o in outs]
+
+
+def evaluate(op: OnnxOp, args: tuple) -> tuple:
+    """Run one op on numpy arrays through onnx.reference."""
     if op.ONNX_GRAPHS:
         raise ForgeOptError(f"{describe(op)}: ops with graph attributes cannot be evaluated")
     node = to_node_proto(op)
-    version = onnx.defs.onnx_opset_version()
+    present = iter([a for a in args if a is not None])
+    inputs = [None if v is None else next(present) for v in op.onnx_operands()]
     try:
-        cls = load_op("", op.ONNX_OP_TYPE, version, node=node)
-        run_params = {
-            "opsets": {"": version},
-            "new_ops": None,
-            "log": lambda *a: None,
-            "verbose": 0,
-            "evaluator_cls": _evaluator_cls(),
-        }
-        inst = cls(node, run_params)
-        present = [a for a in args if a is not None]
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            inputs = []
-            it = iter(present)
-            for v in op.onnx_operands():
-                inputs.append(None if v is None else next(it))
-            outs = inst.run(*inputs)
-    except ForgeOptError:
-        raise
+        outs = evaluate_node(node, inputs)
     except Exception as e:
         raise ForgeOptError(f"{describe(op)}: cannot evaluate: {type(e).__name__}: {e}") from None
     results = [r for r in op.onnx_results()]
@@ -133,4 +134,4 @@ OnnxFunctions = register_impls(
     )
 )
 
-__all__ = ["OnnxFunctions", "elements_to_array", "evaluate", "to_node_proto"]
+__all__ = ["OnnxFunctions", "elements_to_array", "evaluate", "evaluate_node", "to_node_proto"]

@@ -4,11 +4,13 @@ steps over a folder."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from onnx import ModelProto
 
-from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx import import_model, load_model, resolved_model
+from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.split.folder import read_split, write_split
 from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
@@ -23,9 +25,15 @@ def split_model(
     min_device_ops: int = 1,
     layout: str = "NCHW",
     force: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> tuple[Plan, dict]:
-    """Split the model into `folder`: its sub-models and `graph_infos.json`."""
+    """Split the model into `folder`: its sub-models and `graph_infos.json`.
+    `shapes` and `dims` fix symbolic input sizes (as `import_onnx`); the
+    split is of the model with its shapes folded and known control flow
+    resolved."""
     model, base = load_model(source)
+    model = resolved_model(model, InputShapes.of(shapes, dims))
     placements = place(import_model(model, base), cpu_ops, cpu_nodes)
     plan = make_plan(model, placements, min_device_ops)
     infos = write_split(Path(folder), model, plan, base=base, force=force, layout=layout)

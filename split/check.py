@@ -4,6 +4,7 @@ where Forge can, CPU elsewhere) against onnxruntime on the whole model."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ from forge_opt.check.compare import compare_output
 from forge_opt.check.engine import onnxruntime_outputs, random_inputs
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx import import_model, load_model, resolved_model
+from forge_opt.frontends.onnx_shapes import InputShapes, shapes_of_arrays
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import run_split, split_model
 
@@ -26,9 +28,17 @@ def check_fallback(
     min_pcc: float = 0.999,
     seed: int = 0,
     min_device_ops: int = 1,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
 ) -> CheckReport:
     try:
         model, base = load_model(source)
+        chosen = InputShapes.of(shapes, dims)
+        if inputs is not None:
+            from_data = shapes_of_arrays(model.graph, inputs)
+            chosen = InputShapes({**from_data.shapes, **chosen.shapes}, chosen.dims)
+        original = model
+        model = resolved_model(model, chosen)
         initializers = {t.name for t in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in initializers]
         if inputs is None:
@@ -47,7 +57,7 @@ def check_fallback(
                 return CheckReport(MISMATCH, error=f"a device sub-model failed on Forge: {e}")
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
-    want = onnxruntime_outputs(model, base, feeds)
+    want = onnxruntime_outputs(original, base, feeds)
     out_names = [o.name for o in model.graph.output]
     results = [
         compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)

@@ -26,11 +26,11 @@ TEXT_CORPUS = {
     ),
     "dynamic-dimension": (
         "g (float[N, 4] x) => (float[N, 4] y) { [r] y = Relu (x) }",
-        "node 'r' (onnx.Relu): the input has no static shape",
+        "the model's inputs have unknown sizes, which Forge cannot take: 'x' [N, 4]; choose them with --dim N=N",
     ),
     "string-tensors": (
         "g (string[2] x) => (string[2] y) { [id] y = StringNormalizer (x) }",
-        "node 'id' (onnx.StringNormalizer): cannot be lowered to Forge",
+        "graph output 'y' holds strings, which Forge has no tensors for",
     ),
     "other-domain": (
         'g (float[4] x) => (float[4] y) { [fg] y = com.microsoft.FastGelu (x) }',

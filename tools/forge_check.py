@@ -37,11 +37,20 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)",
     )
+    parser.add_argument(
+        "--dim", metavar="SYMBOL=N", action="append", default=[],
+        help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)",
+    )
+    parser.add_argument(
+        "--shape", metavar="NAME=D0,D1,...", action="append", default=[],
+        help="the whole shape of input NAME (repeatable); --inputs fixes shapes by itself",
+    )
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
 
     from forge_opt.check import NOT_COMPILED, check_model
+    from forge_opt.frontends.onnx_shapes import InputShapes
 
     try:
         inputs = None
@@ -51,19 +60,23 @@ def main(argv: list[str] | None = None) -> None:
                     inputs = {k: data[k] for k in data.files}
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
+        chosen = InputShapes.parse(args.shape, args.dim)
         if args.fallback:
             if args.freeze or args.bisect or args.emit:
                 raise ForgeOptError("--fallback does not combine with --freeze, --bisect or --emit")
             from forge_opt.split.check import check_fallback
 
             report = check_fallback(
-                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed
+                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
+                shapes=chosen.shapes, dims=chosen.dims,
             )
         else:
             report = check_model(
                 args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
                 freeze=tuple(args.freeze),
                 bisect=args.bisect,
+                shapes=chosen.shapes,
+                dims=chosen.dims,
             )
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)

@@ -59,16 +59,22 @@ class ForgeOptMain(xDSLOptMain):
 
             if self.args.input_file and not self.args.split_input_file:
                 # read the weights straight from the file, once
-                return importer.import_onnx(Path(self.args.input_file))
-            model = importer._parse_bytes(io.read(), self.get_input_name())
-            return importer.import_model(model, self._model_folder())
+                model, base, weights = importer.load_model_lazily(Path(self.args.input_file))
+                return importer.import_model(model, base, weights, self._shapes())
+            model = importer.parse_bytes(io.read(), self.get_input_name())
+            return importer.import_model(model, self._model_folder(), shapes=self._shapes())
 
         def from_text(io: IO[bytes]) -> ModuleOp:
             model = importer.parse_text(io.read().decode(), self.get_input_name())
-            return importer.import_model(model, self._model_folder())
+            return importer.import_model(model, self._model_folder(), shapes=self._shapes())
 
         self.available_frontends["onnx"] = from_binary
         self.available_frontends["onnxtxt"] = from_text
+
+    def _shapes(self):
+        from forge_opt.frontends.onnx_shapes import InputShapes
+
+        return InputShapes.parse(self.args.shape, self.args.dim)
 
     def _model_folder(self):
         from pathlib import Path
@@ -95,6 +101,20 @@ class ForgeOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--dim",
+            metavar="SYMBOL=N",
+            action="append",
+            default=[],
+            help="size of every input dimension named SYMBOL in an ONNX model, e.g. --dim batch=1 (repeatable)",
+        )
+        arg_parser.add_argument(
+            "--shape",
+            metavar="NAME=D0,D1,...",
+            action="append",
+            default=[],
+            help="the whole shape of the ONNX model's input NAME, e.g. --shape input_ids=1,128 (repeatable)",
+        )
         arg_parser.add_argument(
             "--debug",
             default=False,

@@ -39,6 +39,10 @@ def _split_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW", help="recorded in graph_infos.json")
     p.add_argument("--force", action="store_true", help="replace the split in a folder that is not empty")
     p.add_argument("--dot", metavar="FILE", help="also draw the split as Graphviz, sub-models coloured by device")
+    p.add_argument("--dim", metavar="SYMBOL=N", action="append", default=[],
+                   help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)")
+    p.add_argument("--shape", metavar="NAME=D0,D1,...", action="append", default=[],
+                   help="the whole shape of input NAME (repeatable)")
     return p
 
 
@@ -71,11 +75,14 @@ def _report(plan, infos) -> str:
 
 def _split(argv: list[str]) -> int:
     args = _split_parser().parse_args(argv)
+    from forge_opt.frontends.onnx_shapes import InputShapes
     from forge_opt.split.api import convert, split_model
 
+    chosen = InputShapes.parse(args.shape, args.dim)
     plan, infos = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
+        shapes=chosen.shapes, dims=chosen.dims,
     )
     print(_report(plan, infos))
     if args.dot:

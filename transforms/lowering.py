@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import TensorType, UnrankedTensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
@@ -162,8 +162,37 @@ def leaving_failures(rewrite: Rewrite, failures: dict[Operation, str]) -> Rewrit
 def static_shape(value: SSAValue, emitter: Emitter, what: str = "input") -> list[int]:
     t = value.type
     if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
-        raise emitter.error(f"the {what} has no static shape ({t}); Forge needs static shapes")
+        where = _origin(value)
+        raise emitter.error(f"the {what} has no static shape ({_unknown_dims(t)}); Forge needs static shapes{where}")
     return list(t.get_shape())
+
+
+def _unknown_dims(t) -> str:
+    if not isinstance(t, TensorType):
+        return f"{t}: its rank is unknown"
+    dims = [str(i) for i, d in enumerate(t.get_shape()) if d < 0]
+    return f"{t}: dim{'s' if len(dims) > 1 else ''} {', '.join(dims)} unknown"
+
+
+def _static(value: SSAValue) -> bool:
+    t = value.type
+    return isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape())
+
+
+def _origin(value: SSAValue) -> str:
+    """Where the unknown sizes come from: the first op up the chain whose
+    inputs have static shapes but whose result does not (inputs of the
+    function are checked before lowering)."""
+    for _ in range(10_000):
+        op = value.owner
+        if not isinstance(op, Operation):
+            return ""
+        tensors = (v for v in op.operands if isinstance(v.type, TensorType | UnrankedTensorType))
+        unknown = next((v for v in tensors if not _static(v)), None)
+        if unknown is None:
+            return f"; the unknown sizes come from {describe(op)}, whose result shape is not known at compile time"
+        value = unknown
+    return ""
 
 
 def normalize_axis(axis: int, rank: int, emitter: Emitter) -> int:

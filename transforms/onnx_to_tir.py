@@ -8,10 +8,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnrankedTensorType,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
+from forge_opt.frontends.onnx import INPUT_DIMS_ATTR
+from forge_opt.frontends.onnx_shapes import symbols_hint
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
@@ -24,10 +37,63 @@ class OnnxToTirPass(ModulePass):
     name = "onnx-to-tir"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_signature(op)
         rewrite_in_order(op, fold_constant_op)
         rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS))
         erase_dead_ops(op)
         refine_result_types(op)
+
+
+_CPU_PATH = "forge-split (AutoSplit) runs such parts of a model on the CPU"
+
+
+def _not_a_forge_value(t: Attribute) -> str | None:
+    if isinstance(t, SeqType | OptType):
+        return "is a sequence or optional, which Forge has no value for"
+    if isinstance(t, TensorType | UnrankedTensorType) and isinstance(t.element_type, StringType):
+        return "holds strings, which Forge has no tensors for"
+    return None
+
+
+def _label(attrs: Attribute | None, kind: str, index: int) -> str:
+    name = attrs.data.get("onnx.name") if isinstance(attrs, DictionaryAttr) else None
+    return f"{kind} '{name.data}'" if isinstance(name, StringAttr) else f"{kind} #{index}"
+
+
+def check_signature(module: ModuleOp) -> None:
+    """Forge takes and returns tensors of static shapes: a function whose
+    inputs have unknown sizes gets one diagnostic listing every such input
+    dim and the flags that fix them (instead of an error at the first op
+    that needs a size); strings, sequences and optionals are named."""
+    for func in module.ops:
+        if not isinstance(func, FuncOp):
+            continue
+        results = func.res_attrs.data if func.res_attrs else [None] * len(func.function_type.outputs.data)
+        for i, (t, attrs) in enumerate(zip(func.function_type.outputs.data, results)):
+            problem = _not_a_forge_value(t)
+            if problem:
+                raise ForgeOptError(f"{_label(attrs, 'graph output', i)} {problem}; {_CPU_PATH}")
+        unknown: list[tuple[str, list[str | int]]] = []
+        for arg, attrs in zip(func.args, func.arg_attrs.data if func.arg_attrs else ()):
+            fields = attrs.data if isinstance(attrs, DictionaryAttr) else {}
+            label = _label(attrs, "graph input", arg.index)
+            t = arg.type
+            problem = _not_a_forge_value(t)
+            if problem:
+                raise ForgeOptError(f"{label} {problem}; {_CPU_PATH}")
+            label = label.split("'")[1] if "'" in label else label
+            if isinstance(t, UnrankedTensorType):
+                unknown.append((label, ["?", "..."]))
+            elif isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):
+                symbols = fields.get(INPUT_DIMS_ATTR)
+                names = [s.data for s in symbols.data] if isinstance(symbols, ArrayAttr) else []  # pyright: ignore[reportAttributeAccessIssue]
+                dims: list[str | int] = [
+                    n if n >= 0 else (names[i] if i < len(names) and names[i] else "?")
+                    for i, n in enumerate(t.get_shape())
+                ]
+                unknown.append((label, dims))
+        if unknown:
+            raise ForgeOptError(symbols_hint(unknown))
 
 
 def refine_result_types(module: ModuleOp) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -52,11 +54,20 @@ def _constant(op: onnx.ConstantOp, e: Emitter):
     raise e.error("only tensor, float and int constants can be lowered")
 
 
+#: No filled tensor larger than this is emitted: more than any Tenstorrent
+#: device's memory (24 GB on a Wormhole n300, 32 GB on a Blackhole p150), so a
+#: larger size is a model bug (a shape computed from garbage), not a tensor.
+LARGEST_FILL_BYTES = 1 << 36
+
+
 @lowers(onnx.ConstantOfShapeOp)
 def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: Emitter):
     shape = constant_array(op.input)
     if shape is None:
         raise e.error("the shape input must be a compile-time constant")
+    dims = [int(d) for d in shape.reshape(-1)]
+    if any(d < 0 for d in dims):
+        raise e.error(f"the shape {dims} has a negative size")
     value = op.value
     if value is None:
         fill, elem = FloatAttr(0.0, f32), f32
@@ -71,7 +82,13 @@ def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: Emitter):
             fill = FloatAttr(float(v), elem)
         else:
             raise e.error(f"a fill of type {elem} is not supported")
-    return [e.value(tir.FullOp(fill, TensorType(elem, [int(d) for d in shape.reshape(-1)])))]
+    size = math.prod(dims) * dtypes.numpy_dtype(elem).itemsize
+    if size > LARGEST_FILL_BYTES:
+        raise e.error(
+            f"the shape {dims} makes a tensor of {size:,} bytes, more than any device holds "
+            f"({LARGEST_FILL_BYTES:,} bytes)"
+        )
+    return [e.value(tir.FullOp(fill, TensorType(elem, dims)))]
 
 
 @lowers(onnx.IdentityOp)

@@ -7,11 +7,17 @@ Needs torch and transformers, which forge-opt itself does not:
     python tests/data/models/make_models.py
 
 Each architecture is exported with the TorchScript exporter at opsets 14
-and 17; CI only reads the checked-in .onnx files.
+and 17; CI only reads the checked-in .onnx files. The `*_dynamic_*` files
+are the same transformers exported as users usually do, with symbolic
+`batch` and `sequence` dims (`dynamic_axes`); `splits_opset{13,18}` holds
+`tensor_split`/`chunk`/`unbind` over a symbolic width, which the TorchScript
+exporter writes as a Loop over SequenceInsert. `python make_models.py dynamic`
+writes only those.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch  # pyright: ignore[reportMissingImports]  (optional: only to remake the models)
@@ -108,7 +114,48 @@ def models():
     yield "mobilenet_v2", LogitsOnly(lively(mobilenet)), (torch.randn(1, 3, 32, 32),), ["pixel_values"]
 
 
+@torch.jit.script
+def reversed_thirds(x: torch.Tensor) -> torch.Tensor:
+    """A scripted loop over a list: exported as Loop over SequenceInsert."""
+    out: list[torch.Tensor] = []
+    for part in torch.tensor_split(x, 3, dim=2):
+        out.insert(0, part * 2.0)
+    return torch.cat(out, dim=2)
+
+
+class Splits(torch.nn.Module):
+    """Splits whose sizes the exporter computes from a symbolic dim."""
+
+    def forward(self, x):
+        a = torch.tensor_split(x, 3, dim=2)
+        b = torch.chunk(x, 2, dim=2)
+        c = torch.unbind(x, dim=0)
+        return torch.cat(a[::-1], 2), b[0][..., :1] - b[1][..., :1], torch.stack(c[::-1]), reversed_thirds(x) + 1.0
+
+
+def dynamic_models():
+    """(name, model, args, input names, dynamic axes by input, opsets)."""
+    by_name = {name: (model, args, names) for name, model, args, names in models()}
+    tokens = {0: "batch", 1: "sequence"}
+    for name, axes in (("gpt2", tokens), ("bert", tokens), ("vit", {0: "batch"})):
+        model, args, names = by_name[name]
+        yield f"{name}_dynamic", model, args, names, {names[0]: axes}, (17,)
+    yield "splits", Splits(), (torch.randn(2, 4, 9),), ["x"], {"x": {2: "width"}}, (13, 18)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["dynamic"]:
+        for name, model, args, input_names, axes, opsets in dynamic_models():
+            model.eval()
+            for opset in opsets:
+                path = HERE / f"{name}_opset{opset}.onnx"
+                with torch.no_grad():
+                    torch.onnx.export(
+                        model, args, str(path), input_names=input_names, opset_version=opset,
+                        dynamic_axes=axes, dynamo=False, do_constant_folding=False,
+                    )
+                print(f"{path.name}: {path.stat().st_size / 1e6:.2f} MB")
+        return
     for name, model, args, input_names in models():
         model.eval()
         for opset in OPSETS:

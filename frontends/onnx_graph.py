@@ -1,0 +1,42 @@
+"""What an ONNX node reads and how it is named: shared by the importer and
+the compile-time resolution of shapes and control flow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from onnx import AttributeProto, GraphProto, NodeProto
+
+from forge_opt.diagnostics import text
+
+
+def node_label(node: NodeProto) -> str:
+    """The node's name; an unnamed node is named after its op type and its
+    first output, which ONNX requires to be unique."""
+    if node.name:
+        return text(node.name)
+    first = next((o for o in node.output if o), "")
+    return f"{node.op_type}:{first}" if first else node.op_type
+
+
+def subgraphs(node: NodeProto) -> list[GraphProto]:
+    return [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs))]
+
+
+def node_reads(node: NodeProto) -> Iterable[str]:
+    """The values a node reads, including outer values its subgraphs read."""
+    yield from (n for n in node.input if n)
+    if node.attribute:
+        for g in subgraphs(node):
+            yield from outer_reads(g)
+
+
+def outer_reads(g: GraphProto) -> set[str]:
+    """The values a subgraph reads from its enclosing scopes."""
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    reads: set[str] = set()
+    for node in g.node:
+        reads.update(n for n in node_reads(node) if n not in defined)
+        defined.update(node.output)
+    reads.update(o.name for o in g.output if o.name not in defined)
+    return reads

@@ -45,8 +45,9 @@ from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, Yie
 from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.dialects.tir_shapes import DYNAMIC
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
+from forge_opt.frontends.onnx_functions import expandable
 from forge_opt.frontends.onnx_graph import node_label, node_reads
-from forge_opt.frontends.onnx_resolve import needs_resolving, resolve
+from forge_opt.frontends.onnx_resolve import RESOLVED_OPS, resolve
 from forge_opt.frontends.onnx_shapes import InputShapes, dim_names, specialise
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 from forge_opt.xdsl_internals import name_loc, set_name
@@ -352,6 +353,8 @@ class _Importer:
         self._collect_types(inferred.graph)
         # a graph has few distinct types: convert each once, keyed by its bytes
         self._converted: dict[bytes, Attribute] = {}
+        self._by_name: dict[str, Attribute] = {}
+        self.unknown_sizes = False  # some value's converted type has unknown sizes
 
     def _collect_types(self, g: GraphProto) -> None:
         values = [*g.input, *g.output, *g.value_info]
@@ -364,14 +367,35 @@ class _Importer:
     def value_type(self, name: str, what: str | Callable[[], str]) -> Attribute:
         """The type of value `name`; `what` names it in an error (a callable
         builds that text only for the error)."""
+        converted = self._by_name.get(name)
+        if converted is not None:
+            return converted
         tp = self.types.get(name)
         if tp is None:
-            return _unknown_type()
-        key = tp.SerializeToString()
-        converted = self._converted.get(key)
-        if converted is None:
-            converted = self._converted[key] = _mlir_type(tp, what if isinstance(what, str) else what())
+            converted = _unknown_type()
+            self.unknown_sizes = True
+        else:
+            key = tp.SerializeToString()
+            converted = self._converted.get(key)
+            if converted is None:
+                converted = self._converted[key] = _mlir_type(tp, what if isinstance(what, str) else what())
+                if not _static(converted):
+                    self.unknown_sizes = True
+        self._by_name[name] = converted
         return converted
+
+    def needs_resolution(self) -> bool:
+        """Whether the main graph has control flow or sequences, or values
+        whose sizes inference left unknown (`onnx_resolve`). Converts the
+        types the import needs anyway, so a static model pays one dict."""
+        opset = self.opsets.get("", 1)
+        for node in self.inferred.graph.node:
+            if node.op_type in RESOLVED_OPS or (not node.domain and expandable(node.op_type, opset)):
+                return True
+            for out in node.output:
+                if out:
+                    self.value_type(out, lambda node=node, out=out: f"{_what(node)}, output '{out}'")
+        return self.unknown_sizes
 
     # -- graphs
 
@@ -584,6 +608,15 @@ class _Importer:
         return op
 
 
+def _static(t: Attribute) -> bool:
+    """A tensor type of known sizes, or a value without sizes (sequences)."""
+    if isinstance(t, UnrankedTensorType):
+        return False
+    if isinstance(t, TensorType):
+        return all(d >= 0 for d in t.get_shape())
+    return True
+
+
 def _unknown_type() -> Attribute:
     """A value ONNX inference could not type: a tensor of unknown rank whose
     element type later passes must find."""
@@ -643,26 +676,31 @@ def infer_types(model: ModelProto, chosen: InputShapes | None = None) -> ModelPr
     """The model without its large weights, its types inferred; where shapes
     stay unknown or control flow can be decided, resolved at compile time
     (`onnx_resolve`)."""
-    return _inferred_and_resolved(model, chosen)[0]
+    return _importer(model, None, None, chosen).inferred
 
 
-def _inferred_and_resolved(model: ModelProto, chosen: InputShapes | None) -> tuple[ModelProto, bool]:
-    """`infer_types`, and whether resolution rewrote the graph."""
+def _importer(
+    model: ModelProto, base: Path | None, weights: WeightMap | None, chosen: InputShapes | None
+) -> _Importer:
+    """The importer of the model with its types inferred and, where needed,
+    its graph resolved at compile time."""
     inferred = _infer(_without_large_weights(model, chosen))
-    if needs_resolving(inferred):
+    importer = _Importer(model, base, inferred, weights)
+    if importer.needs_resolution():
         resolved = resolve(inferred, _infer)
-        return resolved, resolved is not inferred
-    return inferred, False
+        if resolved is not inferred:
+            return _Importer(model, base, resolved, weights, resolved=True)
+    return importer
 
 
 def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> ModelProto:
     """The model as the importer sees it, as a model of its own: the chosen
     sizes applied, shapes folded, known control flow resolved (what
     forge-split splits). The model itself when that changes nothing."""
-    inferred = infer_types(model, shapes)
-    g, ig = model.graph, inferred.graph
-    if not shapes and len(ig.node) == len(g.node) and all(a is b or a == b for a, b in zip(ig.node, g.node)):
+    importer = _importer(model, None, None, shapes)
+    if not shapes and not importer.resolved:
         return model
+    g, ig = model.graph, importer.inferred.graph
     out = ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
@@ -727,8 +765,7 @@ def import_model(
     try:
         _check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
         check_opsets(model)
-        inferred, resolved = _inferred_and_resolved(model, shapes)
-        func = _Importer(model, base, inferred, weights, resolved).import_main()
+        func = _importer(model, base, weights, shapes).import_main()
     except UnicodeError:
         raise ForgeOptError("the model has a name or string that is not valid UTF-8") from None
     return ModuleOp([func])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import onnx
 from onnx import AttributeProto, GraphProto, NodeProto
 
 from forge_opt.diagnostics import text
@@ -40,3 +41,21 @@ def outer_reads(g: GraphProto) -> set[str]:
         defined.update(node.output)
     reads.update(o.name for o in g.output if o.name not in defined)
     return reads
+
+
+def rename_reads(g: GraphProto, rename: dict[str, str]) -> None:
+    """Rename, in place, what a nested subgraph reads from outside itself."""
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    for node in g.node:
+        node.input[:] = [rename[n] if n in rename and n not in defined else n for n in node.input]
+        for sub in subgraphs(node) if node.attribute else ():
+            rename_reads(sub, {k: v for k, v in rename.items() if k not in defined})
+        defined.update(node.output)
+    for o in g.output:
+        if o.name in rename and o.name not in defined:
+            # an output that is an outer value: read it through an Identity
+            inner = f"{o.name}/outer"
+            g.node.append(onnx.helper.make_node("Identity", [rename[o.name]], [inner]))
+            o.name = inner
+
+

@@ -31,7 +31,8 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto, numpy_helper
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_graph import node_label, node_reads, subgraphs
+from forge_opt.frontends.onnx_functions import expand, expandable, function_body
+from forge_opt.frontends.onnx_graph import node_label, node_reads, rename_reads, subgraphs
 from forge_opt.transforms.fold_constants import FOLD_LIMIT
 
 MAX_ROUNDS = 8
@@ -52,19 +53,8 @@ _SEQUENCE_OPS = {
 }
 
 
-def needs_resolving(inferred: ModelProto) -> bool:
-    """Whether the graph has control flow, sequences or values whose shape
-    inference left unknown (the usual static model has none and skips the
-    rounds)."""
-    g = inferred.graph
-    if any(n.op_type in _SEQUENCE_OPS or n.op_type in ("If", "Loop") for n in g.node):
-        return True
-    typed = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
-    for node in g.node:
-        for out in node.output:
-            if out and not _static(typed.get(out)):
-                return True
-    return False
+#: Ops whose presence alone sends a graph through resolution.
+RESOLVED_OPS = frozenset({"If", "Loop", *_SEQUENCE_OPS})
 
 
 def _static(tp: TypeProto | None) -> bool:
@@ -104,7 +94,10 @@ class _Round:
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.types: dict[str, TypeProto] = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
-        self.known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.known: dict[str, np.ndarray] = {}
+        for t in g.initializer:
+            self.known[t.name] = numpy_helper.to_array(t)
+            self.types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
         self.made: dict[str, np.ndarray] = {}  # constants this round made
         self.seqs: dict[str, list[str]] = {}  # sequences resolved to their tensors
         self.built: set[str] = set()  # resolved sequences a kept node still reads as a sequence
@@ -173,6 +166,10 @@ class _Round:
             return self._loop(node)
         if op in _SEQUENCE_OPS or (op == "Identity" and node.input[0] in self.seqs):
             return self._sequence(node)
+        if expandable(op, self.opset):
+            types = [self.types.get(name) if name else None for name in node.input]
+            body = function_body(node, types, self.opset)
+            return None if body is None else expand(node, body, self.opset)
         if op in _KEEP or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
             return None
         if op in ("Shape", "Size"):
@@ -181,6 +178,12 @@ class _Round:
                 return None
             value = _shape_slice(node, shape) if op == "Shape" else np.array(math.prod(shape), np.int64)
             return self._fold(node, [value])
+        if op == "CastLike" and node.input[0] in self.known:  # needs only the type of its second input
+            target = self.types.get(node.input[1])
+            if target is not None and target.WhichOneof("value") == "tensor_type" and target.tensor_type.elem_type:
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(target.tensor_type.elem_type)
+                if np.dtype(dtype).kind in "biuf":
+                    return self._fold(node, [self.known[node.input[0]].astype(dtype)])
         inputs = [name for name in node.input if name]
         if not all(name in self.known for name in inputs):
             return None
@@ -221,8 +224,13 @@ class _Round:
     def _fold(self, node: NodeProto, values: list[np.ndarray]) -> list[NodeProto]:
         for name, value in zip(node.output, values):
             if name:
-                self.known[name] = self.made[name] = np.asarray(value)
+                self._set(name, np.asarray(value))
         return []
+
+    def _set(self, name: str, value: np.ndarray) -> None:
+        self.known[name] = self.made[name] = value
+        elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        self.types[name] = onnx.helper.make_tensor_type_proto(elem, list(value.shape))
 
     def _unique(self, base: str) -> str:
         self._fresh += 1
@@ -230,7 +238,7 @@ class _Round:
 
     def _constant(self, base: str, value: np.ndarray) -> str:
         name = self._unique(base)
-        self.known[name] = self.made[name] = value
+        self._set(name, value)
         return name
 
     # -- control flow
@@ -308,7 +316,7 @@ class _Round:
             copy.name = f"{prefix}/{node_label(inner)}"
             copy.input[:] = [rename.get(n, n) for n in inner.input]
             for sub in subgraphs(copy) if copy.attribute else ():
-                _rename_reads(sub, rename)
+                rename_reads(sub, rename)
             for i, out in enumerate(inner.output):
                 if out:
                     rename[out] = copy.output[i] = f"{prefix}/{out}"
@@ -468,21 +476,3 @@ def _passes_condition_through(body: GraphProto, known: dict[str, np.ndarray]) ->
             return False
         return bool(np.asarray(value).reshape(-1)[0])
     return True
-
-
-def _rename_reads(g: GraphProto, rename: dict[str, str]) -> None:
-    """Rename, in place, what a nested subgraph reads from outside itself."""
-    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
-    for node in g.node:
-        node.input[:] = [rename[n] if n in rename and n not in defined else n for n in node.input]
-        for sub in subgraphs(node) if node.attribute else ():
-            _rename_reads(sub, {k: v for k, v in rename.items() if k not in defined})
-        defined.update(node.output)
-    for o in g.output:
-        if o.name in rename and o.name not in defined:
-            # an output that is an outer value: read it through an Identity
-            inner = f"{o.name}/outer"
-            g.node.append(onnx.helper.make_node("Identity", [rename[o.name]], [inner]))
-            o.name = inner
-
-

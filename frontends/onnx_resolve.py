@@ -11,6 +11,7 @@ inference and folding run in turn until nothing changes (at most
 - an `If` whose condition is known is replaced by its taken branch;
 - a `Loop` with a known trip count (and a condition that is known or that
   the body passes through unchanged) is unrolled, its scan outputs joined;
+  so is a `Scan` whose scan axis has a known length;
 - sequences of known length become their tensors: `SequenceAt` an
   `Identity`, `SplitToSequence` `Slice`s, `ConcatFromSequence` a `Concat`.
 
@@ -54,7 +55,7 @@ _SEQUENCE_OPS = {
 
 
 #: Ops whose presence alone sends a graph through resolution.
-RESOLVED_OPS = frozenset({"If", "Loop", *_SEQUENCE_OPS})
+RESOLVED_OPS = frozenset({"If", "Loop", "Scan", *_SEQUENCE_OPS})
 
 
 def _static(tp: TypeProto | None) -> bool:
@@ -164,6 +165,8 @@ class _Round:
             return self._if(node)
         if op == "Loop":
             return self._loop(node)
+        if op == "Scan" and self.opset >= 9:  # (opset 8's batched form is left alone)
+            return self._scan(node)
         if op in _SEQUENCE_OPS or (op == "Identity" and node.input[0] in self.seqs):
             return self._sequence(node)
         if expandable(op, self.opset):
@@ -273,11 +276,7 @@ class _Round:
         n_scans = len(body.output) - 1 - len(carried)
         if trips == 0 and n_scans:
             return None  # empty scan outputs of a shape only a run would give
-        if trips * max(len(body.node), 1) > MAX_UNROLLED_NODES:
-            raise ForgeOptError(
-                f"{_what(node)}: unrolling {trips} iterations of a {len(body.node)}-node body makes "
-                f"{trips * len(body.node):,} nodes, more than the limit of {MAX_UNROLLED_NODES:,}"
-            )
+        self._check_unrolled(node, trips, body)
         label = node_label(node)
         nodes: list[NodeProto] = []
         scans: list[list[str]] = [[] for _ in range(n_scans)]
@@ -302,6 +301,62 @@ class _Round:
                 parts = [self._unsqueeze(v, 0, nodes, label) for v in values]
                 nodes.append(onnx.helper.make_node("Concat", parts, [out], axis=0, name=f"{label}/{out}"))
         return nodes
+
+    def _scan(self, node: NodeProto) -> list[NodeProto] | None:
+        """Unrolled along the scan axis, whose length the inputs' types give:
+        each step reads slices of the scan inputs (Gather at the step),
+        threads the state and adds to the scan outputs (joined on their axes)."""
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        body: GraphProto = attrs["body"]
+        m = int(attrs["num_scan_inputs"])
+        n = len(node.input) - m
+        k = len(body.output) - n
+        in_axes = list(attrs.get("scan_input_axes", [0] * m))
+        in_reverse = list(attrs.get("scan_input_directions", [0] * m))
+        out_axes = list(attrs.get("scan_output_axes", [0] * k))
+        out_reverse = list(attrs.get("scan_output_directions", [0] * k))
+        shapes = [_shape(self.types.get(name)) for name in node.input[n:]]
+        if any(s is None for s in shapes):
+            return None
+        lengths = {s[a % len(s)] for s, a in zip(shapes, in_axes) if s is not None}
+        if len(lengths) != 1:
+            return None
+        steps = lengths.pop()
+        if steps == 0 and k:
+            return None
+        label = node_label(node)
+        self._check_unrolled(node, steps, body)
+        nodes: list[NodeProto] = []
+        states = list(node.input[:n])
+        outs: list[list[str]] = [[] for _ in range(k)]
+        for t in range(steps):
+            bind = dict(zip((i.name for i in body.input[:n]), states))
+            for j, (inner, outer) in enumerate(zip(body.input[n:], node.input[n:])):
+                at = self._constant(f"{label}/{t}/at", np.array(steps - 1 - t if in_reverse[j] else t, np.int64))
+                piece = f"{label}/{t}/{inner.name}"
+                nodes.append(onnx.helper.make_node("Gather", [outer, at], [piece], axis=in_axes[j], name=piece))
+                bind[inner.name] = piece
+            inlined, results = self._inline(body, f"{label}/{t}", bind)
+            nodes += inlined
+            states = results[:n]
+            for j, value in enumerate(results[n:]):
+                outs[j].append(value)
+        for out, value in zip(node.output, states):
+            if out:
+                nodes.append(onnx.helper.make_node("Identity", [value], [out], name=f"{label}/{out}"))
+        for j, (out, values) in enumerate(zip(node.output[n:], outs)):
+            if out:
+                ordered = values[::-1] if out_reverse[j] else values
+                parts = [self._unsqueeze(v, out_axes[j], nodes, label) for v in ordered]
+                nodes.append(onnx.helper.make_node("Concat", parts, [out], axis=out_axes[j], name=f"{label}/{out}"))
+        return nodes
+
+    def _check_unrolled(self, node: NodeProto, steps: int, body: GraphProto) -> None:
+        if steps * max(len(body.node), 1) > MAX_UNROLLED_NODES:
+            raise ForgeOptError(
+                f"{_what(node)}: unrolling {steps} iterations of a {len(body.node)}-node body makes "
+                f"{steps * len(body.node):,} nodes, more than the limit of {MAX_UNROLLED_NODES:,}"
+            )
 
     def _inline(self, graph: GraphProto, prefix: str, bind: dict[str, str]) -> tuple[list[NodeProto], list[str]]:
         """The subgraph's nodes with its own values renamed under `prefix`

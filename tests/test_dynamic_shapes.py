@@ -279,6 +279,26 @@ def test_unrolling_past_the_limit_is_an_error_naming_the_loop():
         import_onnx(model)
 
 
+@pytest.mark.parametrize(("axes", "reverse"), [((0, 0), (0, 0)), ((1, 0), (1, 0)), ((0, 1), (0, 1))])
+def test_a_scan_over_a_known_length_is_unrolled(axes, reverse):
+    """A running sum over x's rows (scan axis `axes[0]`, read backwards with
+    `reverse[0]`), each step's sum scanned out on axis `axes[1]`."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "row"], ["sum_out"]),
+         helper.make_node("Mul", ["sum_out", "row"], ["scanned"])],
+        "body", [_vi("sum_in", [3]), _vi("row", [3])], [_vi("sum_out", [3]), _vi("scanned", [3])],
+    )
+    shape = [4, 3] if axes[0] == 0 else [3, 4]
+    scan = helper.make_node(
+        "Scan", ["init", "x"], ["total", "steps"], name="running", body=body, num_scan_inputs=1,
+        scan_input_axes=[axes[0]], scan_input_directions=[reverse[0]],
+        scan_output_axes=[axes[1]], scan_output_directions=[reverse[1]],
+    )
+    model = _model([scan], [_vi("init", [3]), _vi("x", shape)], [_vi("total", [3]), _vi("steps", None)])
+    assert "onnx.Scan" not in str(import_onnx(model))
+    _matches(model)
+
+
 def test_sequence_ops_of_known_length_become_their_tensors():
     n = helper.make_node
     model = _model(

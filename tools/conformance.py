@@ -118,7 +118,14 @@ def _prepare(case):
     names = [i.name for i in model.graph.input]
     feeds = dict(zip(names, inputs))
     # Inputs Forge needs static: integer tensors (shapes, axes, sizes,
-    # indices) and scalars (pad values, clip bounds).
+    # indices), scalars (pad values, clip bounds) and float operands that
+    # say how to compute (Resize's roi and scales).
+    configuring = {
+        name
+        for node in model.graph.node
+        for k, name in enumerate(node.input)
+        if k in _STATIC_OPERANDS.get(node.op_type, ())
+    }
     integer = [  # in graph order, so results do not depend on hashing
         i.name
         for i in model.graph.input
@@ -127,6 +134,7 @@ def _prepare(case):
         and (
             i.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32)
             or np.asarray(feeds[i.name]).size == 1
+            or i.name in configuring
         )
     ]
     if integer:
@@ -172,6 +180,10 @@ def _guarded(result: Result, run):
     except Exception as e:  # a bug of ours: keep it visible
         result.reason = f"crash: {type(e).__name__}: " + _reason(str(e))
     return None
+
+
+#: Operand positions of float inputs that configure an op rather than carry data.
+_STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
 
 def run_case(case) -> Result:

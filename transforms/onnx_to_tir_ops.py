@@ -4,12 +4,14 @@ from forge_opt.transforms import (
     onnx_to_tir_elementwise,
     onnx_to_tir_loss,
     onnx_to_tir_nn,
+    onnx_to_tir_resize,
     onnx_to_tir_shape,
 )
 
 ONNX_LOWERINGS = {
     **onnx_to_tir_elementwise.LOWERINGS,
     **onnx_to_tir_nn.LOWERINGS,
+    **onnx_to_tir_resize.LOWERINGS,
     **onnx_to_tir_shape.LOWERINGS,
     **onnx_to_tir_loss.LOWERINGS,
 }

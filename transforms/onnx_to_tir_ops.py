@@ -4,6 +4,7 @@ from forge_opt.transforms import (
     onnx_to_tir_elementwise,
     onnx_to_tir_loss,
     onnx_to_tir_nn,
+    onnx_to_tir_quantize,
     onnx_to_tir_resize,
     onnx_to_tir_shape,
 )
@@ -11,6 +12,7 @@ from forge_opt.transforms import (
 ONNX_LOWERINGS = {
     **onnx_to_tir_elementwise.LOWERINGS,
     **onnx_to_tir_nn.LOWERINGS,
+    **onnx_to_tir_quantize.LOWERINGS,
     **onnx_to_tir_resize.LOWERINGS,
     **onnx_to_tir_shape.LOWERINGS,
     **onnx_to_tir_loss.LOWERINGS,

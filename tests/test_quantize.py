@@ -1,0 +1,93 @@
+"""Round and linear quantization (transforms/onnx_to_tir_quantize.py):
+half-to-even rounding with its ties, saturation, per-axis and blocked
+parameters, and a CNN quantized the way onnxruntime's quantizer writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt import check_model
+from forge_opt.check import MATCH
+
+MODELS = Path(__file__).parent / "data" / "models"
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=21) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _matches(model, inputs) -> None:
+    report = check_model(model, inputs)
+    assert report.status == MATCH, report.error or report.format()
+
+
+TIES = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, -0.49999997, 2.4, -2.6,
+                 8388607.5, 1e9, -1e9, np.inf, -np.inf], np.float32)
+
+
+def test_round_is_half_to_even_at_every_tie():
+    model = _model([helper.make_node("Round", ["x"], ["y"])], [_vi("x", [16])], [_vi("y", [16])])
+    _matches(model, {"x": TIES})
+
+
+@pytest.mark.parametrize(("elem", "zero"), [(TensorProto.INT8, 0), (TensorProto.INT8, -3), (TensorProto.UINT8, 128)])
+def test_quantize_rounds_ties_to_even_and_saturates(elem, zero):
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1000.0, -1000.0, 63.25, -64.75], np.float32)
+    dtype = np.int8 if elem == TensorProto.INT8 else np.uint8
+    params = [numpy_helper.from_array(np.array(0.5, np.float32), "scale"),
+              numpy_helper.from_array(np.array(zero, dtype), "zero")]
+    model = _model([helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])],
+                   [_vi("x", [10])], [_vi("y", [10], elem)], params)
+    _matches(model, {"x": x})
+
+
+@pytest.mark.parametrize("block", [0, 2])
+def test_dequantize_per_axis_and_blocked(block):
+    rng = np.random.default_rng(0)
+    scale_shape = [3, 4] if block == 0 else [3, 2]
+    scale = rng.uniform(0.01, 0.1, scale_shape if block else [4]).astype(np.float32)
+    zero = rng.integers(-5, 5, scale.shape).astype(np.int8)
+    attrs = {"axis": 1, **({"block_size": block} if block else {})}
+    model = _model(
+        [helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"], **attrs)],
+        [_vi("x", [3, 4], TensorProto.INT8)], [_vi("y", [3, 4])],
+        [numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(zero, "zero")],
+    )
+    _matches(model, {"x": rng.integers(-128, 127, (3, 4)).astype(np.int8)})
+
+
+class _Calibration:
+    """Calibration batches for onnxruntime's quantizer."""
+
+    def __init__(self):
+        rng = np.random.default_rng(0)
+        self.batches = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(8)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def test_a_per_channel_int8_qdq_cnn(tmp_path):
+    """QDQ format, per-channel int8 weights, as onnxruntime's quantizer writes it."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    quantized = tmp_path / "cnn_qdq.onnx"
+    quantize_static(
+        str(MODELS / "tiny_cnn_opset17.onnx"), str(quantized), _Calibration(),  # pyright: ignore[reportArgumentType]
+        quant_format=QuantFormat.QDQ, per_channel=True,
+        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+    )
+    ops = {n.op_type for n in onnx.load(quantized).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    report = check_model(quantized)
+    assert report.status == MATCH, report.error or report.format()

@@ -1,0 +1,113 @@
+"""Rounding and linear quantization in exact arithmetic: `Round` (half to
+even, as ONNX and numpy round), `QuantizeLinear` and `DequantizeLinear`
+(per tensor, per axis and blocked). Forge has no rounding or quantize op of
+its own, so these are compositions of ops it has."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, Signedness
+from xdsl.ir import SSAValue
+
+from forge_opt import dtypes
+from forge_opt.dialects import onnx_ops as onnx
+from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
+from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
+from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+
+LOWERINGS = LoweringTable()
+lowers = LOWERINGS.lowers
+
+#: From this magnitude on every float32 is an integer (and infinities and
+#: NaN round to themselves).
+_INTEGRAL_FROM = float(2**23)
+
+
+def _as(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:
+    return e.value(tir.CastOp(x, dtypes.tensor(like.type).element_type))
+
+
+def round_half_even(e: Emitter, x: SSAValue) -> SSAValue:
+    """floor(x), plus one above a half, plus the floor's parity at exactly a
+    half; every step is exact in floating point. Values already integral
+    (|x| >= 2^23, infinities) pass through."""
+    f = binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
+    d = binary(e, BinaryFn.SUB, x, f)
+    up = _as(e, binary(e, BinaryFn.GT, d, scalar(e, 0.5, x)), x)
+    tie = _as(e, binary(e, BinaryFn.EQ, d, scalar(e, 0.5, x)), x)
+    odd = binary(e, BinaryFn.MOD, f, scalar(e, 2.0, x))
+    rounded = binary(e, BinaryFn.ADD, binary(e, BinaryFn.ADD, f, up), binary(e, BinaryFn.MUL, tie, odd))
+    small = binary(e, BinaryFn.LT, unary(e, UnaryFn.ABS, x), scalar(e, _INTEGRAL_FROM, x))
+    return e.value(tir.WhereOp(small, rounded, x))
+
+
+@lowers(onnx.RoundOp)
+def _round(op: onnx.RoundOp, e: Emitter):
+    static_shape(op.X, e)
+    return [round_half_even(e, op.X)]
+
+
+def _broadcast_param(e: Emitter, param: SSAValue, shape: list[int], axis: int, block: int, what: str) -> SSAValue:
+    """A scale or zero point shaped to broadcast against the input: a scalar
+    as it is, one value per index of `axis`, or (blocked) one per `block`
+    indices of `axis`, repeated. `axis` is read only in the last two cases."""
+    p = static_shape(param, e, what)
+    rank = len(shape)
+    if len(p) == 0 or (len(p) == 1 and p[0] == 1 and block == 0):
+        return param
+    axis = normalize_axis(axis, rank, e)
+    if block == 0:
+        if len(p) != 1 or p[0] != shape[axis]:
+            raise e.error(f"the {what} has shape {p}; per-axis quantization along axis {axis} needs [{shape[axis]}]")
+        target = [shape[axis] if a == axis else 1 for a in range(rank)]
+        return e.value(tir.ReshapeOp(param, target))
+    blocks = -(-shape[axis] // block)
+    expected = [blocks if a == axis else d for a, d in enumerate(shape)]
+    if p != expected:
+        raise e.error(f"the {what} has shape {p}; blocks of {block} along axis {axis} need {expected}")
+    which = (np.arange(shape[axis]) // block).astype(np.int64)
+    return e.value(tir.GatherOp(param, constant(e, which), axis))
+
+
+def _params(op, e: Emitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None):
+    shape = static_shape(x, e)
+    axis = op.axis.value.data
+    block = op.block_size.value.data
+    s = _broadcast_param(e, scale, shape, axis, block, "scale")
+    z = None if zero is None else _broadcast_param(e, zero, shape, axis, block, "zero point")
+    return s, z
+
+
+@lowers(onnx.DequantizeLinearOp)
+def _dequantize(op: onnx.DequantizeLinearOp, e: Emitter):
+    """(x - zero_point) * scale, in the scale's type."""
+    scale, zero = _params(op, e, op.x, op.x_scale, op.x_zero_point)
+    x = _as(e, op.x, scale)
+    if zero is not None:
+        x = binary(e, BinaryFn.SUB, x, _as(e, zero, scale))
+    y = binary(e, BinaryFn.MUL, x, scale)
+    out = dtypes.tensor(op.y.type).element_type
+    return [y if out == dtypes.tensor(y.type).element_type else e.value(tir.CastOp(y, out))]
+
+
+@lowers(onnx.QuantizeLinearOp)
+def _quantize(op: onnx.QuantizeLinearOp, e: Emitter):
+    """saturate(round_half_even(x / scale) + zero_point) in the output's integer type."""
+    out = dtypes.tensor(op.y.type).element_type
+    if not isinstance(out, IntegerType):
+        raise e.error(f"quantizing to {out} is not supported (integer outputs only)")
+    scale, zero = _params(op, e, op.x, op.y_scale, op.y_zero_point)
+    x = op.x
+    if dtypes.tensor(x.type).element_type != dtypes.tensor(scale.type).element_type:
+        x = _as(e, x, scale)
+    y = round_half_even(e, binary(e, BinaryFn.DIV, x, scale))
+    if zero is not None:
+        y = binary(e, BinaryFn.ADD, y, _as(e, zero, y))
+    bits = out.width.data
+    unsigned = out.signedness.data == Signedness.UNSIGNED
+    low, high = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    y = e.value(tir.ClipOp(y, float(low), float(high)))
+    return [e.value(tir.CastOp(y, out))]
+
+

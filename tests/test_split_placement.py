@@ -24,9 +24,10 @@ def _model():
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
-         helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5])],
+         helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 9])],
         [numpy_helper.from_array(np.array([3], np.int64), "k"),
-         numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")],
+         # reflecting 3 columns of a 3-column tensor: more than it has
+         numpy_helper.from_array(np.array([0, 3, 0, 3], np.int64), "pads")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
@@ -43,7 +44,7 @@ def test_the_lowering_decides():
         "sigmoid": Where.DEVICE,
     }
     assert "onnx.TopK has no lowering to Forge" in placements["topk"].reason
-    assert "mode 'reflect' is not supported" in placements["pad_reflect"].reason
+    assert "reflect padding of 3 needs more than 3 elements on axis 1" in placements["pad_reflect"].reason
 
 
 def test_pins_move_nodes_to_the_cpu():

@@ -5,6 +5,7 @@ from forge_opt.transforms import (
     onnx_to_tir_loss,
     onnx_to_tir_nn,
     onnx_to_tir_quantize,
+    onnx_to_tir_recurrent,
     onnx_to_tir_resize,
     onnx_to_tir_shape,
 )
@@ -13,6 +14,7 @@ ONNX_LOWERINGS = {
     **onnx_to_tir_elementwise.LOWERINGS,
     **onnx_to_tir_nn.LOWERINGS,
     **onnx_to_tir_quantize.LOWERINGS,
+    **onnx_to_tir_recurrent.LOWERINGS,
     **onnx_to_tir_resize.LOWERINGS,
     **onnx_to_tir_shape.LOWERINGS,
     **onnx_to_tir_loss.LOWERINGS,

@@ -294,10 +294,15 @@ def _expand(op: onnx.ExpandOp, e: Emitter):
     return [e.value(tir.BroadcastOp(op.input, target))]
 
 
+#: numpy's np.pad modes that copy the input's own elements, by ONNX mode.
+_COPYING_PADS = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
 @lowers(onnx.PadOp)
 def _pad(op: onnx.PadOp, e: Emitter):
-    if op.mode.data != "constant":
-        raise e.error(f"mode '{op.mode.data}' is not supported (only constant)")
+    mode = op.mode.data
+    if mode != "constant" and mode not in _COPYING_PADS:
+        raise e.error(f"mode '{mode}' is not supported (constant, reflect, edge, wrap)")
     shape = static_shape(op.data, e)
     rank = len(shape)
     pads = constant_ints(e, op.pads, "pads")
@@ -318,7 +323,25 @@ def _pad(op: onnx.PadOp, e: Emitter):
         raise e.error("negative pads are not supported")
     if not any(full):
         return [op.data]
+    if mode != "constant":
+        return [_copying_pad(e, op.data, shape, full, mode)]
     return [e.value(tir.PadOp(op.data, full, value))]
+
+
+def _copying_pad(e: Emitter, x, shape: list[int], full: list[int], mode: str):
+    """Reflect, edge and wrap padding copy input elements: along each padded
+    axis, a gather of the positions np.pad would copy."""
+    for axis, size in enumerate(shape):
+        lo, hi = full[2 * axis], full[2 * axis + 1]
+        if not lo and not hi:
+            continue
+        if mode == "reflect" and (size < 2 or max(lo, hi) >= size):
+            raise e.error(f"reflect padding of {max(lo, hi)} needs more than {max(lo, hi)} elements on axis {axis}")
+        if size == 0:
+            raise e.error(f"{mode} padding of an empty axis {axis}")
+        positions = np.pad(np.arange(size), (lo, hi), mode=_COPYING_PADS[mode])  # pyright: ignore[reportCallIssue,reportArgumentType]
+        x = e.value(tir.GatherOp(x, e.value(tir.ConstantOp(array_to_attr(positions.astype(np.int64)))), axis))
+    return x
 
 
 def _reduce_axes(op, e) -> list[int] | None:

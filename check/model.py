@@ -10,7 +10,7 @@ import numpy as np
 
 from forge_opt.check.bisect import Divergence, first_divergence
 from forge_opt.check.compare import OutputResult, compare_output
-from forge_opt.check.engine import compile_model, onnxruntime_outputs, random_inputs, run_compiled
+from forge_opt.check.engine import compile_model, expected_outputs, random_inputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, load_model
 from forge_opt.frontends.onnx_shapes import InputShapes, shapes_of_arrays
@@ -27,6 +27,8 @@ class CheckReport:
     forge_python: str = ""
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
+    oracle: str = "onnxruntime"  # what computed the expected outputs
+    oracle_note: str = ""  # why that is not onnxruntime
 
     @property
     def ok(self) -> bool:
@@ -39,6 +41,8 @@ class CheckReport:
         for o in self.outputs:
             verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
             lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}")
+        if self.oracle != "onnxruntime":
+            lines.append(f"oracle: {self.oracle} ({self.oracle_note})")
         lines.append("match" if self.ok else "mismatch")
         if self.bisected:
             lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
@@ -98,7 +102,8 @@ def check_model(
 
     text = compiled.emitted.source
     feeds = dict(zip(names, arrays))
-    expected = onnxruntime_outputs(model, base, feeds)
+    reference = expected_outputs(model, base, feeds)
+    expected = reference.outputs
     try:
         actual = run_compiled(compiled, arrays)
     except ForgeCallError as e:
@@ -110,7 +115,7 @@ def check_model(
         for name, want, got in zip(out_names, expected, actual)
     ]
     status = MATCH if all(r.ok for r in results) and len(actual) == len(expected) else MISMATCH
-    report = CheckReport(status, results, forge_python=text)
+    report = CheckReport(status, results, forge_python=text, oracle=reference.oracle, oracle_note=reference.why)
     if bisect and status == MISMATCH:
         report.bisected = True
         report.divergence = first_divergence(model, compiled.module, feeds, rtol=rtol, atol=atol)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.check.compare import compare_output
-from forge_opt.check.engine import onnxruntime_outputs, random_inputs
+from forge_opt.check.engine import expected_outputs, random_inputs
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
@@ -57,7 +57,8 @@ def check_fallback(
                 return CheckReport(MISMATCH, error=f"a device sub-model failed on Forge: {e}")
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
-    want = onnxruntime_outputs(original, base, feeds)
+    reference = expected_outputs(original, base, feeds)
+    want = reference.outputs
     out_names = [o.name for o in model.graph.output]
     results = [
         compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
@@ -65,4 +66,7 @@ def check_fallback(
     ]
     devices = ", ".join(g["device"] for g in infos["graphs"])
     status = MATCH if all(r.ok for r in results) else MISMATCH
-    return CheckReport(status, results, error=f"split into {infos['graph_num']} sub-models ({devices})")
+    return CheckReport(
+        status, results, error=f"split into {infos['graph_num']} sub-models ({devices})",
+        oracle=reference.oracle, oracle_note=reference.why,
+    )

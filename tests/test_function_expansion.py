@@ -60,3 +60,37 @@ def test_only_ops_without_a_lowering_are_expanded():
     assert not expandable("LayerNormalization", 17)  # has a function body and a lowering of its own
     assert not expandable("Bernoulli", 22)  # random: keeps its own diagnostic
     assert not expandable("Relu", 14)  # no function body
+
+
+def test_a_llama_style_decoder_block_at_opset_23():
+    """RMSNormalization, RotaryEmbedding on 3-D projections, grouped-query
+    causal Attention (4 query heads, 2 key/value heads), a SwiGLU MLP."""
+    rng = np.random.default_rng(0)
+
+    def weight(name, *shape, scale=0.2):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    n = helper.make_node
+    nodes = [
+        n("RMSNormalization", ["x", "g1"], ["n1"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["n1", "wq"], ["q"]), n("MatMul", ["n1", "wk"], ["k"]), n("MatMul", ["n1", "wv"], ["v"]),
+        n("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["q_rot"], num_heads=4),
+        n("RotaryEmbedding", ["k", "cos", "sin", "pos"], ["k_rot"], num_heads=2),
+        n("Attention", ["q_rot", "k_rot", "v"], ["attn"], q_num_heads=4, kv_num_heads=2, is_causal=1, name="attn"),
+        n("MatMul", ["attn", "wo"], ["o"]), n("Add", ["x", "o"], ["r1"]),
+        n("RMSNormalization", ["r1", "g2"], ["n2"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["n2", "wg"], ["gate"]), n("MatMul", ["n2", "wu"], ["up"]),
+        n("Sigmoid", ["gate"], ["sig"]), n("Mul", ["gate", "sig"], ["silu"]), n("Mul", ["silu", "up"], ["h"]),
+        n("MatMul", ["h", "wd"], ["down"]), n("Add", ["r1", "down"], ["y"]),
+    ]
+    angles = np.arange(16)[:, None] / 10000 ** (np.arange(4)[None, :] / 4)
+    inits = [
+        numpy_helper.from_array(np.ones(32, np.float32), "g1"), numpy_helper.from_array(np.ones(32, np.float32), "g2"),
+        weight("wq", 32, 32), weight("wk", 32, 16), weight("wv", 32, 16), weight("wo", 32, 32),
+        weight("wg", 32, 64), weight("wu", 32, 64), weight("wd", 64, 32),
+        numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+        numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
+        numpy_helper.from_array(np.arange(6, dtype=np.int64)[None, :], "pos"),
+    ]
+    model = _model(nodes, [_vi("x", [1, 6, 32])], [_vi("y", [1, 6, 32])], inits)
+    _compiles_as_its_body(model, "Attention")

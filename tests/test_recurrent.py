@@ -92,3 +92,15 @@ def test_unsupported_recurrence_settings_are_named():
     model = _model([node], [_vi("x", [5, 2, 3])], [_vi("Y", None)], _weights(rng, W=(1, 4, 3), R=(1, 4, 4)))
     report = check_model(model)
     assert "node 'rnn' (onnx.RNN): the activation 'Softsign' is not supported" in (report.error or "")
+
+
+def test_a_model_onnxruntime_cannot_run_is_checked_against_onnx_reference():
+    """onnxruntime has no batch-first (layout=1) LSTM; forge-check then says
+    it compared with ONNX's reference implementation."""
+    rng = np.random.default_rng(4)
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["Y"], hidden_size=4, layout=1)
+    model = _model([node], [_vi("x", [2, 5, 3])], [_vi("Y", [2, 5, 1, 4])], _weights(rng, W=(1, 16, 3), R=(1, 16, 4)))
+    report = check_model(model)
+    assert report.status == MATCH, report.error or report.format()
+    assert report.oracle == "onnx.reference" and "Batchwise recurrent operations" in report.oracle_note
+    assert "oracle: onnx.reference (onnxruntime cannot run the model" in report.format()

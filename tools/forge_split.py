@@ -140,7 +140,7 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--atol", type=float, default=1e-4)
     args = p.parse_args(argv)
     from forge_opt.check.compare import compare_output
-    from forge_opt.check.engine import onnxruntime_outputs
+    from forge_opt.check.engine import expected_outputs
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 
@@ -155,7 +155,10 @@ def _run(argv: list[str]) -> int:
         model, base = load_model(args.model)
         names = [o.name for o in model.graph.output]
         graph_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
-        want = dict(zip(names, onnxruntime_outputs(model, base, {k: inputs[k] for k in graph_inputs})))
+        reference = expected_outputs(model, base, {k: inputs[k] for k in graph_inputs})
+        if reference.oracle != "onnxruntime":
+            print(f"oracle: {reference.oracle} ({reference.why})")
+        want = dict(zip(names, reference.outputs))
     else:
         want = run_split(folder, inputs, mode="cpu")
     ok = True

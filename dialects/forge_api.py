@@ -66,6 +66,15 @@ FUNCTIONS: tuple[ForgeFunction, ...] = (
         [("stride", 1), ("padding", "same"), ("dilation", 1), ("groups", 1), ("channel_last", False)],
     ),
     _f(
+        "Conv2dTranspose",
+        (("activations", "single"), ("weights", "single"), ("bias", "optional")),
+        [
+            ("stride", 1), ("padding", "same"), ("dilation", 1), ("groups", 1), ("channel_last", False),
+            ("output_padding", 0),
+        ],
+        tuple_keywords=("padding",),
+    ),
+    _f(
         "MaxPool2d",
         (("activations", "single"),),
         [

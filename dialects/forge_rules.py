@@ -411,6 +411,21 @@ def _conv(call: Call) -> str | None:
     return None
 
 
+@rule("convtranspose-operands", ("Conv2dTranspose",), "4-D activations and (Cin, Cout/groups, kH, kW) weights; "
+      "padding an int or a (top, left, bottom, right) tuple with top == bottom and left == right (the wrapper's "
+      "assert; the op reads [pH, pW])", "forge/forge/op/convolution.py; forge/csrc/ops/op_conv_2d_transpose.cpp")
+def _conv_transpose(call: Call) -> str | None:
+    if len(call.shape(0)) != 4 or len(call.shape(1)) != 4:
+        return f"activations {list(call.shape(0))} and weights {list(call.shape(1))} must be 4-D"
+    padding = call.keywords["padding"]
+    if _int(padding) and padding >= 0:
+        return None
+    if isinstance(padding, tuple) and len(padding) == 4 and all(_int(p) and p >= 0 for p in padding):
+        top, left, bottom, right = padding
+        return None if top == bottom and left == right else f"padding {padding!r} must be symmetric"
+    return f"padding must be an int or a (top, left, bottom, right) tuple, got {padding!r}"
+
+
 @rule("maxpool-kernel-type", ("MaxPool2d",), "kernel_size is an int or a tuple of ints (a list fails the assert)",
       "forge/forge/op/pooling.py MaxPool2d")
 def _maxpool_kernel(call: Call) -> str | None:

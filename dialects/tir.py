@@ -378,6 +378,74 @@ class Conv2dOp(TirOp):
 
 
 @op_definition
+class ConvTranspose2dOp(TirOp):
+    """2-D transposed convolution (torch's conv_transpose2d): NCHW
+    activations, (Cin, Cout/groups, kH, kW) weights; `pads` [pH, pW] are
+    cut from both ends of each dim of the full result."""
+
+    name = "tir.conv_transpose2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    output = result_def(TensorType)
+    strides = prop_def(DenseArrayBase.constr(i64))
+    pads = prop_def(DenseArrayBase.constr(i64))
+    dilations = prop_def(DenseArrayBase.constr(i64))
+    output_padding = prop_def(DenseArrayBase.constr(i64))
+    groups = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        weight: SSAValue,
+        bias: SSAValue | None,
+        strides: Sequence[int],
+        pads: Sequence[int],
+        dilations: Sequence[int],
+        output_padding: Sequence[int],
+        groups: int,
+    ):
+        bias_type = None if bias is None else bias.type
+        result = self.infer(input.type, weight.type, bias_type, strides, pads, dilations, output_padding, groups)
+        super().__init__(
+            operands=[input, weight, [] if bias is None else [bias]],
+            result_types=[result],
+            properties={
+                "strides": _ints(strides),
+                "pads": _ints(pads),
+                "dilations": _ints(dilations),
+                "output_padding": _ints(output_padding),
+                "groups": _int(groups),
+            },
+        )
+
+    @staticmethod
+    def infer(input, weight, bias, strides, pads, dilations, output_padding, groups: int) -> TensorType:
+        bias_shape = None if bias is None else _shape(bias)
+        shape = shapes.conv_transpose2d(
+            _shape(input), _shape(weight), bias_shape, strides, pads, dilations, output_padding, groups
+        )
+        return _like(input, shape)
+
+    def inferred(self):
+        return [
+            self.infer(
+                self.input.type,
+                self.weight.type,
+                None if self.bias is None else self.bias.type,
+                self.strides.get_values(),
+                self.pads.get_values(),
+                self.dilations.get_values(),
+                self.output_padding.get_values(),
+                self.groups.value.data,
+            )
+        ]
+
+
+@op_definition
 class Pool2dOp(OneInputOp):
     """2-D max or average pooling over NCHW; `pads` is [top, left, bottom, right]."""
 
@@ -851,6 +919,7 @@ TIR = Dialect(
         ClipOp,
         MatmulOp,
         Conv2dOp,
+        ConvTranspose2dOp,
         Pool2dOp,
         BatchnormOp,
         SoftmaxOp,

@@ -109,6 +109,30 @@ def conv2d(input, weight, bias, strides, pads, dilations, groups: int) -> Shape:
     return [input[0], weight[0], *_windows(input, weight[2:], strides, pads, dilations, False)]
 
 
+def conv_transpose2d(input, weight, bias, strides, pads, dilations, output_padding, groups: int) -> Shape:
+    """NCHW by (Cin, Cout/groups, kH, kW) weights, as torch's conv_transpose2d;
+    `pads` [pH, pW] taken from both ends of each dim."""
+    if len(input) != 4 or len(weight) != 4:
+        raise ShapeError(f"conv_transpose2d needs a rank-4 input and weight, not {list(input)} and {list(weight)}")
+    if any(s < 1 for s in strides) or any(d < 1 for d in dilations) or any(p < 0 for p in pads):
+        raise ShapeError("conv_transpose2d strides and dilations must be positive and pads not negative")
+    if any(not 0 <= o < max(s, d) for o, s, d in zip(output_padding, strides, dilations)):
+        raise ShapeError(f"output_padding {list(output_padding)} must be below the stride or the dilation")
+    if groups < 1 or not _dim_eq(input[1], weight[0]) or weight[0] % groups:
+        raise ShapeError(f"input channels {input[1]} and weight {list(weight)} do not agree for {groups} groups")
+    cout = weight[1] * groups
+    if bias is not None and list(bias) != [cout]:
+        raise ShapeError(f"bias has shape {list(bias)}, expected [{cout}]")
+    out = []
+    for i in range(2):
+        size = input[2 + i]
+        n = (size - 1) * strides[i] - 2 * pads[i] + dilations[i] * (weight[2 + i] - 1) + output_padding[i] + 1
+        out.append(DYNAMIC if size < 0 else n)
+        if size >= 0 and n < 1:
+            raise ShapeError(f"the padding leaves no output on dim {2 + i}")
+    return [input[0], cout, *out]
+
+
 def pool2d(input, kernel, strides, pads, dilations, ceil_mode: bool) -> Shape:
     if len(input) != 4:
         raise ShapeError(f"pool2d needs a rank-4 input, not {list(input)}")

@@ -202,6 +202,45 @@ def conv2d(
     return out.transpose(0, 2, 3, 1) if channel_last else out
 
 
+@kernel("Conv2dTranspose")
+def conv2d_transpose(
+    x, w, bias=None, stride: IntOrPair = 1, padding: Padding = "same", dilation: IntOrPair = 1, groups=1,
+    channel_last=False, output_padding: IntOrPair = 0,
+):
+    """torch's conv_transpose2d, as Forge's golden calls it: weights are
+    (Cin, Cout/groups, kH, kW); padding [pH, pW] is cut from both ends."""
+    if channel_last:
+        x = x.transpose(0, 3, 1, 2)
+    stride, dilation, extra = _pair(stride), _pair(dilation), _pair(output_padding)
+    kh, kw = w.shape[2], w.shape[3]
+    if padding == "same":  # the wrapper's [kW//2, kW//2, kH//2, kH//2], of which the op reads two
+        pads = (kw // 2, kw // 2)
+    elif isinstance(padding, tuple) and len(padding) == 4:  # (top, left, bottom, right)
+        pads = (int(padding[0]), int(padding[1]))
+    else:
+        pads = _pair(padding)
+    n, c, h, wd = x.shape
+    cin_g, cout_g = c // groups, w.shape[1]
+    full_h = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + extra[0]
+    full_w = (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1 + extra[1]
+    full = np.zeros((n, cout_g * groups, full_h, full_w), np.result_type(x, w))
+    for g in range(groups):
+        xg = x[:, g * cin_g : (g + 1) * cin_g]
+        wg = w[g * cin_g : (g + 1) * cin_g]  # Cin_g Cout_g KH KW
+        for i in range(kh):
+            for j in range(kw):
+                top, left = i * dilation[0], j * dilation[1]
+                rows = slice(top, top + (h - 1) * stride[0] + 1, stride[0])
+                cols = slice(left, left + (wd - 1) * stride[1] + 1, stride[1])
+                full[:, g * cout_g : (g + 1) * cout_g, rows, cols] += np.einsum("nchw,co->nohw", xg, wg[:, :, i, j])
+    out_h = full_h - 2 * pads[0]
+    out_w = full_w - 2 * pads[1]
+    out = full[:, :, pads[0] : pads[0] + out_h, pads[1] : pads[1] + out_w].astype(x.dtype)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.transpose(0, 2, 3, 1) if channel_last else out
+
+
 def _pool_pad(padding: Padding, kh: int, kw: int) -> tuple[int, int, int, int]:
     """Forge's pooling padding [left, right, top, bottom] as (top, bottom, left, right)."""
     if padding == "same":

@@ -77,6 +77,16 @@ class TirFunctions(InterpreterFunctions):
             ),
         )
 
+    @impl(tir.ConvTranspose2dOp)
+    def run_conv_transpose2d(self, interp: Interpreter, op: tir.ConvTranspose2dOp, args: tuple):
+        return (
+            k.conv2d_transpose(
+                args[0], args[1], args[2] if len(args) > 2 else None,
+                stride=_ints(op.strides), padding=_ints(op.pads), dilation=_ints(op.dilations),
+                groups=op.groups.value.data, output_padding=_ints(op.output_padding),
+            ),
+        )
+
     @impl(tir.Pool2dOp)
     def run_pool2d(self, interp: Interpreter, op: tir.Pool2dOp, args: tuple):
         top, left, bottom, right = _ints(op.pads)

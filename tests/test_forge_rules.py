@@ -35,6 +35,9 @@ VIOLATIONS = {
     "softmax-dim": ("Softmax", [((2, 3), F32)], {"dim": 2}),
     "layernorm-shape": ("Layernorm", [((2, 3), F32), ((2, 3), F32), ((3,), F32)], {"dim": -1, "epsilon": 1e-5}),
     "conv-operands": ("Conv2d", [((1, 2, 4, 4), F32), ((3, 2, 3, 3), F32)], {"padding": [1, 1]}),
+    "convtranspose-operands": (
+        "Conv2dTranspose", [((1, 2, 4, 4), F32), ((2, 3, 3, 3), F32)], {"padding": (1, 0, 0, 1)}
+    ),
     "maxpool-kernel-type": ("MaxPool2d", [((1, 1, 4, 4), F32)], {"kernel_size": [2, 2], "padding": 0}),
     "pool-symmetric": ("MaxPool2d", [((1, 1, 4, 4), F32)], {"kernel_size": 2, "padding": [0, 1, 0, 1]}),
     "pool-flags": ("AvgPool2d", [((1, 1, 4, 4), F32)], {"kernel_size": [2, 2], "padding": 0, "ceil_mode": True}),

@@ -138,6 +138,56 @@ def _conv1d(op, e, x_shape, w_shape):
     return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
 
 
+@lowers(onnx.ConvTransposeOp)
+def _conv_transpose(op: onnx.ConvTransposeOp, e: Emitter):
+    """Forge's Conv2dTranspose (torch's conv_transpose2d, ONNX's weight
+    layout). Its padding is symmetric: uneven ONNX pads cut the smaller
+    amount there and the rest with a slice. 1-D runs over a height of 1."""
+    x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
+    out_shape = static_shape(op.Y, e, "result")
+    rank = len(x_shape) - 2
+    if rank not in (1, 2):
+        raise e.error(f"{rank}-D transposed convolution is not supported (1-D and 2-D are)")
+
+    def ints(attr, default: int) -> list[int]:
+        return list(attr.get_values()) if attr is not None else [default] * rank
+
+    strides, dilations, extra = ints(op.strides, 1), ints(op.dilations, 1), ints(op.output_padding, 0)
+    kernel = list(op.kernel_shape.get_values()) if op.kernel_shape is not None else w_shape[2:]
+    full = [(x_shape[2 + i] - 1) * strides[i] + dilations[i] * (kernel[i] - 1) + 1 + extra[i] for i in range(rank)]
+    auto_pad = op.auto_pad.data
+    if op.pads is not None and auto_pad == "NOTSET" and op.output_shape is None:
+        pads = list(op.pads.get_values())
+        begin, end = pads[:rank], pads[rank:]
+    else:  # from the output size (auto_pad, output_shape): ONNX's split of the total
+        total = [full[i] - out_shape[2 + i] for i in range(rank)]
+        for i, t in enumerate(total):  # a larger output: rows past the full result, as output_padding adds
+            if t < 0:
+                if extra[i] - t >= max(strides[i], dilations[i]):
+                    raise e.error(f"an output of {out_shape[2:]} is larger than the full result {full} allows")
+                extra[i] -= t
+                total[i] = 0
+        upper = auto_pad == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+        end = [t - b for t, b in zip(total, begin)]
+    x, w = op.X, op.W
+    if rank == 1:  # over a height of 1
+        x = e.value(tir.ReshapeOp(x, [x_shape[0], x_shape[1], 1, x_shape[2]]))
+        w = e.value(tir.ReshapeOp(w, [*w_shape[:2], 1, w_shape[2]]))
+        strides, dilations, extra = [1, *strides], [1, *dilations], [0, *extra]
+        begin, end = [0, *begin], [0, *end]
+    symmetric = [min(b, t) for b, t in zip(begin, end)]
+    y = e.value(tir.ConvTranspose2dOp(x, w, op.B, strides, symmetric, dilations, extra, op.group.value.data))
+    shape = static_shape(y, e)
+    cuts = [(2 + i, b - p, shape[2 + i] - (t - p)) for i, (b, t, p) in enumerate(zip(begin, end, symmetric)) if b != t]
+    if cuts:
+        axes, starts, stops = (list(c) for c in zip(*cuts))
+        y = e.value(tir.StridedSliceOp(y, axes, starts, stops, [1] * len(cuts)))
+    if rank == 1:
+        y = e.value(tir.ReshapeOp(y, out_shape))
+    return [y]
+
+
 def _pool(op, e, kind, source=None, include=None):
     """The pool of `op`'s window over `source` (default: its input);
     `include`: whether padding counts in an average (default: the op's)."""

@@ -168,6 +168,20 @@ def _conv2d(op: tir.Conv2dOp, e: Emitter):
     ]
 
 
+@lowers(tir.ConvTranspose2dOp)
+def _conv_transpose2d(op: tir.ConvTranspose2dOp, e: Emitter):
+    ph, pw = _ints(op.pads)
+    return [
+        call(
+            e, "Conv2dTranspose", [op.input, op.weight, op.bias], op.output.type,
+            stride=_int_or_pair(_ints(op.strides)),
+            padding=ph if ph == pw else [ph, pw, ph, pw],  # the wrapper's symmetric (top, left, bottom, right)
+            dilation=_int_or_pair(_ints(op.dilations)), groups=op.groups.value.data,
+            output_padding=_int_or_pair(_ints(op.output_padding)),
+        )
+    ]
+
+
 def pad_last_two(e: Emitter, x, top: int, bottom: int, left: int, right: int, value: float):
     """Forge's Pad on the last two dims (F.pad order); nothing for no padding."""
     if not any((top, bottom, left, right)):

@@ -1,0 +1,71 @@
+"""Image decoders: a UNet-style decoder with ConvTranspose and Resize, and
+ConvTranspose's padding forms (symmetric, uneven, auto_pad, output_shape)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt import check_model
+from forge_opt.check import MATCH
+
+
+def _model(nodes, inputs, outputs, initializers, opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _weight(rng, name, *shape):
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+
+def _matches(model) -> None:
+    report = check_model(model)
+    assert report.status == MATCH, report.error or report.format()
+
+
+def test_unet_style_decoder():
+    """Bottleneck (1, 16, 4, 4) → ConvTranspose ×2 → concat with a skip →
+    Conv/Relu → bilinear Resize ×2 → 1×1 Conv to 3 classes."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    nodes = [
+        n("ConvTranspose", ["bottleneck", "up_w", "up_b"], ["up"], strides=[2, 2], kernel_shape=[2, 2]),
+        n("Concat", ["up", "skip"], ["joined"], axis=1),
+        n("Conv", ["joined", "conv_w", "conv_b"], ["conv"], pads=[1, 1, 1, 1]),
+        n("Relu", ["conv"], ["act"]),
+        n("Resize", ["act", "", "scales"], ["big"], mode="linear"),
+        n("Conv", ["big", "head_w"], ["classes"]),
+    ]
+    inits = [
+        _weight(rng, "up_w", 16, 8, 2, 2), _weight(rng, "up_b", 8), _weight(rng, "conv_w", 8, 16, 3, 3),
+        _weight(rng, "conv_b", 8), _weight(rng, "head_w", 3, 8, 1, 1),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    inputs = [_vi("bottleneck", [1, 16, 4, 4]), _vi("skip", [1, 8, 8, 8])]
+    _matches(_model(nodes, inputs, [_vi("classes", [1, 3, 16, 16])], inits))
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+        {"strides": [2, 1], "pads": [1, 0, 0, 2], "dilations": [1, 2]},
+        {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
+        {"strides": [3, 2], "output_shape": [10, 8]},
+        {"strides": [2, 2], "output_padding": [1, 1], "group": 2},
+    ],
+    ids=["symmetric", "uneven-dilated", "same-upper", "same-lower", "output-shape", "grouped-output-padding"],
+)
+def test_conv_transpose_padding_forms(attrs):
+    rng = np.random.default_rng(1)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
+    model = _model([node], [_vi("x", [1, 4, 3, 3])], [_vi("y", None)], [_weight(rng, "w", 4, 3, 3, 3)])
+    _matches(model)

@@ -1,6 +1,8 @@
 """All `onnx` -> `tir` lowerings, by ONNX op class."""
 
 from forge_opt.transforms import (
+    onnx_to_tir_dft,
+    onnx_to_tir_einsum,
     onnx_to_tir_elementwise,
     onnx_to_tir_loss,
     onnx_to_tir_nn,
@@ -12,6 +14,8 @@ from forge_opt.transforms import (
 
 ONNX_LOWERINGS = {
     **onnx_to_tir_elementwise.LOWERINGS,
+    **onnx_to_tir_dft.LOWERINGS,
+    **onnx_to_tir_einsum.LOWERINGS,
     **onnx_to_tir_nn.LOWERINGS,
     **onnx_to_tir_quantize.LOWERINGS,
     **onnx_to_tir_recurrent.LOWERINGS,

@@ -13,7 +13,7 @@ inference and folding run in turn until nothing changes (at most
   the body passes through unchanged) is unrolled, its scan outputs joined;
   so is a `Scan` whose scan axis has a known length;
 - sequences of known length become their tensors: `SequenceAt` an
-  `Identity`, `SplitToSequence` `Slice`s, `ConcatFromSequence` a `Concat`.
+  `Identity`, `SplitToSequence` a `Split`, `ConcatFromSequence` a `Concat`.
 
 It works on the importer's copy of the graph without its large weights
 (`onnx._without_large_weights`), so weight bytes are never read, and never
@@ -460,20 +460,15 @@ class _Round:
                 if sum(sizes) != size:
                     return None
         label = node_label(node)
-        nodes: list[NodeProto] = []
-        items = []
-        start = 0
-        axes = self._axes.get(axis) or self._constant(f"{label}/axes", np.array([axis], np.int64))
-        self._axes[axis] = axes
-        for i, n in enumerate(sizes):
-            starts = self._constant(f"{label}/{i}/start", np.array([start], np.int64))
-            ends = self._constant(f"{label}/{i}/end", np.array([start + n], np.int64))
-            piece = f"{label}/{i}"
-            nodes.append(onnx.helper.make_node("Slice", [node.input[0], starts, ends, axes], [piece], name=piece))
-            if not split and attrs.get("keepdims", 1) == 0:
-                piece = self._squeeze(piece, axis, nodes, label)
-            items.append(piece)
-            start += n
+        pieces = [f"{label}/{i}" for i in range(len(sizes))]
+        if self.opset >= 13:  # one Split (tir.split), its sizes an input since opset 13
+            given = self._constant(f"{label}/sizes", np.array(sizes, np.int64))
+            nodes = [onnx.helper.make_node("Split", [node.input[0], given], pieces, axis=axis, name=label)]
+        else:
+            nodes = [onnx.helper.make_node("Split", [node.input[0]], pieces, axis=axis, split=sizes, name=label)]
+        items = pieces
+        if not split and attrs.get("keepdims", 1) == 0:
+            items = [self._squeeze(piece, axis, nodes, label) for piece in pieces]
         self.seqs[node.output[0]] = items
         return nodes
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "split.onnxtxt"
 
 UNLOWERED = """<ir_version: 8, opset_import: ["" : 18]>
-g (float[3, 3] x) => (float y) {
-  [det1] y = Det (x)
+g (float[3, 3] x) => (float[3, 3] y) {
+  [unpool1] y = MaxUnpool <kernel_shape = [1]> (x, x)
 }
 """
 
@@ -38,7 +38,7 @@ def test_forge_check_unlowered_op_exits_2(tmp_path):
     model.write_text(UNLOWERED)
     proc = _forge_check(model)
     assert proc.returncode == 2
-    assert "node 'det1' (onnx.Det): cannot be lowered to Forge" in proc.stderr
+    assert "node 'unpool1' (onnx.MaxUnpool): cannot be lowered to Forge" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -46,7 +46,8 @@ def test_forge_check_says_which_oracle_it_used(tmp_path):
     """An IR version newer than onnxruntime reads: ONNX's reference
     implementation computes the expected outputs, and the report says so."""
     model = tmp_path / "ir99.onnxtxt"
-    model.write_text(UNLOWERED.replace("ir_version: 8", "ir_version: 99").replace("Det", "Relu"))
+    relu = UNLOWERED.replace("MaxUnpool <kernel_shape = [1]> (x, x)", "Relu (x)")
+    model.write_text(relu.replace("ir_version: 8", "ir_version: 99"))
     proc = _forge_check(model)
     assert proc.returncode == 0, proc.stderr
     assert "oracle: onnx.reference (onnxruntime cannot run the model: " in proc.stdout
@@ -77,7 +78,7 @@ def test_unlowered_op_does_not_compile():
 
     report = check_model(parse_text(UNLOWERED))
     assert report.status == NOT_COMPILED
-    assert "det1" in report.error
+    assert "unpool1" in report.error
 
 
 def test_example_matches():

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, i64
+from xdsl.ir import SSAValue
 
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
@@ -136,6 +137,45 @@ def _conv1d(op, e, x_shape, w_shape):
         lo, hi = op.pads.get_values()
     y = e.value(tir.Conv2dOp(x, w, op.B, strides, [0, lo, 0, hi], dilations, op.group.value.data))
     return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
+
+
+#: Det expands along the first row; its n! terms are emitted up to this size.
+_LARGEST_DET = 4
+
+
+@lowers(onnx.DetOp)
+def _det(op: onnx.DetOp, e: Emitter):
+    """The determinant of each trailing square matrix by cofactor expansion
+    (exact sums of products; sizes up to 4)."""
+    shape = static_shape(op.X, e)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise e.error(f"the input {shape} does not end in square matrices")
+    n, batch, rank = shape[-1], shape[:-2], len(shape)
+    if n > _LARGEST_DET:
+        raise e.error(f"determinants of {n}x{n} matrices are not supported (up to {_LARGEST_DET}x{_LARGEST_DET})")
+    entries = [
+        [
+            e.value(tir.ReshapeOp(
+                e.value(tir.StridedSliceOp(op.X, [rank - 2, rank - 1], [i, j], [i + 1, j + 1], [1, 1])), batch
+            ))
+            for j in range(n)
+        ]
+        for i in range(n)
+    ]
+
+    def det(rows: list[int], cols: list[int]) -> SSAValue:
+        if len(rows) == 1:
+            return entries[rows[0]][cols[0]]
+        terms = [
+            binary(e, BinaryFn.MUL, entries[rows[0]][c], det(rows[1:], cols[:k] + cols[k + 1 :]))
+            for k, c in enumerate(cols)
+        ]
+        total = terms[0]
+        for k, term in enumerate(terms[1:], 1):
+            total = binary(e, BinaryFn.SUB if k % 2 else BinaryFn.ADD, total, term)
+        return total
+
+    return [det(list(range(n)), list(range(n)))]
 
 
 @lowers(onnx.ConvTransposeOp)

@@ -1,6 +1,6 @@
 """Einsum as diagonals, sums and one Matmul per pair of operands
 (transforms/onnx_to_tir_einsum.py), in float32: the node tests' Einsum
-cases are float64, which Forge cannot hold."""
+cases are float64, which Forge cannot hold. Det by cofactor expansion."""
 
 from __future__ import annotations
 
@@ -49,3 +49,21 @@ def test_an_equation_that_does_not_fit_is_named():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     report = check_model(model)
     assert "node 'sum' (onnx.Einsum): 'ijk' does not label the 2 axes of its input" in report.error
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (2, 4, 4)])
+def test_det_by_cofactor_expansion(shape):
+    node = helper.make_node("Det", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    report = check_model(model)
+    assert report.status == MATCH, report.error or report.format()
+
+
+def test_det_of_a_large_matrix_is_refused_by_name():
+    node = helper.make_node("Det", ["x"], ["y"], name="det")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    assert "node 'det' (onnx.Det): determinants of 5x5 matrices are not supported" in check_model(model).error

@@ -91,3 +91,18 @@ def test_a_per_channel_int8_qdq_cnn(tmp_path):
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
     report = check_model(quantized)
     assert report.status == MATCH, report.error or report.format()
+
+
+@pytest.mark.parametrize("k", [16, 600])
+def test_integer_matmuls_are_exact_over_long_sums(k):
+    """600 uint8 products overflow float32's exact integers: summed by parts in int32."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (3, k)).astype(np.uint8)
+    b = rng.integers(0, 256, (k, 4)).astype(np.uint8)
+    zeros = [numpy_helper.from_array(np.array(7, np.uint8), "a_zero"),
+             numpy_helper.from_array(np.array(250, np.uint8), "b_zero")]
+    model = _model([helper.make_node("MatMulInteger", ["a", "b", "a_zero", "b_zero"], ["y"])],
+                   [_vi("a", [3, k], TensorProto.UINT8), _vi("b", [k, 4], TensorProto.UINT8)],
+                   [_vi("y", [3, 4], TensorProto.INT32)], zeros)
+    report = check_model(model, {"a": a, "b": b}, rtol=0, atol=0)
+    assert report.status == MATCH, report.error or report.format()

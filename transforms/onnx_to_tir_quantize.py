@@ -1,12 +1,12 @@
 """Rounding and linear quantization in exact arithmetic: `Round` (half to
 even, as ONNX and numpy round), `QuantizeLinear` and `DequantizeLinear`
-(per tensor, per axis and blocked). Forge has no rounding or quantize op of
+(per tensor, per axis and blocked), `MatMulInteger` and `QLinearMatMul`. Forge has no rounding or quantize op of
 its own, so these are compositions of ops it has."""
 
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerType, Signedness
+from xdsl.dialects.builtin import IntegerType, Signedness, f32
 from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
@@ -15,6 +15,7 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.onnx_to_tir_nn import matmul
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -104,10 +105,69 @@ def _quantize(op: onnx.QuantizeLinearOp, e: Emitter):
     y = round_half_even(e, binary(e, BinaryFn.DIV, x, scale))
     if zero is not None:
         y = binary(e, BinaryFn.ADD, y, _as(e, zero, y))
+    return [_saturate(e, y, out)]
+
+
+def _saturate(e: Emitter, y: SSAValue, out: IntegerType) -> SSAValue:
+    """y clipped to the integer type's range, cast to it."""
     bits = out.width.data
     unsigned = out.signedness.data == Signedness.UNSIGNED
     low, high = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    y = e.value(tir.ClipOp(y, float(low), float(high)))
-    return [e.value(tir.CastOp(y, out))]
+    return e.value(tir.CastOp(e.value(tir.ClipOp(y, float(low), float(high))), out))
 
 
+
+
+#: float32 holds every integer below 2^24: a dot product of 8-bit values
+#: (each below 2^8 in magnitude after the zero point) is exact in float32
+#: over at most this many terms, so longer ones are summed in int32 by parts.
+_EXACT_TERMS = 2**24 // (255 * 255)
+
+
+def integer_matmul(e: Emitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None, b_zero: SSAValue | None) -> SSAValue:
+    """(a - a_zero) @ (b - b_zero) exactly, as int32: float32 Matmuls over
+    parts of the summed axis short enough to be exact, cast and added."""
+    i32 = IntegerType(32)
+    fa = e.value(tir.CastOp(a, f32))
+    fb = e.value(tir.CastOp(b, f32))
+    if a_zero is not None:
+        fa = binary(e, BinaryFn.SUB, fa, _as(e, a_zero, fa))
+    if b_zero is not None:
+        fb = binary(e, BinaryFn.SUB, fb, _as(e, b_zero, fb))
+    a_shape, b_shape = static_shape(fa, e), static_shape(fb, e)
+    k = a_shape[-1]
+    total = None
+    for start in range(0, k, _EXACT_TERMS):
+        stop = min(k, start + _EXACT_TERMS)
+        pa = fa if (start, stop) == (0, k) else e.value(
+            tir.StridedSliceOp(fa, [len(a_shape) - 1], [start], [stop], [1])
+        )
+        pb = fb if (start, stop) == (0, k) else e.value(
+            tir.StridedSliceOp(fb, [len(b_shape) - 2], [start], [stop], [1])
+        )
+        part = e.value(tir.CastOp(matmul(e, pa, pb), i32))
+        total = part if total is None else binary(e, BinaryFn.ADD, total, part)
+    assert total is not None
+    return total
+
+
+@lowers(onnx.MatMulIntegerOp)
+def _matmul_integer(op: onnx.MatMulIntegerOp, e: Emitter):
+    return [integer_matmul(e, op.A, op.B, op.a_zero_point, op.b_zero_point)]
+
+
+@lowers(onnx.QLinearMatMulOp)
+def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: Emitter):
+    """The exact integer product, scaled by a_scale * b_scale / y_scale,
+    rounded half to even, shifted by y_zero_point and saturated."""
+    out = dtypes.tensor(op.y.type).element_type
+    if not isinstance(out, IntegerType):
+        raise e.error(f"a {out} result is not supported (integer results only)")
+    for scale in (op.a_scale, op.b_scale, op.y_scale):
+        if any(d != 1 for d in static_shape(scale, e, "scale")):
+            raise e.error("per-axis scales are not supported (per-tensor only)")
+    acc = e.value(tir.CastOp(integer_matmul(e, op.a, op.b, op.a_zero_point, op.b_zero_point), f32))
+    scale = binary(e, BinaryFn.DIV, binary(e, BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
+    y = round_half_even(e, binary(e, BinaryFn.MUL, acc, scale))
+    y = binary(e, BinaryFn.ADD, y, _as(e, op.y_zero_point, y))
+    return [_saturate(e, y, out)]

@@ -32,3 +32,22 @@ def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.Mo
     del m.graph.node[:]
     m.graph.node.extend(keep)
     return m
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset: int = 18) -> onnx.ModelProto:
+    """A one-graph model of the default domain at `opset`, IR version 10
+    (the newest onnxruntime reads)."""
+    graph = onnx.helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)], ir_version=10)
+
+
+def value_info(name: str, shape, elem: int = onnx.TensorProto.FLOAT) -> onnx.ValueInfoProto:
+    return onnx.helper.make_tensor_value_info(name, elem, shape)
+
+
+def assert_matches(model, inputs=None, **kwargs) -> None:
+    """forge-check's verdict on the model is a match."""
+    from forge_opt.check import MATCH, check_model
+
+    report = check_model(model, inputs, **kwargs)
+    assert report.status == MATCH, report.error or report.format()

@@ -4,30 +4,14 @@ ConvTranspose's padding forms (symmetric, uneven, auto_pad, output_shape)."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-
-from forge_opt import check_model
-from forge_opt.check import MATCH
-
-
-def _model(nodes, inputs, outputs, initializers, opset=18) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _vi(name, shape):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+from model_helpers import assert_matches, make_model
+from model_helpers import value_info as _vi
+from onnx import helper, numpy_helper
 
 
 def _weight(rng, name, *shape):
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
-
-
-def _matches(model) -> None:
-    report = check_model(model)
-    assert report.status == MATCH, report.error or report.format()
 
 
 def test_unet_style_decoder():
@@ -49,7 +33,7 @@ def test_unet_style_decoder():
         numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
     ]
     inputs = [_vi("bottleneck", [1, 16, 4, 4]), _vi("skip", [1, 8, 8, 8])]
-    _matches(_model(nodes, inputs, [_vi("classes", [1, 3, 16, 16])], inits))
+    assert_matches(make_model(nodes, inputs, [_vi("classes", [1, 3, 16, 16])], inits))
 
 
 @pytest.mark.parametrize(
@@ -67,5 +51,5 @@ def test_unet_style_decoder():
 def test_conv_transpose_padding_forms(attrs):
     rng = np.random.default_rng(1)
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
-    model = _model([node], [_vi("x", [1, 4, 3, 3])], [_vi("y", None)], [_weight(rng, "w", 4, 3, 3, 3)])
-    _matches(model)
+    model = make_model([node], [_vi("x", [1, 4, 3, 3])], [_vi("y", None)], [_weight(rng, "w", 4, 3, 3, 3)])
+    assert_matches(model)

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_helpers import assert_matches, make_model
+from model_helpers import value_info as _vi
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt import check_model, compile_onnx, import_onnx
-from forge_opt.check import MATCH, NOT_COMPILED
+from forge_opt.check import NOT_COMPILED
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx_resolve import MAX_UNROLLED_NODES
 from forge_opt.frontends.onnx_shapes import InputShapes
@@ -20,22 +22,8 @@ from forge_opt.frontends.onnx_shapes import InputShapes
 MODELS = Path(__file__).parent / "data" / "models"
 
 
-def _model(nodes, inputs, outputs, initializers=(), opset=18) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _vi(name, shape, elem=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
 def _i64(name, values):
     return numpy_helper.from_array(np.asarray(values, np.int64), name)
-
-
-def _matches(model, **kwargs) -> None:
-    report = check_model(model, **kwargs)
-    assert report.status == MATCH, report.error or report.format()
 
 
 # -- symbolic input dims ------------------------------------------------------------
@@ -43,7 +31,7 @@ def _matches(model, **kwargs) -> None:
 
 def _embedding(opset=18):
     table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
-    return _model(
+    return make_model(
         [helper.make_node("Gather", ["table", "ids"], ["e"], name="emb"),
          helper.make_node("Add", ["e", "x"], ["y"], name="add")],
         [_vi("ids", ["batch", "sequence"], TensorProto.INT64), _vi("x", ["batch", None, 4])],
@@ -70,13 +58,13 @@ def test_the_diagnostic_lists_every_symbolic_input_dim_and_the_flags():
 def test_dims_and_shapes_make_the_model_static():
     module = compile_onnx(_embedding(), dims={"batch": 2, "sequence": 3}, shapes={"x": (2, 3, 4)})
     assert "?" not in str(module)
-    _matches(_embedding(), dims={"batch": 2, "sequence": 3}, shapes={"x": (2, 3, 4)})
+    assert_matches(_embedding(), dims={"batch": 2, "sequence": 3}, shapes={"x": (2, 3, 4)})
 
 
 def test_given_inputs_fix_the_shapes():
     rng = np.random.default_rng(0)
     inputs = {"ids": rng.integers(0, 10, (2, 5)), "x": rng.standard_normal((2, 5, 4)).astype(np.float32)}
-    _matches(_embedding(), inputs=inputs)
+    assert_matches(_embedding(), inputs=inputs)
 
 
 @pytest.mark.parametrize(
@@ -121,12 +109,12 @@ def test_exported_transformers_with_symbolic_dims(name):
     assert report.status == NOT_COMPILED and "--dim batch=N" in report.error
     # GPT-2's exporter bakes the traced sequence length into its position ids.
     dims = {"batch": 2} if name == "vit" else {"batch": 2, "sequence": 16}
-    _matches(path, dims=dims)
+    assert_matches(path, dims=dims)
 
 
 def test_exported_bert_with_inputs_alone():
     ids = np.random.default_rng(1).integers(0, 128, (3, 7))
-    _matches(MODELS / "bert_dynamic_opset17.onnx", inputs={"input_ids": ids})
+    assert_matches(MODELS / "bert_dynamic_opset17.onnx", inputs={"input_ids": ids})
 
 
 # -- shapes known after folding --------------------------------------------------------
@@ -158,24 +146,24 @@ def _window_partition(h=5, w=7, c=3, window=4) -> onnx.ModelProto:
     ]
     consts = [_i64("win", [window]), _i64("zero", [0]), _i64("one", [1]), _i64("two", [2]), _i64("c", [c]),
               _i64("flat", [-1, window * window, c])]
-    return _model(nodes, [_vi("x", [1, h, w, c])], [_vi("y", None)], consts)
+    return make_model(nodes, [_vi("x", [1, h, w, c])], [_vi("y", None)], consts)
 
 
 def test_padding_computed_from_shape_folds_to_static_code():
     model = _window_partition()
     module = compile_onnx(model)
     assert "?" not in str(module) and "*x" not in str(module)
-    _matches(model)
+    assert_matches(model)
 
 
 def test_the_window_partition_with_a_symbolic_feature_map():
     model = _window_partition()
     model.graph.input[0].CopyFrom(_vi("x", [1, "height", "width", 3]))
-    _matches(model, dims={"height": 9, "width": 6})
+    assert_matches(model, dims={"height": 9, "width": 6})
 
 
 def test_a_shape_only_a_run_gives_names_its_origin():
-    model = _model(
+    model = make_model(
         [helper.make_node("NonZero", ["x"], ["n"], name="nz"), helper.make_node("Relu", ["n"], ["y"], name="relu")],
         [_vi("x", [2, 3])], [_vi("y", None, TensorProto.INT64)],
     )
@@ -184,7 +172,7 @@ def test_a_shape_only_a_run_gives_names_its_origin():
 
 
 def test_a_fill_larger_than_any_device_is_refused():
-    model = _model(
+    model = make_model(
         [helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")],
         [_vi("x", [1])], [_vi("y", None)], [_i64("s", [1_000_000, 1_000_000, 1000])],
     )
@@ -195,10 +183,10 @@ def test_a_fill_larger_than_any_device_is_refused():
 @pytest.mark.parametrize("where", ["input", "output"])
 def test_string_graph_values_are_named(where):
     if where == "input":  # strings in, their shape out
-        model = _model([helper.make_node("Shape", ["s"], ["y"])], [_vi("s", [2], TensorProto.STRING)],
+        model = make_model([helper.make_node("Shape", ["s"], ["y"])], [_vi("s", [2], TensorProto.STRING)],
                        [_vi("y", [1], TensorProto.INT64)])
     else:
-        model = _model([helper.make_node("Identity", ["s"], ["y"])], [_vi("s", [2], TensorProto.STRING)],
+        model = make_model([helper.make_node("Identity", ["s"], ["y"])], [_vi("s", [2], TensorProto.STRING)],
                        [_vi("y", [2], TensorProto.STRING)])
     with pytest.raises(ForgeOptError, match=f"graph {where} '{'s' if where == 'input' else 'y'}' holds strings"):
         compile_onnx(model)
@@ -216,7 +204,7 @@ def _branch(name, op, value):
 
 @pytest.mark.parametrize("take", [True, False])
 def test_if_with_a_known_condition_is_its_taken_branch(take):
-    model = _model(
+    model = make_model(
         [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(take))),
          helper.make_node("If", ["c"], ["y"], name="choose",
                           then_branch=_branch("then", "Add", 1.0), else_branch=_branch("else", "Mul", 3.0))],
@@ -224,7 +212,7 @@ def test_if_with_a_known_condition_is_its_taken_branch(take):
     )
     text = str(import_onnx(model))
     assert "onnx.If" not in text and ("onnx.Add" in text) == take
-    _matches(model)
+    assert_matches(model)
 
 
 def _loop_body(scan=True):
@@ -246,21 +234,21 @@ def _loop_body(scan=True):
 
 
 def test_a_loop_with_a_known_trip_count_is_unrolled():
-    model = _model(
+    model = make_model(
         [helper.make_node("Loop", ["trips", "cond", "x"], ["y", "ys"], name="repeat", body=_loop_body())],
         [_vi("x", [2, 3])], [_vi("y", [2, 3]), _vi("ys", [4, 2, 3])],
         [_i64("trips", 4), numpy_helper.from_array(np.array(True), "cond")],
     )
     text = str(import_onnx(model))
     assert "onnx.Loop" not in text and text.count("onnx.Mul") == 4
-    _matches(model)
+    assert_matches(model)
 
 
 def test_a_loop_that_stops_on_computed_values_stays_and_is_named():
     body = _loop_body(scan=False)
     body.node[3].CopyFrom(helper.make_node("ReduceMax", ["y_out"], ["cond_any"], keepdims=0))
     body.node.append(helper.make_node("Less", ["cond_any", "two"], ["cond_out"]))
-    model = _model(
+    model = make_model(
         [helper.make_node("Loop", ["trips", "cond", "x"], ["y"], name="until", body=body)],
         [_vi("x", [2, 3])], [_vi("y", [2, 3])],
         [_i64("trips", 4), numpy_helper.from_array(np.array(True), "cond")],
@@ -271,7 +259,7 @@ def test_a_loop_that_stops_on_computed_values_stays_and_is_named():
 
 def test_unrolling_past_the_limit_is_an_error_naming_the_loop():
     trips = MAX_UNROLLED_NODES // 4 + 1
-    model = _model(
+    model = make_model(
         [helper.make_node("Loop", ["trips", "", "x"], ["y"], name="long", body=_loop_body(scan=False))],
         [_vi("x", [2, 3])], [_vi("y", [2, 3])], [_i64("trips", trips)],
     )
@@ -294,14 +282,14 @@ def test_a_scan_over_a_known_length_is_unrolled(axes, reverse):
         scan_input_axes=[axes[0]], scan_input_directions=[reverse[0]],
         scan_output_axes=[axes[1]], scan_output_directions=[reverse[1]],
     )
-    model = _model([scan], [_vi("init", [3]), _vi("x", shape)], [_vi("total", [3]), _vi("steps", None)])
+    model = make_model([scan], [_vi("init", [3]), _vi("x", shape)], [_vi("total", [3]), _vi("steps", None)])
     assert "onnx.Scan" not in str(import_onnx(model))
-    _matches(model)
+    assert_matches(model)
 
 
 def test_sequence_ops_of_known_length_become_their_tensors():
     n = helper.make_node
-    model = _model(
+    model = make_model(
         [
             n("SplitToSequence", ["x", "sizes"], ["parts"], axis=1),
             n("SequenceErase", ["parts", "zero"], ["rest"]),
@@ -320,7 +308,7 @@ def test_sequence_ops_of_known_length_become_their_tensors():
     )
     text = str(import_onnx(model))
     assert "onnx.Sequence" not in text and "onnx.SplitToSequence" not in text and "onnx.ConcatFrom" not in text
-    _matches(model)
+    assert_matches(model)
 
 
 @pytest.mark.parametrize(("op", "position"), [*(("SequenceInsert", p) for p in (-3, -1, 0, 2, 3, None)),
@@ -329,18 +317,18 @@ def test_sequence_positions_count_from_the_back_when_negative(op, position):
     n = helper.make_node
     given = [] if position is None else ["at"]
     edit = n(op, ["parts", "extra", *given] if op == "SequenceInsert" else ["parts", *given], ["edited"])
-    model = _model(
+    model = make_model(
         [n("SplitToSequence", ["x", "sizes"], ["parts"], axis=1), n("Neg", ["x"], ["extra"]), edit,
          n("ConcatFromSequence", ["edited"], ["y"], axis=1)],
         [_vi("x", [2, 3])], [_vi("y", None)],
         [_i64("sizes", [1, 1, 1])] + ([] if position is None else [_i64("at", position)]),
     )
     assert "onnx.Sequence" not in str(import_onnx(model))
-    _matches(model)
+    assert_matches(model)
 
 
 def test_a_sequence_graph_output_is_named():
-    model = _model(
+    model = make_model(
         [helper.make_node("SequenceConstruct", ["x", "x"], ["s"])],
         [_vi("x", [2])], [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])],
     )
@@ -357,4 +345,4 @@ def test_torchscript_tensor_split_chunk_unbind(opset, width):
     assert {"Loop", "SequenceInsert"} <= ops | {
         n.op_type for node in onnx.load(path).graph.node for a in node.attribute if a.g for n in a.g.node
     }
-    _matches(path, dims={"width": width})
+    assert_matches(path, dims={"width": width})

@@ -3,23 +3,20 @@ lowering of their own compile as that body (frontends/onnx_functions.py)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from model_helpers import make_model
+from model_helpers import value_info as _vi
+from onnx import helper, numpy_helper
 
 from forge_opt import check_model, import_onnx
 from forge_opt.check import MATCH
 from forge_opt.frontends.onnx_functions import expandable
 
-
-def _model(nodes, inputs, outputs, initializers=(), opset=23) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _vi(name, shape, elem=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
+_model = partial(make_model, opset=23)
 
 
 def _compiles_as_its_body(model: onnx.ModelProto, op: str) -> None:

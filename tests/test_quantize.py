@@ -4,31 +4,23 @@ parameters, and a CNN quantized the way onnxruntime's quantizer writes it."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from model_helpers import assert_matches, make_model
+from model_helpers import value_info as _vi
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt import check_model
 from forge_opt.check import MATCH
 
+_model = partial(make_model, opset=21)
+
+
 MODELS = Path(__file__).parent / "data" / "models"
-
-
-def _model(nodes, inputs, outputs, initializers=(), opset=21) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _vi(name, shape, elem=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def _matches(model, inputs) -> None:
-    report = check_model(model, inputs)
-    assert report.status == MATCH, report.error or report.format()
 
 
 TIES = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, -0.49999997, 2.4, -2.6,
@@ -37,7 +29,7 @@ TIES = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, -0.49999997, 
 
 def test_round_is_half_to_even_at_every_tie():
     model = _model([helper.make_node("Round", ["x"], ["y"])], [_vi("x", [16])], [_vi("y", [16])])
-    _matches(model, {"x": TIES})
+    assert_matches(model, {"x": TIES})
 
 
 @pytest.mark.parametrize(("elem", "zero"), [(TensorProto.INT8, 0), (TensorProto.INT8, -3), (TensorProto.UINT8, 128)])
@@ -48,7 +40,7 @@ def test_quantize_rounds_ties_to_even_and_saturates(elem, zero):
               numpy_helper.from_array(np.array(zero, dtype), "zero")]
     model = _model([helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])],
                    [_vi("x", [10])], [_vi("y", [10], elem)], params)
-    _matches(model, {"x": x})
+    assert_matches(model, {"x": x})
 
 
 @pytest.mark.parametrize("block", [0, 2])
@@ -63,7 +55,7 @@ def test_dequantize_per_axis_and_blocked(block):
         [_vi("x", [3, 4], TensorProto.INT8)], [_vi("y", [3, 4])],
         [numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(zero, "zero")],
     )
-    _matches(model, {"x": rng.integers(-128, 127, (3, 4)).astype(np.int8)})
+    assert_matches(model, {"x": rng.integers(-128, 127, (3, 4)).astype(np.int8)})
 
 
 class _Calibration:

@@ -5,31 +5,22 @@ OCR recogniser (CNN, then a bidirectional GRU or LSTM)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from model_helpers import assert_matches, make_model
+from model_helpers import value_info as _vi
+from onnx import helper, numpy_helper
 
 from forge_opt import check_model
 from forge_opt.check import MATCH
 
-
-def _model(nodes, inputs, outputs, initializers, opset=17) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def _vi(name, shape, elem=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
+_model = partial(make_model, opset=17)
 
 
 def _weights(rng, **shapes):
     return [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n) for n, s in shapes.items()]
-
-
-def _matches(model) -> None:
-    report = check_model(model)
-    assert report.status == MATCH, report.error or report.format()
 
 
 def test_speech_front_end_then_lstm():
@@ -48,7 +39,7 @@ def test_speech_front_end_then_lstm():
     inits = _weights(rng, filters=(32, 1, 128), W=(1, 96, 32), R=(1, 96, 24), B=(1, 192), head=(24, 5))
     inits += [numpy_helper.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads"),
               numpy_helper.from_array(np.array([0], np.int64), "zero")]
-    _matches(_model(nodes, [_vi("signal", [1, 1, 400])], [_vi("logits", [1, 5])], inits))
+    assert_matches(_model(nodes, [_vi("signal", [1, 1, 400])], [_vi("logits", [1, 5])], inits))
 
 
 @pytest.mark.parametrize("recurrent", ["GRU", "LSTM"])
@@ -73,7 +64,7 @@ def test_crnn_recogniser_with_a_bidirectional_recurrence(recurrent):
                      classes=(32, 11))
     inits += [numpy_helper.from_array(np.array([1, 64, 16], np.int64), "by_column"),
               numpy_helper.from_array(np.array([16, 32], np.int64), "flat")]
-    _matches(_model(nodes, [_vi("image", [1, 1, 16, 32])], [_vi("logits", [16, 11])], inits))
+    assert_matches(_model(nodes, [_vi("image", [1, 1, 16, 32])], [_vi("logits", [16, 11])], inits))
 
 
 @pytest.mark.parametrize("clip", [None, 0.5])
@@ -83,7 +74,7 @@ def test_lstm_with_peepholes_initial_state_and_clip(clip):
     node = helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0", "P"], ["Y", "Y_h", "Y_c"], **attrs)
     inits = _weights(rng, W=(1, 16, 3), R=(1, 16, 4), B=(1, 32), h0=(1, 2, 4), c0=(1, 2, 4), P=(1, 12))
     outputs = [_vi("Y", [5, 1, 2, 4]), _vi("Y_h", [1, 2, 4]), _vi("Y_c", [1, 2, 4])]
-    _matches(_model([node], [_vi("x", [5, 2, 3])], outputs, inits))
+    assert_matches(_model([node], [_vi("x", [5, 2, 3])], outputs, inits))
 
 
 def test_unsupported_recurrence_settings_are_named():

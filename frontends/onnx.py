@@ -61,7 +61,6 @@ INPUT_DIMS_ATTR = "onnx.dims"
 INFERENCE_INITIALIZER_LIMIT = 1024
 
 
-
 # -- loading ----------------------------------------------------------------
 
 

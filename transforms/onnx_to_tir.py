@@ -55,9 +55,10 @@ def _not_a_forge_value(t: Attribute) -> str | None:
     return None
 
 
-def _label(attrs: Attribute | None, kind: str, index: int) -> str:
+def _onnx_name(attrs: Attribute | None, index: int) -> str:
+    """The ONNX name of a function argument or result, else `#index`."""
     name = attrs.data.get("onnx.name") if isinstance(attrs, DictionaryAttr) else None
-    return f"{kind} '{name.data}'" if isinstance(name, StringAttr) else f"{kind} #{index}"
+    return name.data if isinstance(name, StringAttr) else f"#{index}"
 
 
 def check_signature(module: ModuleOp) -> None:
@@ -68,20 +69,20 @@ def check_signature(module: ModuleOp) -> None:
     for func in module.ops:
         if not isinstance(func, FuncOp):
             continue
-        results = func.res_attrs.data if func.res_attrs else [None] * len(func.function_type.outputs.data)
-        for i, (t, attrs) in enumerate(zip(func.function_type.outputs.data, results)):
+        outputs = func.function_type.outputs.data
+        for i, (t, attrs) in enumerate(zip(outputs, func.res_attrs.data if func.res_attrs else [None] * len(outputs))):
             problem = _not_a_forge_value(t)
             if problem:
-                raise ForgeOptError(f"{_label(attrs, 'graph output', i)} {problem}; {_CPU_PATH}")
+                raise ForgeOptError(f"graph output '{_onnx_name(attrs, i)}' {problem}; {_CPU_PATH}")
         unknown: list[tuple[str, list[str | int]]] = []
-        for arg, attrs in zip(func.args, func.arg_attrs.data if func.arg_attrs else ()):
+        args = func.args
+        for arg, attrs in zip(args, func.arg_attrs.data if func.arg_attrs else [None] * len(args)):
             fields = attrs.data if isinstance(attrs, DictionaryAttr) else {}
-            label = _label(attrs, "graph input", arg.index)
+            label = _onnx_name(attrs, arg.index)
             t = arg.type
             problem = _not_a_forge_value(t)
             if problem:
-                raise ForgeOptError(f"{label} {problem}; {_CPU_PATH}")
-            label = label.split("'")[1] if "'" in label else label
+                raise ForgeOptError(f"graph input '{label}' {problem}; {_CPU_PATH}")
             if isinstance(t, UnrankedTensorType):
                 unknown.append((label, ["?", "..."]))
             elif isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):

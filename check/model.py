@@ -13,7 +13,7 @@ from forge_opt.check.compare import OutputResult, compare_output
 from forge_opt.check.engine import compile_model, expected_outputs, random_inputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, load_model
-from forge_opt.frontends.onnx_shapes import InputShapes, shapes_of_arrays
+from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -84,8 +84,7 @@ def check_model(
             initializers = {t.name for t in model.graph.initializer}
             graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
             named = inputs if isinstance(inputs, dict) else dict(zip(graph_inputs, inputs))
-            from_data = shapes_of_arrays(model.graph, named)
-            chosen = InputShapes({**from_data.shapes, **chosen.shapes}, chosen.dims)
+            chosen = chosen.with_arrays(model.graph, named)
         compiled = compile_model(model, base, shapes=chosen)
         names = compiled.input_names
         if inputs is None:

@@ -46,7 +46,7 @@ from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
 from forge_opt.dialects.tir_shapes import DYNAMIC
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_functions import expandable
-from forge_opt.frontends.onnx_graph import node_label, node_reads
+from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads
 from forge_opt.frontends.onnx_resolve import RESOLVED_OPS, resolve
 from forge_opt.frontends.onnx_shapes import InputShapes, dim_names, specialise
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
@@ -252,10 +252,6 @@ def _attribute(a: AttributeProto, base: Path | None, what: str) -> Attribute:
 # -- the graph --------------------------------------------------------------------
 
 
-def _what(node: NodeProto) -> str:
-    return f"node '{node.name}' ({node.op_type})" if node.name else f"a {node.op_type} node"
-
-
 def _in_order(nodes: list[NodeProto], known: set[str]) -> bool:
     """Whether every node reads only values made before it and no value is
     made twice: the order ONNX asks for, so the usual case. False too when a
@@ -290,8 +286,8 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
                 continue
             if out in producer or out in known:
                 first = nodes[producer[out]] if out in producer else None
-                by = _what(first) if first else "a graph input or initializer"
-                raise ForgeOptError(f"{_what(node)}: output '{out}' is already produced by {by}")
+                by = describe_node(first) if first else "a graph input or initializer"
+                raise ForgeOptError(f"{describe_node(node)}: output '{out}' is already produced by {by}")
             producer[out] = i
     users: list[list[int]] = [[] for _ in nodes]
     pending = [0] * len(nodes)
@@ -302,10 +298,10 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
                 deps.add(producer[name])
             elif name not in known:
                 raise ForgeOptError(
-                    f"{_what(node)}: input '{name}' is not produced by any node, graph input or initializer"
+                    f"{describe_node(node)}: input '{name}' is not produced by any node, graph input or initializer"
                 )
         if i in deps:
-            raise ForgeOptError(f"{_what(node)}: uses its own output (a cycle)")
+            raise ForgeOptError(f"{describe_node(node)}: uses its own output (a cycle)")
         pending[i] = len(deps)
         for d in deps:
             users[d].append(i)
@@ -323,7 +319,7 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
                 heapq.heappush(ready, u)
     if len(order) != len(nodes):
         stuck = next(n for i, n in enumerate(nodes) if pending[i] > 0)
-        raise ForgeOptError(f"graph '{graph}' has a cycle through {_what(stuck)}")
+        raise ForgeOptError(f"graph '{graph}' has a cycle through {describe_node(stuck)}")
     if order != sorted(order):
         return [nodes[i] for i in order]
     return nodes
@@ -353,7 +349,7 @@ class _Importer:
         # a graph has few distinct types: convert each once, keyed by its bytes
         self._converted: dict[bytes, Attribute] = {}
         self._by_name: dict[str, Attribute] = {}
-        self.unknown_sizes = False  # some value's converted type has unknown sizes
+        self.unresolved = False  # some value's type has unknown sizes, or no elements
 
     def _collect_types(self, g: GraphProto) -> None:
         values = [*g.input, *g.output, *g.value_info]
@@ -372,29 +368,32 @@ class _Importer:
         tp = self.types.get(name)
         if tp is None:
             converted = _unknown_type()
-            self.unknown_sizes = True
+            self.unresolved = True
         else:
             key = tp.SerializeToString()
             converted = self._converted.get(key)
             if converted is None:
                 converted = self._converted[key] = _mlir_type(tp, what if isinstance(what, str) else what())
-                if not _static(converted):
-                    self.unknown_sizes = True
+                if not _static_and_filled(converted):
+                    self.unresolved = True
         self._by_name[name] = converted
         return converted
 
     def needs_resolution(self) -> bool:
-        """Whether the main graph has control flow or sequences, or values
-        whose sizes inference left unknown (`onnx_resolve`). Converts the
-        types the import needs anyway, so a static model pays one dict."""
+        """Whether the main graph has control flow or sequences, values
+        whose sizes inference left unknown, or tensors of no elements
+        (`onnx_resolve`). Converts the types the import needs anyway, so a
+        static model pays one dict."""
         opset = self.opsets.get("", 1)
+        for i in self.inferred.graph.input:
+            self.value_type(i.name, f"graph input '{i.name}'")
         for node in self.inferred.graph.node:
             if node.op_type in RESOLVED_OPS or (not node.domain and expandable(node.op_type, opset)):
                 return True
             for out in node.output:
                 if out:
-                    self.value_type(out, lambda node=node, out=out: f"{_what(node)}, output '{out}'")
-        return self.unknown_sizes
+                    self.value_type(out, lambda node=node, out=out: f"{describe_node(node)}, output '{out}'")
+        return self.unresolved
 
     # -- graphs
 
@@ -480,18 +479,18 @@ class _Importer:
     def _import_node(self, node: NodeProto, env: dict[str, SSAValue]) -> list[Operation]:
         domain = node.domain
         if domain and domain != "ai.onnx":
-            return [self._custom(node, env, _what(node))]
+            return [self._custom(node, env, describe_node(node))]
         opset = self.opsets.get("", 1)
         since = schema_version(node.op_type, opset)
         if since is None:
-            what = _what(node)
+            what = describe_node(node)
             if node.op_type in OPS_BY_TYPE:
                 raise ForgeOptError(f"{what}: op {node.op_type} does not exist at opset {opset}")
             raise ForgeOptError(f"{what}: unknown op '{node.op_type}' in the default ONNX domain")
         newest = schema_version(node.op_type)
         if newest is None or since >= newest:  # the latest form: nothing to adapt
             return [self._build(node, env)]
-        return [self._build(n, env) for n in adapt_node(node, since, self.types, _what(node))]
+        return [self._build(n, env) for n in adapt_node(node, since, self.types, describe_node(node))]
 
     def _build(self, node: NodeProto, env: dict[str, SSAValue]) -> Operation:
         # Error texts name the node; they are built only for an error.
@@ -502,31 +501,31 @@ class _Importer:
             if not name:
                 operands.append(None)
             elif name not in env:
-                raise ForgeOptError(f"{_what(node)}: input '{name}' is not defined")
+                raise ForgeOptError(f"{describe_node(node)}: input '{name}' is not defined")
             else:
                 operands.append(env[name])
         inputs = cls.ONNX_INPUTS
         if len(operands) > len(inputs) and (not inputs or inputs[-1][1] != "variadic"):
             raise ForgeOptError(
-                f"{_what(node)}: has {len(operands)} inputs, but {op_type} takes at most {len(inputs)}"
+                f"{describe_node(node)}: has {len(operands)} inputs, but {op_type} takes at most {len(inputs)}"
             )
         for i, (pname, kind) in enumerate(inputs):
             if kind == "single" and (i >= len(operands) or operands[i] is None):
-                raise ForgeOptError(f"{_what(node)}: required input '{pname}' is missing")
+                raise ForgeOptError(f"{describe_node(node)}: required input '{pname}' is missing")
         props: dict[str, Attribute] = {}
         regions: list[Region] = []
         if node.attribute:
             props, regions = self._attributes(node, cls, env)
         out_names = list(node.output)
         result_types: list[Attribute | None] = [
-            self.value_type(o, lambda o=o: f"{_what(node)}, output '{o}'") if o else None for o in out_names
+            self.value_type(o, lambda o=o: f"{describe_node(node)}, output '{o}'") if o else None for o in out_names
         ]
         if op_type == "Constant" and "value" in props and not isinstance(result_types[0], TensorType):
             result_types[0] = dtypes.tensor(getattr(props["value"], "type", props["value"]))
         outputs = cls.ONNX_OUTPUTS
         if len(result_types) > len(outputs) and (not outputs or outputs[-1][1] != "variadic"):
             raise ForgeOptError(
-                f"{_what(node)}: has {len(result_types)} outputs, but {op_type} has at most {len(outputs)}"
+                f"{describe_node(node)}: has {len(result_types)} outputs, but {op_type} has at most {len(outputs)}"
             )
         try:
             op = cls.build(
@@ -536,7 +535,7 @@ class _Importer:
                 regions=regions,
             )
         except Exception as e:
-            raise ForgeOptError(f"{_what(node)}: {e}") from None
+            raise ForgeOptError(f"{describe_node(node)}: {e}") from None
         op.location = name_loc(node_label(node))
         for name, value in zip([o for o in out_names if o], op.results):
             _hint(value, name)
@@ -547,7 +546,7 @@ class _Importer:
         self, node: NodeProto, cls: type[OnnxOp], env: dict[str, SSAValue]
     ) -> tuple[dict[str, Attribute], list[Region]]:
         """The node's attributes as properties, and its graphs as regions."""
-        what = _what(node)
+        what = describe_node(node)
         props: dict[str, Attribute] = {}
         graphs = {a.name: a for a in node.attribute if a.type == AttributeProto.GRAPH}
         for a in node.attribute:
@@ -607,12 +606,13 @@ class _Importer:
         return op
 
 
-def _static(t: Attribute) -> bool:
-    """A tensor type of known sizes, or a value without sizes (sequences)."""
+def _static_and_filled(t: Attribute) -> bool:
+    """A tensor type of known sizes, none 0, or a value without sizes
+    (sequences). Unknown sizes and empty tensors are for `onnx_resolve`."""
     if isinstance(t, UnrankedTensorType):
         return False
     if isinstance(t, TensorType):
-        return all(d >= 0 for d in t.get_shape())
+        return all(d > 0 for d in t.get_shape())
     return True
 
 
@@ -714,7 +714,13 @@ def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> Mode
         if o.name in outputs:
             o.type.CopyFrom(outputs[o.name].type)
     have = {t.name for t in g.initializer}
-    out.graph.initializer.extend(t for t in ig.initializer if t.name not in have)
+    for t in ig.initializer:
+        if t.name in have:
+            continue
+        if t.name in outputs:  # an output that folded: made by a node, as a split expects of every output
+            out.graph.node.append(onnx.helper.make_node("Constant", [], [t.name], value=t, name=f"{t.name}/folded"))
+        else:
+            out.graph.initializer.append(t)
     return out
 
 

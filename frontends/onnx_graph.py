@@ -20,6 +20,11 @@ def node_label(node: NodeProto) -> str:
     return f"{node.op_type}:{first}" if first else node.op_type
 
 
+def describe_node(node: NodeProto) -> str:
+    """How errors name a node: `node 'conv1' (Conv)`, or `a Conv node`."""
+    return f"node '{node.name}' ({node.op_type})" if node.name else f"a {node.op_type} node"
+
+
 def subgraphs(node: NodeProto) -> list[GraphProto]:
     return [g for a in node.attribute for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs))]
 

@@ -6,8 +6,9 @@ propagate values through most arithmetic, so such shapes stay unknown. Here
 inference and folding run in turn until nothing changes (at most
 `MAX_ROUNDS`), as onnx-simplifier and onnx-mlir do:
 
-- a node whose inputs are all known is evaluated (onnx.reference) and
-  becomes a constant; so does `Shape`/`Size` of a statically shaped value;
+- a node whose inputs are all known (constants, or tensors of no elements)
+  is evaluated (onnx.reference) and becomes a constant; so does
+  `Shape`/`Size` of a statically shaped value;
 - an `If` whose condition is known is replaced by its taken branch;
 - a `Loop` with a known trip count (and a condition that is known or that
   the body passes through unchanged) is unrolled, its scan outputs joined;
@@ -33,7 +34,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto, n
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx_functions import expand, expandable, function_body
-from forge_opt.frontends.onnx_graph import node_label, node_reads, rename_reads, subgraphs
+from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads, rename_reads, subgraphs
 from forge_opt.transforms.fold_constants import FOLD_LIMIT
 
 MAX_ROUNDS = 8
@@ -81,10 +82,6 @@ def resolve(inferred: ModelProto, infer: Callable[[ModelProto], ModelProto]) -> 
             break
         model = infer(folded.model())
     return model
-
-
-def _what(node: NodeProto) -> str:
-    return f"node '{node_label(node)}' ({node.op_type})"
 
 
 class _Round:
@@ -187,9 +184,13 @@ class _Round:
                 dtype = onnx.helper.tensor_dtype_to_np_dtype(target.tensor_type.elem_type)
                 if np.dtype(dtype).kind in "biuf":
                     return self._fold(node, [self.known[node.input[0]].astype(dtype)])
-        inputs = [name for name in node.input if name]
-        if not all(name in self.known for name in inputs):
-            return None
+        for name in node.input:  # a tensor of no elements is known from its type alone
+            if name and name not in self.known:
+                shape = _shape(self.types.get(name))
+                elem = self.types[name].tensor_type.elem_type if shape is not None else 0
+                if shape is None or 0 not in shape or not elem:
+                    return None
+                self.known[name] = np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
         if not self._small_enough(node):
             return None
         values = self._evaluate(node, [self.known[n] if n else None for n in node.input])
@@ -354,7 +355,7 @@ class _Round:
     def _check_unrolled(self, node: NodeProto, steps: int, body: GraphProto) -> None:
         if steps * max(len(body.node), 1) > MAX_UNROLLED_NODES:
             raise ForgeOptError(
-                f"{_what(node)}: unrolling {steps} iterations of a {len(body.node)}-node body makes "
+                f"{describe_node(node)}: unrolling {steps} iterations of a {len(body.node)}-node body makes "
                 f"{steps * len(body.node):,} nodes, more than the limit of {MAX_UNROLLED_NODES:,}"
             )
 

@@ -41,6 +41,21 @@ class InputShapes:
             by_symbol[name] = _size(size, f"--dim {spec}")
         return InputShapes(by_input, by_symbol)
 
+    def with_arrays(self, graph: GraphProto, arrays: Mapping[str, object]) -> InputShapes:
+        """These sizes, and the arrays' shapes for the graph inputs whose
+        sizes are not all known and that these do not size (`forge-check
+        --inputs`: the data fixes the shapes)."""
+        initializers = {t.name for t in graph.initializer}
+        shapes = {}
+        for i in graph.input:
+            value = arrays.get(i.name)
+            tt = i.type.tensor_type if i.type.WhichOneof("value") == "tensor_type" else None
+            if value is None or tt is None or i.name in initializers or i.name in self.shapes:
+                continue
+            if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+                shapes[i.name] = tuple(getattr(value, "shape", ()))
+        return InputShapes({**shapes, **self.shapes}, self.dims) if shapes else self
+
     @staticmethod
     def of(shapes: Mapping[str, Iterable[int]] | None = None, dims: Mapping[str, int] | None = None) -> InputShapes:
         """From the Python API's keyword arguments."""
@@ -48,21 +63,6 @@ class InputShapes:
             {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()},
             {k: int(v) for k, v in (dims or {}).items()},
         )
-
-
-def shapes_of_arrays(graph: GraphProto, arrays: Mapping[str, object]) -> InputShapes:
-    """The shapes of the given arrays for the graph inputs whose sizes are
-    not all known (`forge-check --inputs`: the data fixes the shapes)."""
-    initializers = {t.name for t in graph.initializer}
-    shapes = {}
-    for i in graph.input:
-        value = arrays.get(i.name)
-        tt = i.type.tensor_type if i.type.WhichOneof("value") == "tensor_type" else None
-        if value is None or tt is None or i.name in initializers:
-            continue
-        if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
-            shapes[i.name] = tuple(getattr(value, "shape", ()))
-    return InputShapes(shapes)
 
 
 def _split(spec: str, flag: str, form: str) -> tuple[str, str]:

@@ -105,6 +105,18 @@ def evaluate_node(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: 
     return [np.asarray(o) if not isinstance(o, list) else o for o in outs]
 
 
+def one_hot_responses(node: onnx.NodeProto, probe_shape, rest: list, opset: int | None = None) -> list[np.ndarray]:
+    """The node's first output for a float32 one-hot first input at each
+    position of `probe_shape` in turn, `rest` its other inputs: the columns
+    of the matrix of an op linear in its first input (Resize, DFT)."""
+    responses = []
+    for j in range(int(np.prod(probe_shape))):
+        probe = np.zeros(probe_shape, np.float32)
+        probe.reshape(-1)[j] = 1.0
+        responses.append(np.asarray(evaluate_node(node, [probe, *rest], opset)[0]))
+    return responses
+
+
 def evaluate(op: OnnxOp, args: tuple) -> tuple:
     """Run one op on numpy arrays through onnx.reference."""
     if op.ONNX_GRAPHS:
@@ -134,4 +146,4 @@ OnnxFunctions = register_impls(
     )
 )
 
-__all__ = ["OnnxFunctions", "elements_to_array", "evaluate", "evaluate_node", "to_node_proto"]
+__all__ = ["OnnxFunctions", "elements_to_array", "evaluate", "evaluate_node", "one_hot_responses", "to_node_proto"]

@@ -14,7 +14,7 @@ from forge_opt.check.engine import expected_outputs, random_inputs
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
-from forge_opt.frontends.onnx_shapes import InputShapes, shapes_of_arrays
+from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import run_split, split_model
 
@@ -35,8 +35,7 @@ def check_fallback(
         model, base = load_model(source)
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
-            from_data = shapes_of_arrays(model.graph, inputs)
-            chosen = InputShapes({**from_data.shapes, **chosen.shapes}, chosen.dims)
+            chosen = chosen.with_arrays(model.graph, inputs)
         original = model
         model = resolved_model(model, chosen)
         initializers = {t.name for t in model.graph.initializer}

@@ -66,7 +66,8 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
     producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
-    folded = {i for i, label in enumerate(labels) if placements[label].where is Where.FOLDED}
+    # a node the import resolved away (folded to a constant) is not placed: it folds
+    folded = {i for i, label in enumerate(labels) if label not in placements or placements[label].where is Where.FOLDED}
     placed = [i for i in range(len(nodes)) if i not in folded]
 
     def producers(i: int) -> list[int]:

@@ -189,7 +189,7 @@ _STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 def run_case(case) -> Result:
     """The case compiled whole to Forge and run on the stand-in."""
     from forge_opt.check.engine import compile_model, run_compiled
-    from forge_opt.frontends.onnx_shapes import shapes_of_arrays
+    from forge_opt.frontends.onnx_shapes import InputShapes
 
     prepared = _prepare(case)
     if isinstance(prepared, Result):
@@ -197,7 +197,7 @@ def run_case(case) -> Result:
     result, model, feeds, expected = prepared
 
     def run():
-        compiled = compile_model(model, shapes=shapes_of_arrays(model.graph, feeds))
+        compiled = compile_model(model, shapes=InputShapes().with_arrays(model.graph, feeds))
         result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
         return run_compiled(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
 
@@ -210,7 +210,7 @@ def run_case_split(case) -> Result:
     CPU ones (onnxruntime) elsewhere. `forge_ops` holds the devices used."""
     import tempfile
 
-    from forge_opt.frontends.onnx_shapes import shapes_of_arrays
+    from forge_opt.frontends.onnx_shapes import InputShapes
     from forge_opt.split.api import run_split, split_model
 
     prepared = _prepare(case)
@@ -220,7 +220,7 @@ def run_case_split(case) -> Result:
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
-            shapes = shapes_of_arrays(model.graph, feeds).shapes
+            shapes = InputShapes().with_arrays(model.graph, feeds).shapes
             _, infos = split_model(model, Path(tmp) / "split", shapes=shapes)
             result.forge_ops = {g["device"] for g in infos["graphs"]}
             outputs = run_split(Path(tmp) / "split", {n: np.asarray(v) for n, v in feeds.items()})

@@ -13,16 +13,14 @@ import math
 from typing import cast
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
-from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OnnxOp
 from forge_opt.interpreters.onnx import evaluate
-from forge_opt.transforms.lowering import Replacement
+from forge_opt.transforms.lowering import Replacement, known_shape
 from forge_opt.xdsl_internals import operands_of
 
 FOLD_LIMIT = 1 << 16
@@ -48,32 +46,10 @@ def constant_array(value) -> np.ndarray | None:
     return None
 
 
-def _static_shape(value) -> list[int] | None:
-    t = value.type
-    if isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape()):
-        return list(t.get_shape())
-    return None
-
-
-def _empty(value) -> bool:
-    """A tensor of no elements, whose value its type alone gives (the
-    reduction of an empty set, say, is then a constant)."""
-    shape = _static_shape(value)
-    return shape is not None and 0 in shape
-
-
-def _empty_array(value) -> np.ndarray | None:
-    shape = _static_shape(value)
-    try:
-        return None if shape is None else np.zeros(shape, dtypes.numpy_dtype(value.type.element_type))
-    except ValueError:
-        return None
-
-
 def _result_size(op: Operation) -> int | None:
     total = 0
     for r in op.results:
-        shape = _static_shape(r)
+        shape = known_shape(r)
         if shape is None:
             return None
         total += math.prod(shape)
@@ -86,18 +62,18 @@ def fold_constant_op(op: Operation) -> Replacement | None:
     if op_type is None or op_type in _KEEP or not op.results:
         return None
     operands = operands_of(op)
-    if op_type not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS or _empty(v) for v in operands):
+    if op_type not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
         return None  # the common case, decided without looking at values
     source = operands[0].owner if operands else None
     if op_type == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
         return None  # folding would turn a named weight into an anonymous copy
     if op_type in ("Shape", "Size"):
-        shape = _static_shape(op.operands[0])
+        shape = known_shape(op.operands[0])
         if shape is None:
             return None
         values = None
     else:
-        values = [_empty_array(v) if _empty(v) else constant_array(v) for v in op.operands]
+        values = [constant_array(v) for v in op.operands]
         if any(v is None for v in values):
             return None
     size = _result_size(op)

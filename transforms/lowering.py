@@ -159,12 +159,22 @@ def leaving_failures(rewrite: Rewrite, failures: dict[Operation, str]) -> Rewrit
     return tolerant
 
 
-def static_shape(value: SSAValue, emitter: Emitter, what: str = "input") -> list[int]:
+def known_shape(value: SSAValue) -> list[int] | None:
+    """The value's shape when it is a tensor of known sizes, else None."""
     t = value.type
-    if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+    if isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape()):
+        return list(t.get_shape())
+    return None
+
+
+def static_shape(value: SSAValue, emitter: Emitter, what: str = "input") -> list[int]:
+    shape = known_shape(value)
+    if shape is None:
         where = _origin(value)
-        raise emitter.error(f"the {what} has no static shape ({_unknown_dims(t)}); Forge needs static shapes{where}")
-    return list(t.get_shape())
+        raise emitter.error(
+            f"the {what} has no static shape ({_unknown_dims(value.type)}); Forge needs static shapes{where}"
+        )
+    return shape
 
 
 def _unknown_dims(t) -> str:
@@ -172,11 +182,6 @@ def _unknown_dims(t) -> str:
         return f"{t}: its rank is unknown"
     dims = [str(i) for i, d in enumerate(t.get_shape()) if d < 0]
     return f"{t}: dim{'s' if len(dims) > 1 else ''} {', '.join(dims)} unknown"
-
-
-def _static(value: SSAValue) -> bool:
-    t = value.type
-    return isinstance(t, TensorType) and all(d >= 0 for d in t.get_shape())
 
 
 def _origin(value: SSAValue) -> str:
@@ -188,7 +193,7 @@ def _origin(value: SSAValue) -> str:
         if not isinstance(op, Operation):
             return ""
         tensors = (v for v in op.operands if isinstance(v.type, TensorType | UnrankedTensorType))
-        unknown = next((v for v in tensors if not _static(v)), None)
+        unknown = next((v for v in tensors if known_shape(v) is None), None)
         if unknown is None:
             return f"; the unknown sizes come from {describe(op)}, whose result shape is not known at compile time"
         value = unknown

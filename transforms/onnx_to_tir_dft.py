@@ -12,7 +12,7 @@ from xdsl.ir import SSAValue
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.interpreters.onnx import evaluate_node, to_node_proto
+from forge_opt.interpreters.onnx import one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant
@@ -75,26 +75,15 @@ def _matrices(op, e: Emitter, shape, axis: int, length, axis_input) -> list[list
     """Column j of matrix [o][p] is output part o of ONNX's reference DFT of
     a one-hot at position j of input part p."""
     rank, n, parts = len(shape), shape[axis], shape[-1]
-    node = to_node_proto(op)
     probe_shape = [1] * rank
     probe_shape[axis], probe_shape[-1] = n, parts
-    columns: list[list[list[np.ndarray]]] | None = None
-    for p in range(parts):
-        for j in range(n):
-            probe = np.zeros(probe_shape, np.float32)
-            index = [0] * rank
-            index[axis], index[-1] = j, p
-            probe[tuple(index)] = 1.0
-            try:
-                (out,) = evaluate_node(node, [probe, length, axis_input])
-            except Exception as error:
-                raise e.error(f"cannot compute the DFT matrices: {type(error).__name__}: {error}") from None
-            out = np.asarray(out, np.float64)
-            out_parts = out.shape[-1]
-            out = np.moveaxis(out, axis, 0).reshape(-1, out_parts)
-            if columns is None:
-                columns = [[[] for _ in range(parts)] for _ in range(out_parts)]
-            for o in range(out_parts):
-                columns[o][p].append(out[:, o])
-    assert columns is not None
-    return [[np.stack(columns[o][p], axis=1) for p in range(parts)] for o in range(len(columns))]
+    try:
+        responses = one_hot_responses(to_node_proto(op), probe_shape, [length, axis_input])
+    except Exception as error:  # onnx.reference raises what its implementation raises
+        raise e.error(f"cannot compute the DFT matrices: {type(error).__name__}: {error}") from None
+    # probes in row-major order: position j of part p is response j * parts + p
+    outs = [np.moveaxis(r.astype(np.float64), axis, 0).reshape(-1, r.shape[-1]) for r in responses]
+    return [
+        [np.stack([outs[j * parts + p][:, o] for j in range(n)], axis=1) for p in range(parts)]
+        for o in range(outs[0].shape[1])
+    ]

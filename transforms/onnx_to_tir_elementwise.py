@@ -326,8 +326,7 @@ def _isnan(op: onnx.IsNaNOp, e: Emitter):
 
 @lowers(onnx.CastLikeOp)
 def _cast_like(op: onnx.CastLikeOp, e: Emitter):
-    static_shape(op.input, e)
-    return [e.value(tir.CastOp(op.input, dtypes.tensor(op.target_type.type).element_type))]
+    return [cast_like(e, op.input, op.target_type)]
 
 
 def _where_values(e, condition, x, y):
@@ -351,16 +350,17 @@ def _ceil(op: onnx.CeilOp, e: Emitter):
     return [unary(e, UnaryFn.NEG, _floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
 
 
-def _as(e, x, like):
+def cast_like(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:
+    """x cast to `like`'s element type."""
     static_shape(x, e)
-    return e.value(tir.CastOp(x, like.type.element_type))
+    return e.value(tir.CastOp(x, dtypes.tensor(like.type).element_type))
 
 
 @lowers(onnx.SignOp)
 def _sign(op: onnx.SignOp, e: Emitter):
     x = op.input
-    positive = _as(e, binary(e, BinaryFn.GT, x, scalar(e, 0, x)), x)
-    negative = _as(e, binary(e, BinaryFn.LT, x, scalar(e, 0, x)), x)
+    positive = cast_like(e, binary(e, BinaryFn.GT, x, scalar(e, 0, x)), x)
+    negative = cast_like(e, binary(e, BinaryFn.LT, x, scalar(e, 0, x)), x)
     return [binary(e, BinaryFn.SUB, positive, negative)]
 
 

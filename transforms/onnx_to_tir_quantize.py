@@ -14,7 +14,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.onnx_to_tir_elementwise import binary, cast_like, constant, scalar, unary
 from forge_opt.transforms.onnx_to_tir_nn import matmul
 
 LOWERINGS = LoweringTable()
@@ -25,18 +25,14 @@ lowers = LOWERINGS.lowers
 _INTEGRAL_FROM = float(2**23)
 
 
-def _as(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:
-    return e.value(tir.CastOp(x, dtypes.tensor(like.type).element_type))
-
-
 def round_half_even(e: Emitter, x: SSAValue) -> SSAValue:
     """floor(x), plus one above a half, plus the floor's parity at exactly a
     half; every step is exact in floating point. Values already integral
     (|x| >= 2^23, infinities) pass through."""
     f = binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
     d = binary(e, BinaryFn.SUB, x, f)
-    up = _as(e, binary(e, BinaryFn.GT, d, scalar(e, 0.5, x)), x)
-    tie = _as(e, binary(e, BinaryFn.EQ, d, scalar(e, 0.5, x)), x)
+    up = cast_like(e, binary(e, BinaryFn.GT, d, scalar(e, 0.5, x)), x)
+    tie = cast_like(e, binary(e, BinaryFn.EQ, d, scalar(e, 0.5, x)), x)
     odd = binary(e, BinaryFn.MOD, f, scalar(e, 2.0, x))
     rounded = binary(e, BinaryFn.ADD, binary(e, BinaryFn.ADD, f, up), binary(e, BinaryFn.MUL, tie, odd))
     small = binary(e, BinaryFn.LT, unary(e, UnaryFn.ABS, x), scalar(e, _INTEGRAL_FROM, x))
@@ -84,9 +80,9 @@ def _params(op, e: Emitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None)
 def _dequantize(op: onnx.DequantizeLinearOp, e: Emitter):
     """(x - zero_point) * scale, in the scale's type."""
     scale, zero = _params(op, e, op.x, op.x_scale, op.x_zero_point)
-    x = _as(e, op.x, scale)
+    x = cast_like(e, op.x, scale)
     if zero is not None:
-        x = binary(e, BinaryFn.SUB, x, _as(e, zero, scale))
+        x = binary(e, BinaryFn.SUB, x, cast_like(e, zero, scale))
     y = binary(e, BinaryFn.MUL, x, scale)
     out = dtypes.tensor(op.y.type).element_type
     return [y if out == dtypes.tensor(y.type).element_type else e.value(tir.CastOp(y, out))]
@@ -101,10 +97,10 @@ def _quantize(op: onnx.QuantizeLinearOp, e: Emitter):
     scale, zero = _params(op, e, op.x, op.y_scale, op.y_zero_point)
     x = op.x
     if dtypes.tensor(x.type).element_type != dtypes.tensor(scale.type).element_type:
-        x = _as(e, x, scale)
+        x = cast_like(e, x, scale)
     y = round_half_even(e, binary(e, BinaryFn.DIV, x, scale))
     if zero is not None:
-        y = binary(e, BinaryFn.ADD, y, _as(e, zero, y))
+        y = binary(e, BinaryFn.ADD, y, cast_like(e, zero, y))
     return [_saturate(e, y, out)]
 
 
@@ -131,9 +127,9 @@ def integer_matmul(e: Emitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None
     fa = e.value(tir.CastOp(a, f32))
     fb = e.value(tir.CastOp(b, f32))
     if a_zero is not None:
-        fa = binary(e, BinaryFn.SUB, fa, _as(e, a_zero, fa))
+        fa = binary(e, BinaryFn.SUB, fa, cast_like(e, a_zero, fa))
     if b_zero is not None:
-        fb = binary(e, BinaryFn.SUB, fb, _as(e, b_zero, fb))
+        fb = binary(e, BinaryFn.SUB, fb, cast_like(e, b_zero, fb))
     a_shape, b_shape = static_shape(fa, e), static_shape(fb, e)
     k = a_shape[-1]
     total = None
@@ -169,5 +165,5 @@ def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: Emitter):
     acc = e.value(tir.CastOp(integer_matmul(e, op.a, op.b, op.a_zero_point, op.b_zero_point), f32))
     scale = binary(e, BinaryFn.DIV, binary(e, BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
     y = round_half_even(e, binary(e, BinaryFn.MUL, acc, scale))
-    y = binary(e, BinaryFn.ADD, y, _as(e, op.y_zero_point, y))
+    y = binary(e, BinaryFn.ADD, y, cast_like(e, op.y_zero_point, y))
     return [_saturate(e, y, out)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.interpreters.onnx import evaluate_node, to_node_proto
+from forge_opt.interpreters.onnx import evaluate_node, one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_elementwise import constant
@@ -75,16 +75,11 @@ def _weights(op, e: Emitter, shape, axes, axis: int, given: dict, size_out: int)
         scales = np.array([s if a == axis else 1.0 for a, s in zip(axes, scales)], np.float32)
     if sizes is not None:
         sizes = np.array([s if a == axis else 1 for a, s in zip(axes, sizes)], np.int64)
-    columns = []
-    for j in range(size_in):
-        probe = np.zeros(probe_shape, np.float32)
-        probe.reshape(-1)[j] = 1.0
-        try:
-            (out,) = evaluate_node(node, [probe, given.get("roi"), scales, sizes])
-        except Exception as error:
-            raise e.error(f"cannot compute the resize weights: {type(error).__name__}: {error}") from None
-        columns.append(np.asarray(out, np.float32).reshape(-1))
-    weights = np.stack(columns, axis=1)
+    try:
+        columns = one_hot_responses(node, probe_shape, [given.get("roi"), scales, sizes])
+    except Exception as error:  # onnx.reference raises what its implementation raises
+        raise e.error(f"cannot compute the resize weights: {type(error).__name__}: {error}") from None
+    weights = np.stack([c.astype(np.float32).reshape(-1) for c in columns], axis=1)
     if weights.shape[0] != size_out:
         raise e.error(f"the resize weights give {weights.shape[0]} positions on axis {axis}, not {size_out}")
     if op.extrapolation_value.value.data != 0.0 and op.coordinate_transformation_mode.data == "tf_crop_and_resize":

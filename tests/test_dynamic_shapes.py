@@ -4,6 +4,7 @@ resolved at compile time (issue #16)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -358,3 +359,32 @@ def test_a_split_whose_output_folds_away(tmp_path):
     split_model(model, tmp_path / "split")
     got = run_split(tmp_path / "split", {"x": np.zeros((0, 3), np.float32)})
     np.testing.assert_array_equal(got["y"], [0, 0, 0])
+
+
+def test_the_size_flags_as_a_user_runs_them(tmp_path, capsys):
+    """forge-split and forge-check take --dim/--shape; a symbol the model
+    lacks and a shape that contradicts it are errors, exit 2."""
+    from forge_opt.tools.forge_check import main as forge_check
+    from forge_opt.tools.forge_split import main as forge_split
+
+    path = tmp_path / "embedding.onnx"
+    onnx.save(_embedding(), path)
+
+    def run(tool, *argv) -> int:
+        with pytest.raises(SystemExit) as done:
+            tool([str(a) for a in argv])
+        return int(done.value.code or 0)
+
+    sizes = ["--dim", "batch=2", "--dim", "sequence=3", "--shape", "x=2,3,4"]
+    assert run(forge_check, path, *sizes) == 0
+    assert capsys.readouterr().out.strip().endswith("match")
+    assert run(forge_check, path) == 2
+    assert "choose them with --dim batch=N --dim sequence=N --shape x=D0,D1,..." in capsys.readouterr().err
+    assert run(forge_check, path, "--dim", "bat=2") == 2
+    assert "--dim bat=…: no input dimension is named 'bat'" in capsys.readouterr().err
+    assert run(forge_split, path, "-o", tmp_path / "split", *sizes) == 0
+    infos = json.loads((tmp_path / "split" / "graph_infos.json").read_text())
+    assert infos["tensors"]["ids"]["shape"] == [2, 3] and not infos["dynamic"]
+    capsys.readouterr()
+    assert run(forge_split, path, "-o", tmp_path / "other", "--shape", "x=2,3,5") == 2
+    assert "--shape x=2,3,5: dim 2 of the input is 4, not 5" in capsys.readouterr().err

@@ -14,8 +14,10 @@ __all__ = [
     "convert",
     "emit_forge_python",
     "import_onnx",
+    "run_parallel",
     "run_split",
     "split_model",
+    "tensor_parallel",
 ]
 
 
@@ -25,7 +27,7 @@ def __getattr__(name: str) -> Any:
         from forge_opt import api
 
         return getattr(api, name)
-    if name in ("split_model", "convert", "run_split"):
+    if name in ("split_model", "convert", "run_split", "tensor_parallel", "run_parallel"):
         from forge_opt.split import api as split
 
         return getattr(split, name)

@@ -32,6 +32,14 @@ def _forge() -> Dialect:
     return FORGE
 
 
+def shard_dialect() -> Dialect:
+    """MLIR's `shard` with the collectives xDSL lacks. Not in the universe:
+    stock xdsl-opt has its own `shard` (without them) under that name."""
+    from forge_opt.dialects.shard import SHARD
+
+    return SHARD
+
+
 def _pass(name: str) -> Callable[[], type[ModulePass]]:
     def factory() -> type[ModulePass]:
         from forge_opt.transforms.pipelines import ALL_PASSES
@@ -56,7 +64,10 @@ def _dot() -> type[Target]:
 DIALECTS: dict[str, Callable[[], Dialect]] = {"onnx": _onnx, "tir": _tir, "forge": _forge}
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _pass(name)
-    for name in ("onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge", "partition-for-forge")
+    for name in (
+        "onnx-to-tir", "lower-split", "tir-to-forge", "onnx-to-forge", "partition-for-forge", "tensor-parallel",
+        "tp-partition",
+    )
 }
 TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}
 
@@ -70,4 +81,5 @@ def make_context() -> Context:
     ctx.load_dialect(Func)
     for factory in DIALECTS.values():
         ctx.load_dialect(factory())
+    ctx.load_dialect(shard_dialect())
     return ctx

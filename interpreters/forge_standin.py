@@ -253,6 +253,30 @@ def load_forge_module(source: str, path: str = "<forge-python>") -> dict:
     return namespace
 
 
+def forge_instance(source: str, path: str, model=None):
+    """The module's ForgeModule, instantiated with its parameters loaded from
+    `model` and its constants from beside `path`: ready for `forward`."""
+    with standin_modules():
+        namespace = load_forge_module(source, path)
+        classes = [
+            v for v in namespace.values()
+            if isinstance(v, type) and issubclass(v, ForgeModule) and v is not ForgeModule
+        ]
+        if len(classes) != 1:
+            raise ForgeCallError(f"expected one ForgeModule subclass, found {len(classes)}")
+        module = classes[0]("module")
+        module.process_framework_parameters(model)  # pyright: ignore[reportAttributeAccessIssue]  (the emitted class's)
+    return module
+
+
+def run_instance(module, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """`forward` of a loaded module on numpy inputs."""
+    outputs = module.forward(*(Tensor(x) for x in inputs))
+    if isinstance(outputs, Tensor):
+        outputs = (outputs,)
+    return [np.asarray(o.value()) for o in outputs]
+
+
 def run_forge_module(source: str, inputs: list[np.ndarray], model=None, constants=None) -> list[np.ndarray]:
     """Instantiate the module's ForgeModule class, load its parameters from
     `model` (an ONNX ModelProto) and its computed constants (`constants`, an
@@ -263,16 +287,5 @@ def run_forge_module(source: str, inputs: list[np.ndarray], model=None, constant
         path.write_text(source)
         if constants is not None and constants.constants:
             np.savez(Path(tmp) / constants.constants_file, **constants.constants)
-        namespace = load_forge_module(source, os.fspath(path))
-        classes = [
-            v for v in namespace.values()
-            if isinstance(v, type) and issubclass(v, ForgeModule) and v is not ForgeModule
-        ]
-        if len(classes) != 1:
-            raise ForgeCallError(f"expected one ForgeModule subclass, found {len(classes)}")
-        module = classes[0]("module")
-        module.process_framework_parameters(model)  # pyright: ignore[reportAttributeAccessIssue]  (the emitted class's)
-        outputs = module.forward(*(Tensor(x) for x in inputs))
-    if isinstance(outputs, Tensor):
-        outputs = (outputs,)
-    return [np.asarray(o.value()) for o in outputs]
+        module = forge_instance(source, os.fspath(path), model)
+        return run_instance(module, inputs)

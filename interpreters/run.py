@@ -13,6 +13,7 @@ from xdsl.interpreters.func import FuncFunctions
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
+from forge_opt.interpreters.shard import Collectives, ShardFunctions, run_threads
 from forge_opt.interpreters.tir import TirFunctions
 
 
@@ -23,10 +24,22 @@ def main_func(module: ModuleOp) -> FuncOp:
     return funcs[0]
 
 
-def run_module(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Outputs of the module's first function on `inputs`."""
+class _OneDevice:
+    rank, size = 0, 1
+
+    def all_reduce(self, x):
+        return x
+
+    def all_gather(self, x, axis):
+        return x
+
+
+def run_module(module: ModuleOp, inputs: Sequence[np.ndarray], member: Collectives | None = None) -> list[np.ndarray]:
+    """Outputs of the module's first function on `inputs`; `member` is the
+    device it runs as when it is a per-device (`tp-partition`) program."""
     interp = Interpreter(module)
-    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions()):
+    shards = ShardFunctions(member or _OneDevice())
+    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions(), shards):
         interp.register_implementations(functions)
     func = main_func(module)
     try:
@@ -36,3 +49,9 @@ def run_module(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarra
             raise ForgeOptError(f"cannot run the module: {e}") from None
         raise
     return [np.asarray(r) for r in results]
+
+
+def run_devices(module: ModuleOp, inputs: Sequence[np.ndarray], devices: int) -> list[list[np.ndarray]]:
+    """Each simulated device's outputs of a per-device program (one thread
+    per device, collectives between them)."""
+    return run_threads(devices, lambda member: run_module(module, inputs, member))

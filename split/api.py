@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onnx import ModelProto
 
+from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.split.folder import read_split, write_split
@@ -67,4 +68,74 @@ def run_split(folder: str | os.PathLike, inputs, mode: str = "device"):
     return runner.run_split(Path(folder), inputs, mode)
 
 
-__all__ = ["convert", "run_split", "split_model"]
+
+
+def tensor_parallel(
+    source: str | os.PathLike | bytes | ModelProto,
+    folder: str | os.PathLike,
+    devices: int,
+    *,
+    min_size: int = 0,
+    plan: str = "",
+    force: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> dict:
+    """Compile the model for `devices` devices into `folder` (per-device
+    Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
+    layers of fewer weight elements stay replicated; `plan`: a JSON file
+    pinning layers (`transforms/tensor_parallel.py`)."""
+    from forge_opt.split.parallel import write_parallel
+    from forge_opt.transforms.pipelines import run_pipeline
+    from forge_opt.transforms.tensor_parallel import annotate
+
+    if devices < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
+    model, base = load_model(source)
+    module = import_model(model, base, shapes=InputShapes.of(shapes, dims))
+    run_pipeline(module, "onnx-to-tir")
+    layers = annotate(module, devices, min_size, plan)
+    run_pipeline(module, "tp-partition")
+    return write_parallel(module, out, layers)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
+    """Each device's outputs, by name, from the tensor-parallel plan in
+    `folder` (`runner.run_parallel`: simulated devices, or `member`, this
+    process's device of an MPI job)."""
+    from forge_opt.split import runner
+
+    return runner.run_parallel(Path(folder), inputs, member)
+
+
+def parallel_report(infos: dict) -> str:
+    """Per device its parameter bytes; per collective the bytes it carries
+    and what each device sends for it in a ring."""
+    lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15}"]
+    for d in infos["devices"]:
+        lines.append(f"{d['rank']:<8} {d['parameters']:>10} {d['parameter_bytes']:>16,} {d['constant_bytes']:>15,}")
+    lines.append(f"{'step':<6} {'collective':<15} {'of the tensor':<40} {'bytes':>10} {'sent per device':>16}")
+    total = 0
+    for n, c in enumerate(infos["collectives"]):
+        total += c["ring_bytes_per_device"]
+        name = c["input"] if len(c["input"]) <= 40 else "..." + c["input"][-37:]
+        lines.append(f"{n:<6} {c['op']:<15} {name:<40} {c['bytes']:>10,} {c['ring_bytes_per_device']:>16,}")
+    padded = [
+        f"{layer['node']} (+{layer['padded_rows']} zero rows)" for layer in infos["layers"] if layer["padded_rows"]
+    ]
+    p = infos["grid"]["shape"][0]
+    lines.append(f"{_count(len(infos['graphs']), 'segment')} on {p} devices; "
+                 f"{_count(len(infos['collectives']), 'collective')} sending {total:,} bytes per device per run (ring)")
+    if padded:
+        lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
+    return "\n".join(lines)
+
+
+__all__ = ["convert", "parallel_report", "run_parallel", "run_split", "split_model", "tensor_parallel"]

@@ -1,5 +1,6 @@
 """`forge-check --fallback`: check a model through the split path (device
-where Forge can, CPU elsewhere) against onnxruntime on the whole model."""
+where Forge can, CPU elsewhere) against onnxruntime on the whole model;
+`forge-check --devices P`: through the tensor-parallel path."""
 
 from __future__ import annotations
 
@@ -17,6 +18,19 @@ from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import run_split, split_model
+
+
+def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
+    """The model's inputs by name: those given (each one there), or seeded
+    random ones."""
+    initializers = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    if inputs is None:
+        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed)))
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for input '{missing[0]}'")
+    return {n: np.asarray(inputs[n]) for n in names}
 
 
 def check_fallback(
@@ -38,15 +52,7 @@ def check_fallback(
             chosen = chosen.with_arrays(model.graph, inputs)
         original = model
         model = resolved_model(model, chosen)
-        initializers = {t.name for t in model.graph.initializer}
-        names = [i.name for i in model.graph.input if i.name not in initializers]
-        if inputs is None:
-            arrays = random_inputs(import_model(model, base), seed)
-            inputs = dict(zip(names, arrays))
-        missing = [n for n in names if n not in inputs]
-        if missing:
-            raise ForgeOptError(f"no value given for input '{missing[0]}'")
-        feeds = {n: np.asarray(inputs[n]) for n in names}
+        feeds = _feeds(model, base, inputs, seed)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "split"
             _, infos = split_model(model, folder, min_device_ops=min_device_ops)
@@ -69,3 +75,77 @@ def check_fallback(
         status, results, error=f"split into {infos['graph_num']} sub-models ({devices})",
         oracle=reference.oracle, oracle_note=reference.why,
     )
+
+
+def check_parallel(
+    source,
+    devices: int,
+    inputs: dict[str, np.ndarray] | None = None,
+    *,
+    mpi: bool = False,
+    plan: str = "",
+    min_size: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    min_pcc: float = 0.999,
+    seed: int = 0,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> CheckReport:
+    """`forge-check --devices P [--mpi]`: the model compiled for P devices,
+    run simulated (every device in this process) or with one MPI process
+    per device, against onnxruntime on the whole model. Every device must
+    return the same outputs."""
+    from forge_opt.split.api import parallel_report, tensor_parallel
+    from forge_opt.split.runner import run_parallel
+
+    try:
+        model, base = load_model(source)
+        chosen = InputShapes.of(shapes, dims)
+        if inputs is not None:
+            chosen = chosen.with_arrays(model.graph, inputs)
+        feeds = _feeds(model, base, inputs, seed, chosen)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "tp"
+            infos = tensor_parallel(source, folder, devices, min_size=min_size, plan=plan,
+                                    shapes=chosen.shapes, dims=chosen.dims)
+            try:
+                per_device = run_mpi(folder, feeds, devices) if mpi else run_parallel(folder, feeds)
+            except ForgeCallError as e:
+                return CheckReport(MISMATCH, error=f"a device segment failed on Forge: {e}")
+    except ForgeOptError as e:
+        return CheckReport(NOT_COMPILED, error=str(e))
+    reference = expected_outputs(model, base, feeds)
+    out_names = [o.name for o in model.graph.output]
+    first = per_device[0]
+    results = [
+        compare_output(name, expected, first[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
+        for name, expected in zip(out_names, reference.outputs)
+    ]
+    agree = all(np.array_equal(d[name], first[name]) for d in per_device[1:] for name in out_names)
+    note = parallel_report(infos) + ("" if agree else "\nthe devices' outputs differ")
+    status = MATCH if agree and all(r.ok for r in results) else MISMATCH
+    return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why)
+
+
+def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[dict[str, np.ndarray]]:
+    """Run the plan with `mpiexec -n P` (one process per device, from the
+    `distributed` extra); each device's outputs."""
+    import shutil
+    import subprocess
+    import sys
+
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")
+    np.savez(folder / "inputs.npz", **feeds)  # pyright: ignore[reportArgumentType]
+    command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
+               "--inputs", str(folder / "inputs.npz"), "--output", str(folder / "outputs_{rank}.npz")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise ForgeOptError(f"the MPI run failed ({' '.join(command)}):\n{done.stderr.strip()}")
+    outputs = []
+    for rank in range(devices):
+        with np.load(folder / f"outputs_{rank}.npz") as data:
+            outputs.append({k: data[k] for k in data.files})
+    return outputs

@@ -96,12 +96,27 @@ def write_split(
 
 @dataclass
 class SplitGraph:
+    """One sub-model of a split. Of a tensor-parallel plan (one with a
+    `grid`), a segment every device runs: its paths hold `{rank}`."""
+
     index: int
     device: str
     inputs: list[str]
     outputs: list[str]
     model_path: Path
     context_dir: Path | None
+    module_path: Path | None = None
+
+    def on(self, rank: int) -> SplitGraph:
+        """This graph's files for device `rank`."""
+
+        def at(p: Path | None) -> Path | None:
+            return None if p is None else Path(str(p).replace("{rank}", str(rank)))
+
+        path = at(self.model_path)
+        assert path is not None
+        return SplitGraph(self.index, self.device, self.inputs, self.outputs, path, at(self.context_dir),
+                          at(self.module_path))
 
 
 def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
@@ -124,6 +139,8 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
     if infos["graph_num"] != len(infos["graphs"]):
         raise ForgeOptError(f"{path}: graph_num is {infos['graph_num']} but there are {len(infos['graphs'])} graphs")
     known = {name for name, t in tensors.items() if t.get("attr") == "input"}
+    ranks = range(_grid_size(infos, path))
+    collectives = infos.get("collectives", [])
     graphs = []
     for n, entry in enumerate(infos["graphs"]):
         where = f"{path}: graphs[{n}]"
@@ -140,11 +157,30 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
                 raise ForgeOptError(f"{where}: reads '{x}' before any earlier graph makes it (a cycle or a bad order)")
         known |= set(entry["outputs"])
         model_path = folder / entry["model_info"].get("model_path", "")
-        if not model_path.is_file():
-            raise ForgeOptError(f"{where}: the sub-model {model_path} does not exist")
+        module = entry["model_info"].get("module_path")
         context = entry.get("context_dir")
-        graphs.append(
-            SplitGraph(n, entry["device"], entry["inputs"], entry["outputs"], model_path,
-                       folder / context if context else None)
-        )
+        graph = SplitGraph(n, entry["device"], entry["inputs"], entry["outputs"], model_path,
+                           folder / context if context else None, folder / module if module else None)
+        for rank in ranks:
+            for p in (graph.on(rank).model_path, graph.on(rank).module_path):
+                if p is not None and not p.is_file():
+                    raise ForgeOptError(f"{where}: the file {p} does not exist")
+        graphs.append(graph)
+        for c, step in enumerate(collectives):
+            if step.get("after_graph") == n:
+                if step.get("input") not in known or step.get("output") not in tensors:
+                    raise ForgeOptError(f"{path}: collectives[{c}] reads a tensor no earlier graph makes, or makes "
+                                        "one not in 'tensors'")
+                known.add(step["output"])
     return infos, graphs
+
+
+def _grid_size(infos: dict, path: Path) -> int:
+    """Devices in the plan's grid (1 for a plain split)."""
+    grid = infos.get("grid")
+    if grid is None:
+        return 1
+    shape = grid.get("shape") if isinstance(grid, dict) else None
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and shape[0] >= 1):
+        raise ForgeOptError(f"{path}: 'grid' must be {{\"shape\": [P]}}, a 1-d grid of P devices")
+    return shape[0]

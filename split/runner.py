@@ -16,6 +16,8 @@ import onnx
 
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.interpreters.forge_standin import forge_instance, run_instance
+from forge_opt.interpreters.shard import Collectives, block, run_threads
 from forge_opt.split.folder import read_split
 from forge_opt.split.plan import DEVICE
 
@@ -44,6 +46,14 @@ def run_split(folder: Path, inputs: dict[str, np.ndarray], mode: str = "device")
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
     infos, graphs = read_split(folder)
+    if "grid" in infos:  # a tensor-parallel plan: every device simulated here
+        if mode == "cpu":
+            raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
+        first, *others = run_parallel(folder, inputs)
+        for other in others:
+            if any(not np.array_equal(first[k], other[k]) for k in first):
+                raise ForgeOptError(f"{folder}: the devices' outputs differ")
+        return first
     tensors = infos["tensors"]
     wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
     missing = [name for name in wanted if name not in inputs]
@@ -65,3 +75,56 @@ def run_split(folder: Path, inputs: dict[str, np.ndarray], mode: str = "device")
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
     return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+
+
+def _collect(step: dict, value: np.ndarray, member: Collectives) -> np.ndarray:
+    kind = step["op"]
+    if kind == "all_reduce":
+        return member.all_reduce(value)
+    if kind == "all_gather":
+        return member.all_gather(value, step["axis"])
+    if kind == "reduce_scatter":
+        return block(member.all_reduce(value), step["axis"], member.rank, member.size)
+    raise ForgeOptError(f"collective '{kind}' is none of all_reduce, all_gather, reduce_scatter")
+
+
+def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collectives | None = None):
+    """The model's outputs from a tensor-parallel plan in `folder`: as the
+    device `member` is (one MPI process), or, without one, as every device
+    simulated in this process (a thread each); then the outputs of each
+    device, which must agree."""
+    infos, graphs = read_split(folder)
+    devices = infos["grid"]["shape"][0]
+    if member is not None and member.size != devices:
+        raise ForgeOptError(f"the plan is for {devices} devices but the run has {member.size}")
+    tensors = infos["tensors"]
+    wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
+    missing = [name for name in wanted if name not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
+    after: dict[int, list[dict]] = {}
+    for step in infos.get("collectives", []):
+        after.setdefault(step["after_graph"], []).append(step)
+    ranks = [member.rank] if member is not None else list(range(devices))
+    # loaded here, in this thread: loading swaps in the stand-in modules
+    loaded = {}
+    for rank in ranks:
+        for g in graphs:
+            mine = g.on(rank)
+            assert mine.module_path is not None
+            weights = onnx.load(mine.model_path)
+            loaded[g.index, rank] = forge_instance(mine.module_path.read_text(), str(mine.module_path), weights)
+
+    def device(m: Collectives) -> dict[str, np.ndarray]:
+        values = {name: np.asarray(inputs[name]) for name in wanted}
+        for g in graphs:
+            outs = run_instance(loaded[g.index, m.rank], [values[x] for x in g.inputs])
+            for name, v in zip(g.outputs, outs):
+                values[name] = np.asarray(v).astype(tensors[name]["dtype"], copy=False)
+            for step in after.get(g.index, []):
+                values[step["output"]] = _collect(step, values[step["input"]], m)
+        return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+
+    if member is not None:
+        return [device(member)]
+    return run_threads(devices, device)

@@ -119,6 +119,11 @@ def input_names(func: FuncOp) -> list[str]:
     return _onnx_names(func.arg_attrs, len(func.body.block.args), "input")
 
 
+def output_names(func: FuncOp) -> list[str]:
+    """The ONNX names of a function's results (`output_<i>` where it has none)."""
+    return _onnx_names(func.res_attrs, len(func.function_type.outputs.data), "output")
+
+
 def _onnx_names(attrs, count: int, prefix: str) -> list[str]:
     names = [f"{prefix}_{i}" for i in range(count)]
     if attrs is not None:

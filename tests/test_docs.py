@@ -43,3 +43,18 @@ def test_the_readme_split_report_is_what_forge_split_prints(tmp_path, capsys):
         main([str(ROOT / "examples" / "detector.onnxtxt"), "-o", str(tmp_path / "det"), "--min-device-ops", "2"])
     assert done.value.code == 0
     assert capsys.readouterr().out == "graph    device" + shown
+
+
+def test_the_readme_tensor_parallel_table_is_what_forge_opt_prints(tmp_path, capsys):
+    """The README's GPT-2 table for four devices, compiled: each line shown
+    is printed (the README elides devices 1 to 3)."""
+    from forge_opt.tools.forge_opt import run
+
+    readme = (ROOT / "README.md").read_text()
+    shown = "device   parameters" + readme.split("```\ndevice   parameters")[1].split("```")[0]
+    model = ROOT / "tests" / "data" / "models" / "gpt2_opset17.onnx"
+    assert run([str(model), "-p", "onnx-to-forge{devices=4}", "-t", "forge-python", "-o", f"{tmp_path}/"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    for line in shown.splitlines():
+        if line.strip() and line != "...":
+            assert line in printed, line

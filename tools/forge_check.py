@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> None:
         help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)",
     )
     parser.add_argument(
+        "--devices", type=int, metavar="P",
+        help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)",
+    )
+    parser.add_argument("--mpi", action="store_true", help="with --devices: run one MPI process per device (mpiexec)")
+    parser.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
+    parser.add_argument(
         "--dim", metavar="SYMBOL=N", action="append", default=[],
         help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)",
     )
@@ -61,7 +67,18 @@ def main(argv: list[str] | None = None) -> None:
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
         chosen = InputShapes.parse(args.shape, args.dim)
-        if args.fallback:
+        if (args.mpi or args.plan) and not args.devices:
+            raise ForgeOptError("--mpi and --plan go with --devices P")
+        if args.devices:
+            if args.freeze or args.bisect or args.emit or args.fallback:
+                raise ForgeOptError("--devices does not combine with --freeze, --bisect, --emit or --fallback")
+            from forge_opt.split.check import check_parallel
+
+            report = check_parallel(
+                args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, rtol=args.rtol, atol=args.atol,
+                min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes, dims=chosen.dims,
+            )
+        elif args.fallback:
             if args.freeze or args.bisect or args.emit:
                 raise ForgeOptError("--fallback does not combine with --freeze, --bisect or --emit")
             from forge_opt.split.check import check_fallback
@@ -93,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"forge-check: error: {report.error}", file=sys.stderr)
     else:
         if report.error:
-            print(f"forge-check: {report.error}", file=sys.stderr)
+            print(f"forge-check: {report.error}" if "\n" not in report.error else report.error, file=sys.stderr)
         print(report.format())
     sys.exit(report.status)
 

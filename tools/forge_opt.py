@@ -17,7 +17,7 @@ from xdsl.dialects.func import Func
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.universe import DIALECTS, PASSES, TARGETS
+from forge_opt.universe import DIALECTS, PASSES, TARGETS, shard_dialect
 
 
 class ForgeOptMain(xDSLOptMain):
@@ -30,6 +30,7 @@ class ForgeOptMain(xDSLOptMain):
         self.ctx.register_dialect("func", lambda: Func)
         for name, factory in DIALECTS.items():
             self.ctx.register_dialect(name, factory)
+        self.ctx.register_dialect("shard", shard_dialect)
 
     def register_all_passes(self) -> None:
         from xdsl.transforms.canonicalize import CanonicalizePass
@@ -82,10 +83,39 @@ class ForgeOptMain(xDSLOptMain):
         name = self.args.input_file
         return Path(name).resolve().parent if name else Path.cwd()
 
+    def _output_folder(self) -> str | None:
+        """`-o DIR/` (or an existing folder) with forge-python: the folder a
+        tensor-parallel program is written into."""
+        out = self.args.output_file
+        if out and (out.endswith(os.sep) or os.path.isdir(out)):
+            return out
+        return None
+
+    def prepare_output(self) -> IO[str]:
+        if self._output_folder() is not None:
+            return sys.stdout  # the files go into the folder; the report to the terminal
+        return super().prepare_output()
+
     def output_resulting_program(self, prog: ModuleOp) -> str:
         from xdsl.utils.arg_spec import parse_spec
 
-        if parse_spec(self.args.target).name == "forge-python":
+        from forge_opt.transforms.tp_partition import grid_info
+
+        folder = self._output_folder()
+        is_python = parse_spec(self.args.target).name == "forge-python"
+        if is_python and grid_info(prog) is not None:
+            from pathlib import Path
+
+            from forge_opt.split.api import parallel_report
+            from forge_opt.split.parallel import write_parallel
+
+            if folder is None:
+                raise ForgeOptError("a program for several devices is a folder of modules: give -o DIR/")
+            _check_folder(Path(folder))
+            return parallel_report(write_parallel(prog, Path(folder))) + "\n"
+        if folder is not None:
+            raise ForgeOptError(f"{folder}: is a folder; -o names a file unless the program is for several devices")
+        if is_python:
             from io import StringIO
             from pathlib import Path
 
@@ -121,6 +151,12 @@ class ForgeOptMain(xDSLOptMain):
             action="store_true",
             help="show the Python traceback of an error (for forge-opt developers)",
         )
+
+
+def _check_folder(folder) -> None:
+    """Write into an empty folder or over our own plan, never over other files."""
+    if folder.exists() and any(folder.iterdir()) and not (folder / "graph_infos.json").is_file():
+        raise ForgeOptError(f"{folder}: is not empty and holds no plan of ours; choose an empty folder")
 
 
 def _message(e: BaseException) -> str:

@@ -13,7 +13,9 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
+from forge_opt.transforms.tensor_parallel import TensorParallelPass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
+from forge_opt.transforms.tp_partition import TPPartitionPass
 
 
 def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
@@ -38,15 +40,24 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
 
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
-    """The whole lowering: onnx-to-tir, lower-split, tir-to-forge."""
+    """The whole lowering: onnx-to-tir, lower-split, tir-to-forge. With
+    `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
+    per-device program is lowered to Forge segment by segment, device by
+    device, when forge-python writes it (`split/parallel.py`)."""
 
     name = "onnx-to-forge"
+
+    devices: int = 1
+    min_size: int = 0
+    plan: str = ""
 
     # `onnx-to-forge{verify-each=true}` verifies between its steps, naming the
     # step that produced invalid IR.
     verify_each: bool = False
 
     def passes(self) -> list[ModulePass]:
+        if self.devices > 1:
+            return [OnnxToTirPass(), TensorParallelPass(self.devices, self.min_size, self.plan), TPPartitionPass()]
         return [OnnxToTirPass(), LowerSplitPass(), TirToForgePass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -54,7 +65,11 @@ class OnnxToForgePass(ModulePass):
 
 
 ALL_PASSES: dict[str, type[ModulePass]] = {
-    p.name: p for p in (OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass)
+    p.name: p
+    for p in (
+        OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass,
+        TensorParallelPass, TPPartitionPass,
+    )
 }
 
 

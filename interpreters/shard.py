@@ -1,0 +1,153 @@
+"""The `shard` collectives in numpy, for P simulated devices in one process
+(one thread per device) or for real ones (one MPI process per device).
+
+Every form sums in rank order, ((x0 + x1) + x2) + ..., so a simulation and
+an MPI run of two devices agree to the bit (MPI's sum of two is x0 + x1 on
+both). `all_slice` needs no communication: device k keeps block k.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+
+from forge_opt.dialects import shard
+
+
+class Collectives(Protocol):
+    rank: int
+    size: int
+
+    def all_reduce(self, x: np.ndarray) -> np.ndarray: ...
+
+    def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray: ...
+
+
+def block(x: np.ndarray, axis: int, rank: int, size: int) -> np.ndarray:
+    """Device `rank`'s block of `x` along `axis`."""
+    n = x.shape[axis] // size
+    return np.take(x, np.arange(rank * n, (rank + 1) * n), axis=axis)
+
+
+def rank_order_sum(parts: Sequence[np.ndarray]) -> np.ndarray:
+    total = np.array(parts[0], copy=True)
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+class ThreadGroup:
+    """P devices simulated by P threads: each collective is one exchange of
+    every device's array through shared slots."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.slots: list[Any] = [None] * size
+        self.barrier = threading.Barrier(size)
+
+    def member(self, rank: int) -> ThreadMember:
+        return ThreadMember(self, rank)
+
+
+class ThreadMember:
+    def __init__(self, group: ThreadGroup, rank: int):
+        self.group, self.rank, self.size = group, rank, group.size
+
+    def _exchange(self, x: np.ndarray) -> list[np.ndarray]:
+        g = self.group
+        g.slots[self.rank] = np.asarray(x)
+        g.barrier.wait()
+        parts = list(g.slots)
+        g.barrier.wait()  # every device has read before any writes again
+        return parts
+
+    def all_reduce(self, x: np.ndarray) -> np.ndarray:
+        return rank_order_sum(self._exchange(x))
+
+    def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return np.concatenate(self._exchange(x), axis=axis)
+
+
+class MpiMember:
+    """This process's device in an MPI job (mpi4py's COMM_WORLD)."""
+
+    def __init__(self, comm=None):
+        from mpi4py import MPI  # the `distributed` extra
+
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self._sum = MPI.SUM
+
+    def all_reduce(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        self.comm.Allreduce(x, out, op=self._sum)
+        return out
+
+    def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
+        x = np.ascontiguousarray(x)
+        out = np.empty((self.size, *x.shape), x.dtype)
+        self.comm.Allgather(x, out)
+        return np.concatenate(list(out), axis=axis)
+
+
+def run_threads(size: int, work: Callable[[ThreadMember], Any]) -> list[Any]:
+    """`work(member)` on `size` threads, one per device; their results in
+    rank order. An error on one device is raised (the others are released)."""
+    group = ThreadGroup(size)
+    results: list[Any] = [None] * size
+    errors: list[BaseException] = []
+
+    def body(rank: int) -> None:
+        try:
+            results[rank] = work(group.member(rank))
+        except BaseException as e:
+            errors.append(e)
+            group.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        raise (real or errors)[0]
+    return results
+
+
+@register_impls
+class ShardFunctions(InterpreterFunctions):
+    """The collectives for one device of the group `member` belongs to."""
+
+    def __init__(self, member: Collectives):
+        self.member = member
+
+    @impl(shard.AllSliceOp)
+    def run_all_slice(self, interpreter: Interpreter, op: shard.AllSliceOp, args):
+        return (block(np.asarray(args[0]), op.axis, self.member.rank, self.member.size),)
+
+    @impl(shard.AllGatherOp)
+    def run_all_gather(self, interpreter: Interpreter, op: shard.AllGatherOp, args):
+        return (self.member.all_gather(np.asarray(args[0]), op.axis),)
+
+    @impl(shard.AllReduceOp)
+    def run_all_reduce(self, interpreter: Interpreter, op: shard.AllReduceOp, args):
+        return (self.member.all_reduce(np.asarray(args[0])),)
+
+    @impl(shard.ReduceScatterOp)
+    def run_reduce_scatter(self, interpreter: Interpreter, op: shard.ReduceScatterOp, args):
+        m = self.member
+        return (block(m.all_reduce(np.asarray(args[0])), op.axis, m.rank, m.size),)
+
+    @impl(shard.ShardOp)
+    def run_shard(self, interpreter: Interpreter, op: shard.ShardOp, args):
+        return (args[0],)  # an annotation: the global value is unchanged
+
+    @impl(shard.ShardingOp)
+    def run_sharding(self, interpreter: Interpreter, op: shard.ShardingOp, args):
+        return (None,)

@@ -1,0 +1,65 @@
+// RUN: forge-opt %s -p 'tensor-parallel{devices=2}' --split-input-file | filecheck %s
+
+// Megatron's pairing: the first Linear column-parallel (its weight split by
+// columns), the one after the element-wise op row-parallel (by rows).
+// CHECK:       shard.grid @tp(shape = 2)
+// CHECK-LABEL: func.func @mlp
+func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w1 = tir.constant {value = dense<1.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %w2 = tir.constant {value = dense<2.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+  %h = tir.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %r = tir.unary relu %h : tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = tir.matmul %r, %w2 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK:      %[[COLS:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[W1:.*]] = shard.shard %w1 to %[[COLS]] : tensor<8x16xf32>
+// CHECK-NEXT: %h = tir.matmul %x, %[[W1]] : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %r = tir.unary relu %h : tensor<4x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[ROWS:.*]] = shard.sharding @tp split_axes = {{\[\[}}0], []] : !shard.sharding
+// CHECK-NEXT: %[[W2:.*]] = shard.shard %w2 to %[[ROWS]] : tensor<16x8xf32>
+// CHECK-NEXT: %y = tir.matmul %r, %[[W2]] : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: func.return %y
+
+// -----
+
+// A vocabulary the devices do not divide: negative indices made positive,
+// the table padded with a zero row no index reaches, then split by rows.
+// CHECK-LABEL: func.func @embedding
+func.func @embedding(%idx: tensor<5xi64>) -> tensor<5x4xf32> {
+  %t = tir.constant {value = dense<1.0> : tensor<7x4xf32>} : tensor<7x4xf32>
+  %e = tir.gather %t, %idx {axis = 0 : i64} : tensor<7x4xf32>, tensor<5xi64> -> tensor<5x4xf32>
+  func.return %e : tensor<5x4xf32>
+}
+// CHECK:      %[[ZERO:.*]] = tir.constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+// CHECK-NEXT: %[[NEG:.*]] = tir.binary lt %idx, %[[ZERO]] : tensor<5xi64>, tensor<1xi64> -> tensor<5xi1>
+// CHECK-NEXT: %[[ROWS:.*]] = tir.constant {value = dense<7> : tensor<1xi64>} : tensor<1xi64>
+// CHECK-NEXT: %[[WRAP:.*]] = tir.binary add %idx, %[[ROWS]] : tensor<5xi64>, tensor<1xi64> -> tensor<5xi64>
+// CHECK-NEXT: %[[POS:.*]] = tir.where %[[NEG]], %[[WRAP]], %idx : tensor<5xi1>, tensor<5xi64>, tensor<5xi64> -> tensor<5xi64>
+// CHECK-NEXT: %[[PAD:.*]] = tir.pad %t {pads = array<i64: 0, 1, 0, 0>, value = 0.000000e+00 : f32} : tensor<7x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[SPLIT:.*]] = shard.sharding @tp split_axes = {{\[\[}}0], []] : !shard.sharding
+// CHECK-NEXT: %[[T:.*]] = shard.shard %[[PAD]] to %[[SPLIT]] : tensor<8x4xf32>
+// CHECK-NEXT: %e = tir.gather %[[T]], %[[POS]] {axis = 0 : i64} : tensor<8x4xf32>, tensor<5xi64> -> tensor<5x4xf32>
+
+// -----
+
+// A fused projection split into equal parts (GPT-2's QKV) is packed: the
+// columns reordered so each device holds its block of every part, and the
+// split reads the parts per device.
+// CHECK-LABEL: func.func @fused_qkv
+func.func @fused_qkv(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %w = tir.constant {value = dense<1.0> : tensor<4x8xf32>} : tensor<4x8xf32>
+  %y = tir.matmul %x, %w : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
+  %q, %k = tir.split %y axis 1 sections [4, 4] : tensor<2x8xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  func.return %q, %k : tensor<2x4xf32>, tensor<2x4xf32>
+}
+// CHECK:      %[[B:.*]] = tir.reshape %w : tensor<4x8xf32> -> tensor<4x2x2x2xf32>
+// CHECK-NEXT: %[[S:.*]] = tir.transpose %[[B]] perm [0, 2, 1, 3] : tensor<4x2x2x2xf32> -> tensor<4x2x2x2xf32>
+// CHECK-NEXT: %[[P:.*]] = tir.reshape %[[S]] : tensor<4x2x2x2xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[COLS:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[W:.*]] = shard.shard %[[P]] to %[[COLS]] : tensor<4x8xf32>
+// CHECK-NEXT: %y = tir.matmul %x, %[[W]] : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[D:.*]] = tir.reshape %y : tensor<2x8xf32> -> tensor<2x2x2x2xf32>
+// CHECK-NEXT: %[[Q:.*]], %[[K:.*]] = tir.split %[[D]] axis 2 sections [1, 1]
+// CHECK-NEXT: %{{.*}} = tir.reshape %[[Q]] : tensor<2x2x1x2xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %{{.*}} = tir.reshape %[[K]] : tensor<2x2x1x2xf32> -> tensor<2x4xf32>

@@ -1,0 +1,360 @@
+"""A per-device program (`tp-partition`'s output) as what the host runs:
+segments of device work cut at each collective, each compiled to one Forge
+module per device, and the plan saying in order which segment runs and
+which collective joins them. The plan is `graph_infos.json` (AutoSplit's
+format, `split/plan.py`) extended with `grid` and `collectives`; the same
+runner executes both (`split/runner.py`).
+
+Device k's modules load only its blocks of the weights: every
+`shard.all_slice` of a value made of constants is computed once per device
+at compile time into a constant of its own (a parameter when it slices a
+model weight, saved in `dev{k}/weights.onnx`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.interpreter import Interpreter
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError, node_name
+from forge_opt.dialects import forge, shard, tir
+from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.interpreters.shard import block
+from forge_opt.interpreters.tir import TirFunctions
+from forge_opt.split.folder import INFOS
+from forge_opt.targets.forge_python import emit_module, input_names, output_names, save_constants
+from forge_opt.transforms.lower_split import LowerSplitPass
+from forge_opt.transforms.lowering import erase_dead_ops
+from forge_opt.transforms.tir_to_forge import TirToForgePass
+from forge_opt.transforms.tp_partition import grid_info
+
+COLLECTIVE_OPS = {
+    shard.AllReduceOp: "all_reduce",
+    shard.AllGatherOp: "all_gather",
+    shard.ReduceScatterOp: "reduce_scatter",
+}
+
+
+@dataclass
+class Segment:
+    ops: list[Operation]
+    inputs: list[SSAValue] = field(default_factory=list)
+    outputs: list[SSAValue] = field(default_factory=list)
+
+
+@dataclass
+class Collective:
+    op: Operation
+    after: int  # the segment it follows
+
+
+def _nbytes(t) -> int:
+    assert isinstance(t, TensorType)
+    return math.prod(t.get_shape()) * np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
+
+
+def ring_bytes(kind: str, nbytes: int, devices: int) -> int:
+    """What each device sends in a ring implementation: an all-reduce of B
+    bytes 2·B·(P−1)/P, an all-gather producing B bytes B·(P−1)/P, a
+    reduce-scatter of B bytes B·(P−1)/P."""
+    factor = 2 if kind == "all_reduce" else 1
+    return factor * nbytes * (devices - 1) // devices
+
+
+class Program:
+    """The per-device function cut into segments and collectives."""
+
+    def __init__(self, module: ModuleOp):
+        found = grid_info(module)
+        funcs = [f for f in module.ops if isinstance(f, FuncOp)]
+        if found is None or len(funcs) != 1:
+            raise ForgeOptError("a tensor-parallel program has one shard.grid and one function")
+        self.grid, self.devices = found
+        self.func = funcs[0]
+        self.constant: set[SSAValue] = set()  # values computed from constants alone
+        self.segments: list[Segment] = []
+        self.collectives: list[Collective] = []
+        self.names: dict[SSAValue, str] = {}
+        self._per_device: dict[SSAValue, bool] = {}
+        self._cut()
+
+    def _cut(self) -> None:
+        """Segments end at each collective. Constants (and values made of
+        them alone) belong to no segment: each segment that reads one
+        computes it itself."""
+        body = self.func.body.block
+        current: list[Operation] = []
+        self.ret: ReturnOp | None = None
+        for op in body.ops:
+            if isinstance(op, ReturnOp):
+                self.ret = op
+            elif type(op) in COLLECTIVE_OPS:
+                if current:
+                    self.segments.append(Segment(current))
+                    current = []
+                self.collectives.append(Collective(op, len(self.segments) - 1))
+            elif all(v in self.constant for v in op.operands):
+                self.constant.update(op.results)
+            else:
+                current.append(op)
+        if current:
+            self.segments.append(Segment(current))
+        # what crosses: collectives' operands, the results, values a later segment reads
+        crossing: set[SSAValue] = {c.op.operands[0] for c in self.collectives}
+        if self.ret is not None:
+            crossing.update(self.ret.arguments)
+        for seg in self.segments:
+            inside = {r for op in seg.ops for r in op.results}
+            for op in seg.ops:
+                for v in op.operands:
+                    if v not in inside and v not in self.constant and v not in seg.inputs:
+                        seg.inputs.append(v)
+                        crossing.add(v)
+        for seg in self.segments:
+            seg.outputs = [r for op in seg.ops for r in op.results if r in crossing]
+        # names: the model's for its inputs and outputs, the IR's hints, else t<N>
+        for arg, name in zip(body.args, input_names(self.func)):
+            self.names[arg] = name
+        if self.ret is not None:
+            for v, name in zip(self.ret.arguments, output_names(self.func)):
+                self.names.setdefault(v, name)
+        steps = [*(op for seg in self.segments for op in seg.ops), *(c.op for c in self.collectives)]
+        for op in sorted(steps, key=body.get_operation_index):
+            for v in op.results:
+                if v not in self.names and (v in crossing or type(op) in COLLECTIVE_OPS):
+                    self.names[v] = self._unique(v.name_hint or node_name(op) or f"t{len(self.names)}")
+
+    def _unique(self, hint: str) -> str:
+        taken = set(self.names.values())
+        name, n = hint, 0
+        while name in taken:
+            n += 1
+            name = f"{hint}_{n}"
+        return name
+
+    def per_device(self, v: SSAValue) -> bool:
+        """Whether a constant value differs between devices (a block of one)."""
+        if v not in self._per_device:
+            op = v.owner
+            self._per_device[v] = isinstance(op, shard.AllSliceOp) or (
+                isinstance(op, Operation) and any(self.per_device(o) for o in op.operands)
+            )
+        return self._per_device[v]
+
+    def segment_module(self, n: int, rank: int, weights: dict[str, np.ndarray]) -> ModuleOp:
+        """Segment `n` as device `rank` runs it: a module of `tir` ops with
+        every block of a constant computed (and recorded in `weights` when
+        it is a model weight's)."""
+        seg = self.segments[n]
+        arg_types = [v.type for v in seg.inputs]
+        body = Block(arg_types=arg_types)
+        mapping: dict[SSAValue, SSAValue] = dict(zip(seg.inputs, body.args))
+        interp = _ConstantEvaluator(self.devices, rank)
+        params: dict[str, SSAValue] = {}
+
+        def value(v: SSAValue) -> SSAValue:
+            if v in mapping:
+                return mapping[v]
+            assert v in self.constant, f"{v} is neither an input nor a constant"
+            op = v.owner
+            assert isinstance(op, Operation)
+            if self.per_device(v):
+                # a parameter of its own, named for the weight (or the layer) it is a block of
+                array = interp.value(v)
+                name = _claim(weights, _weight_name(v) or node_name(op) or "block", array)
+                if name in params:  # the same block used twice in the segment
+                    mapping[v] = params[name]
+                    return params[name]
+                const = tir.ConstantOp(array_to_attr(array), name)
+                const.location = op.location
+                body.add_op(const)
+                params[name] = mapping[v] = const.output
+                return const.output
+            clone = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
+            body.add_op(clone)
+            mapping.update(zip(op.results, clone.results))
+            return mapping[v]
+
+        for op in seg.ops:
+            if isinstance(op, shard.AllSliceOp):  # a block of an activation: a slice
+                x = value(op.input)
+                rows = dtypes.tensor(op.result.type).get_shape()[op.axis]
+                new = tir.StridedSliceOp(x, [op.axis], [rank * rows], [(rank + 1) * rows], [1])
+            else:
+                new = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
+            new.location = op.location
+            body.add_op(new)
+            mapping.update(zip(op.results, new.results))
+        outs = [mapping[v] for v in seg.outputs]
+        body.add_op(ReturnOp(*outs))
+        func = FuncOp(f"segment_{n}", (arg_types, [v.type for v in seg.outputs]), Region(body))
+        func.arg_attrs = _names([self.names[v] for v in seg.inputs])
+        module = ModuleOp([func])
+        erase_dead_ops(module)
+        return module
+
+    def tensors(self) -> dict[str, dict]:
+        """Every value the host moves: its per-device shape and type."""
+        inputs = set(self.func.body.block.args)
+        outputs = set(self.ret.arguments) if self.ret else set()
+        out = {}
+        for v, name in self.names.items():
+            t = dtypes.tensor(v.type)
+            attr = "input" if v in inputs else "output" if v in outputs else "intermediate"
+            out[name] = {
+                "shape": list(t.get_shape()),
+                "dtype": np.dtype(dtypes.numpy_dtype(t.element_type)).name,
+                "attr": attr,
+            }
+        return out
+
+
+def _names(names: Iterable[str]):
+    from xdsl.dialects.builtin import ArrayAttr
+
+    return ArrayAttr([DictionaryAttr({"onnx.name": StringAttr(n)}) for n in names])
+
+
+def _weight_name(v: SSAValue) -> str | None:
+    """The model weight a constant expression is a block of (its first
+    operand's, through each op), if one."""
+    op = v.owner
+    while isinstance(op, Operation):
+        if isinstance(op, tir.ConstantOp):
+            return op.weight_name.data if op.weight_name is not None else None
+        if not op.operands:
+            return None
+        op = op.operands[0].owner
+    return None
+
+
+def _claim(weights: dict[str, np.ndarray], base: str, array: np.ndarray) -> str:
+    """A parameter name for device block `array` of weight `base`."""
+    name, n = f"{base}.shard", 0
+    while name in weights and not (weights[name].shape == array.shape and np.array_equal(weights[name], array)):
+        n += 1
+        name = f"{base}.shard{n}"
+    weights[name] = array
+    return name
+
+
+class _ConstantEvaluator:
+    """Values made of constants, as device `rank` holds them."""
+
+    def __init__(self, devices: int, rank: int):
+        self.devices, self.rank = devices, rank
+        self.memo: dict[SSAValue, np.ndarray] = {}
+        self.interp = Interpreter(ModuleOp([]))
+        self.interp.register_implementations(TirFunctions())
+
+    def value(self, v: SSAValue) -> np.ndarray:
+        if v in self.memo:
+            return self.memo[v]
+        op = v.owner
+        assert isinstance(op, Operation)
+        args = [self.value(o) for o in op.operands]
+        if isinstance(op, tir.ConstantOp):
+            result = attr_to_array(op.value)
+        elif isinstance(op, shard.AllSliceOp):
+            result = np.ascontiguousarray(block(args[0], op.axis, self.rank, self.devices))
+        else:
+            result = np.asarray(self.interp.run_op(op, tuple(args))[0])
+        self.memo[v] = result
+        return result
+
+
+def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, layout: str = "NCHW") -> dict:
+    """Compile each segment for each device into `folder`: `dev{k}/` holds
+    device k's modules, their constants and `weights.onnx`; the plan is
+    `graph_infos.json`. Returns the plan."""
+    program = Program(module)
+    p = program.devices
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = program.tensors()
+    graphs = []
+    devices = []
+    for rank in range(p):
+        weights: dict[str, np.ndarray] = {}
+        constant_bytes = 0
+        dev = folder / f"dev{rank}"
+        dev.mkdir(exist_ok=True)
+        for n in range(len(program.segments)):
+            seg_module = program.segment_module(n, rank, weights)
+            LowerSplitPass().apply(Context(), seg_module)
+            TirToForgePass().apply(Context(), seg_module)
+            for op in seg_module.walk():
+                if isinstance(op, forge.ParameterOp):
+                    weights.setdefault(op.parameter_name.data, attr_to_array(op.value))
+            emitted = emit_module(seg_module)
+            constant_bytes += sum(a.nbytes for a in emitted.constants.values())
+            (dev / f"segment_{n}.py").write_text(emitted.source)
+            save_constants(emitted, dev)
+        _save_weights(weights, dev)
+        devices.append({
+            "rank": rank,
+            "parameter_bytes": int(sum(a.nbytes for a in weights.values())),
+            "parameters": len(weights),
+            "constant_bytes": int(constant_bytes),
+        })
+    for n, seg in enumerate(program.segments):
+        graphs.append({
+            "inputs": [program.names[v] for v in seg.inputs],
+            "outputs": [program.names[v] for v in seg.outputs],
+            "device": "tt",
+            "model_info": {"model_path": "dev{rank}/weights.onnx", "module_path": f"dev{{rank}}/segment_{n}.py"},
+            "context_dir": "dev{rank}",
+        })
+    collectives = []
+    for c in program.collectives:
+        kind = COLLECTIVE_OPS[type(c.op)]
+        moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
+        nbytes = _nbytes(moved.type)
+        entry = {
+            "after_graph": c.after,
+            "op": kind,
+            "input": program.names[c.op.operands[0]],
+            "output": program.names[c.op.results[0]],
+            "bytes": nbytes,
+            "ring_bytes_per_device": ring_bytes(kind, nbytes, p),
+        }
+        if kind != "all_reduce":
+            entry["axis"] = c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
+        collectives.append(entry)
+    infos = {
+        "graphs": graphs,
+        "tensors": tensors,
+        "graph_num": len(graphs),
+        "platform": "onnx",
+        "dynamic": False,
+        "layout": layout,
+        "grid": {"name": program.grid, "shape": [p]},
+        "collectives": collectives,
+        "devices": devices,
+        "layers": [
+            {"node": layer.name, "kind": layer.kind, "case": layer.case, "packed": layer.packed,
+             "padded_rows": layer.padded_rows}
+            for layer in layers or []
+        ],
+    }
+    (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
+    return infos
+
+
+def _save_weights(weights: dict[str, np.ndarray], dev: Path) -> None:
+    initializers = [onnx.numpy_helper.from_array(np.ascontiguousarray(a), name) for name, a in weights.items()]
+    graph = onnx.helper.make_graph([], "weights", [], [], initializers)
+    model = onnx.helper.make_model(graph)
+    onnx.save_model(model, dev / "weights.onnx", save_as_external_data=True, location="weights.bin",
+                    size_threshold=0)

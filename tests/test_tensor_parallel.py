@@ -1,0 +1,247 @@
+"""Tensor parallelism (`tensor-parallel`, `tp-partition`, the per-device
+plan and its runner): each of Paddle's three cases alone, the Megatron
+pairing on the GPT-2 and BERT exports, the MPI run, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from model_helpers import make_model
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt.check.model import MATCH
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.api import tensor_parallel
+from forge_opt.split.check import check_parallel, run_mpi
+from forge_opt.split.parallel import ring_bytes
+from forge_opt.split.runner import run_parallel
+from forge_opt.tools import forge_opt as forge_opt_tool
+
+MODELS = Path(__file__).parent / "data" / "models"
+RNG = np.random.default_rng(0)
+
+
+def _f32(*shape) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def embedding_model(rows: int, width: int = 8, count: int = 12) -> onnx.ModelProto:
+    return make_model(
+        [helper.make_node("Gather", ["table", "idx"], ["y"], name="embed")],
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [count])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [count, width])],
+        [numpy_helper.from_array(_f32(rows, width), "table")],
+    )
+
+
+def linear_model(layers: int = 1, width: int = 16) -> onnx.ModelProto:
+    """`layers` Linear+bias layers with a Relu between."""
+    nodes, inits, x = [], [], "x"
+    for n in range(layers):
+        nodes += [
+            helper.make_node("MatMul", [x, f"w{n}"], [f"m{n}"], name=f"fc{n}"),
+            helper.make_node("Add", [f"m{n}", f"b{n}"], [f"a{n}"], name=f"bias{n}"),
+        ]
+        inits += [numpy_helper.from_array(_f32(width, width), f"w{n}"), numpy_helper.from_array(_f32(width), f"b{n}")]
+        x = f"a{n}"
+        if n < layers - 1:
+            nodes.append(helper.make_node("Relu", [x], [f"r{n}"], name=f"relu{n}"))
+            x = f"r{n}"
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, width])],
+        inits,
+    )
+
+
+def _plan(tmp_path: Path, layers: dict) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"layers": layers}))
+    return str(path)
+
+
+def _ops(infos: dict) -> list[str]:
+    return [c["op"] for c in infos["collectives"]]
+
+
+def _exact(report, tol: float = 1e-5) -> None:
+    assert report.status == MATCH, report.format()
+    assert all(o.max_abs_error <= tol for o in report.outputs), report.format()
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_vocab_parallel_embedding_at_every_boundary(devices):
+    rows = 8
+    n = rows // devices
+    idx = np.array([0, n - 1, n, rows - 1, -1, -rows, 1, n + 1, rows - 2, 0, n, rows - 1], np.int64)
+    report = check_parallel(embedding_model(rows), devices, {"idx": idx})
+    _exact(report)
+    assert "all_reduce" in report.error and "all_gather" not in report.error
+
+
+def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
+    """10 rows on 4 devices: padded to 12 (zero rows no index reaches), each
+    device's table 3 rows plus its zero row."""
+    model = embedding_model(10)
+    infos = tensor_parallel(model, tmp_path / "tp", 4)
+    assert infos["layers"][0]["padded_rows"] == 2
+    idx = np.array([0, 2, 3, 5, 6, 8, 9, -1, -10, 4, 7, 1], np.int64)
+    got = run_parallel(tmp_path / "tp", {"idx": idx})
+    table = numpy_helper.to_array(model.graph.initializer[0])
+    for outputs in got:
+        np.testing.assert_allclose(outputs["y"], table[idx], atol=1e-6)
+    weights = onnx.load(str(tmp_path / "tp" / "dev3" / "weights.onnx"))
+    (block,) = [numpy_helper.to_array(t) for t in weights.graph.initializer if t.name == "table.shard"]
+    assert block.shape == (4, 8)  # rows 9, 10 (padding), 11 (padding) and the zero row
+    np.testing.assert_array_equal(block[0], table[9])
+    assert not block[1:].any()
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_column_parallel_linear_gathers_its_output(devices):
+    report = check_parallel(linear_model(1), devices)
+    _exact(report)
+    assert "all_gather" in report.error and "all_reduce" not in report.error
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_row_parallel_linear_splits_its_input_and_adds_the_bias_once(devices, tmp_path):
+    plan = _plan(tmp_path, {"fc0": {"axis": 0}})
+    infos = tensor_parallel(linear_model(1), tmp_path / "tp", devices, plan=plan)
+    assert infos["layers"][0]["case"] == "row"
+    assert _ops(infos) == ["all_reduce"]  # and the bias after it
+    _exact(check_parallel(linear_model(1), devices, plan=plan))
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_column_then_row_needs_one_all_reduce_and_no_gather(devices, tmp_path):
+    infos = tensor_parallel(linear_model(2), tmp_path / "tp", devices)
+    assert [layer["case"] for layer in infos["layers"]] == ["column", "row"]
+    assert _ops(infos) == ["all_reduce"]
+    _exact(check_parallel(linear_model(2), devices))
+
+
+def test_gather_out_gathers_at_the_column_layer(tmp_path):
+    plan = _plan(tmp_path, {"fc0": {"axis": 1, "gather_out": True}, "fc1": {"axis": None}})
+    infos = tensor_parallel(linear_model(2), tmp_path / "tp", 2, plan=plan)
+    assert [layer["case"] for layer in infos["layers"]] == ["column", "replicated"]
+    assert _ops(infos) == ["all_gather"]
+    _exact(check_parallel(linear_model(2), 2, plan=plan))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2_opset17", "bert_opset17"])
+@pytest.mark.parametrize("devices", [2, 4])
+def test_transformer_exports_pair_their_layers(name, devices, tmp_path):
+    model = MODELS / f"{name}.onnx"
+    infos = tensor_parallel(model, tmp_path / "tp", devices)
+    blocks = 2
+    ops = _ops(infos)
+    # one all-reduce for the embedding, one per attention and one per MLP
+    assert ops.count("all_reduce") == 1 + 2 * blocks
+    # the only all-gather is GPT-2's LM head output, never between paired layers
+    assert ops.count("all_gather") == (1 if name.startswith("gpt2") else 0)
+    assert ops[-1] == "all_gather" or "all_gather" not in ops
+    cases = [layer["case"] for layer in infos["layers"]]
+    assert cases.count("row") == 2 * blocks
+    report = check_parallel(model, devices)
+    assert report.status == MATCH, report.format()
+    assert min(o.pcc for o in report.outputs) >= 0.9999
+
+
+@pytest.mark.slow
+def test_gpt2_fused_qkv_is_packed_and_each_device_holds_one_block_of_each_weight(tmp_path):
+    model = onnx.load(str(MODELS / "gpt2_opset17.onnx"))
+    original = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    devices = 4
+    infos = tensor_parallel(MODELS / "gpt2_opset17.onnx", tmp_path / "tp", devices)
+    assert [layer["packed"] for layer in infos["layers"] if "c_attn" in layer["node"]] == [3, 3]
+    blocks: dict[str, int] = {}
+    for rank in range(devices):
+        weights = onnx.load(str(tmp_path / "tp" / f"dev{rank}" / "weights.onnx"))
+        for t in weights.graph.initializer:
+            if t.name.endswith(".shard"):
+                blocks[t.name] = blocks.get(t.name, 0) + numpy_helper.to_array(t).nbytes
+    sharded = {name.removesuffix(".shard"): size for name, size in blocks.items()}
+    layer_weights = [n for n in sharded if n in original and original[n].ndim == 2]
+    assert len(layer_weights) >= 8  # wte and each block's c_attn, c_proj, c_fc, c_proj
+    for name in layer_weights:
+        # P blocks of 1/P each; an embedding's also have Paddle's zero row each
+        zero_rows = devices * original[name][0].nbytes if name.endswith("wte.weight") else 0
+        assert sharded[name] == original[name].nbytes + zero_rows, name
+
+
+def test_ring_formula_in_the_plan(tmp_path):
+    infos = tensor_parallel(linear_model(2), tmp_path / "tp", 4)
+    (step,) = infos["collectives"]
+    assert step["bytes"] == 4 * 16 * 4  # the [4, 16] float32 sum
+    assert step["ring_bytes_per_device"] == 2 * step["bytes"] * 3 // 4
+    assert ring_bytes("all_gather", 8192, 4) == 6144
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt2_opset17", "bert_opset17"])
+def test_mpi_run_matches_the_simulation_bit_for_bit(name, tmp_path):
+    if shutil.which("mpiexec") is None and not (Path(sys.executable).parent / "mpiexec").exists():
+        pytest.skip("mpiexec not installed (the distributed extra)")
+    folder = tmp_path / "tp"
+    tensor_parallel(MODELS / f"{name}.onnx", folder, 2)
+    ids = np.random.default_rng(1).integers(0, 128, (1, 16)).astype(np.int64)
+    simulated = run_parallel(folder, {"input_ids": ids})
+    over_mpi = run_mpi(folder, {"input_ids": ids}, 2)
+    for sim, real in zip(simulated, over_mpi):
+        assert sim.keys() == real.keys()
+        for name in sim:
+            np.testing.assert_array_equal(sim[name], real[name])
+
+
+def test_a_dimension_the_devices_do_not_divide_names_the_layer():
+    report = check_parallel(MODELS / "bert_opset17.onnx", 3)
+    assert report.status == 2
+    assert "query/MatMul" in report.error and "(64)" in report.error and "3 devices" in report.error
+
+
+def test_a_head_count_the_devices_do_not_divide_names_the_reshape():
+    report = check_parallel(MODELS / "gpt2_opset17.onnx", 8)
+    assert report.status == 2
+    assert "Reshape" in report.error and "head count" in report.error and "8 devices" in report.error
+
+
+def test_plan_errors_name_the_node(tmp_path):
+    missing = _plan(tmp_path, {"nope": {"axis": 1}})
+    with pytest.raises(ForgeOptError, match="the node 'nope', which the model does not have"):
+        tensor_parallel(linear_model(1), tmp_path / "a", 2, plan=missing)
+    not_a_layer = _plan(tmp_path, {"relu0": {"axis": 1}})
+    with pytest.raises(ForgeOptError, match=r"relu0.*neither a Linear"):
+        tensor_parallel(linear_model(2), tmp_path / "b", 2, plan=not_a_layer)
+    wrong_case = _plan(tmp_path, {"embed": {"axis": 1}})
+    with pytest.raises(ForgeOptError, match="axis 1 on the Embedding"):
+        tensor_parallel(embedding_model(8), tmp_path / "c", 2, plan=wrong_case)
+    bad = _plan(tmp_path, {"fc0": {"axis": 2}})
+    with pytest.raises(ForgeOptError, match="'axis' must be 0, 1 or null"):
+        tensor_parallel(linear_model(1), tmp_path / "d", 2, plan=bad)
+
+
+def test_forge_opt_writes_the_plan_folder_and_keeps_other_files(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    onnx.save(linear_model(2), str(model))
+    out = tmp_path / "out"
+    args = [str(model), "-p", "onnx-to-forge{devices=2}", "-t", "forge-python", "-o", f"{out}/"]
+    assert forge_opt_tool.run(args) == 0
+    assert (out / "graph_infos.json").is_file() and (out / "dev1" / "segment_0.py").is_file()
+    assert "all_reduce" in capsys.readouterr().out
+    assert forge_opt_tool.run(args) == 0  # over its own plan
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert forge_opt_tool.run([*args[:-1], f"{other}/"]) == 1
+    assert "holds no plan of ours" in capsys.readouterr().err
+    assert (other / "notes.txt").read_text() == "mine"

@@ -1,0 +1,45 @@
+"""`mpiexec -n P python -m forge_opt.tools.tp_run FOLDER --inputs x.npz`:
+run a tensor-parallel plan (written by `forge-opt -p 'onnx-to-forge{devices=P}'
+-t forge-python -o FOLDER`), this process being one device; the collectives
+are MPI's (mpi4py). Rank 0 prints the outputs' shapes; `--output` saves
+each device's outputs (`{rank}` in the name is the device)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from forge_opt.diagnostics import ForgeOptError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tp_run", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("folder", help="the plan's folder (graph_infos.json with a grid)")
+    p.add_argument("--inputs", required=True, help=".npz file with one array per model input")
+    p.add_argument("--output", metavar="FILE", help="save this device's outputs ({rank} is the device)")
+    args = p.parse_args(argv)
+    from forge_opt.interpreters.shard import MpiMember
+    from forge_opt.split.runner import run_parallel
+
+    member = MpiMember()
+    try:
+        with np.load(args.inputs) as data:
+            inputs = {k: data[k] for k in data.files}
+        outputs = run_parallel(Path(args.folder), inputs, member)[0]
+    except (ForgeOptError, OSError, ValueError, EOFError) as e:  # a bad plan or inputs file
+        print(f"tp_run (device {member.rank}): error: {e}", file=sys.stderr)
+        member.comm.Abort(2)
+        return 2
+    if args.output:
+        np.savez(args.output.replace("{rank}", str(member.rank)), **outputs)  # pyright: ignore[reportArgumentType]
+    if member.rank == 0:
+        for name, value in outputs.items():
+            print(f"{name}: {value.dtype} {list(value.shape)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

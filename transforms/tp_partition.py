@@ -1,0 +1,195 @@
+"""`tp-partition`: the annotated global program (`shard.shard` on weights
+and layer outputs, from `tensor-parallel`) becomes the program each of the
+P devices runs: local shapes, weights taken in blocks (`shard.all_slice`,
+which costs no communication) and explicit collectives where a value's
+sharding must change (`shard.all_reduce`, `shard.all_gather`,
+`shard.reduce_scatter`). MLIR's shard partition pass does the same for its
+ops; the rules for ours are `tp_rules`.
+
+A gather from a table split by rows (vocab-parallel embedding) becomes
+Paddle's masked lookup: device k's table is its N/P rows plus a zero row;
+an index in its range [k·N/P, (k+1)·N/P) becomes the local row, any other
+the zero row, and the devices' results are summed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects import shard, tir
+from forge_opt.dialects.elements import array_to_attr
+from forge_opt.transforms.tp_rules import REPLICATED, Sharding, local_type, rule, shape, split
+
+
+def grid_info(module: ModuleOp) -> tuple[str, int] | None:
+    """The name and size of the module's 1-d device grid, if it has one."""
+    for op in module.ops:
+        if isinstance(op, shard.GridOp):
+            dims = op.shape.get_values()
+            if len(dims) != 1:
+                raise ForgeOptError(f"grid @{op.sym_name.data}: tensor parallelism uses a 1-d grid, not {list(dims)}")
+            return op.sym_name.data, dims[0]
+    return None
+
+
+def sharding_of(op: shard.ShardingOp) -> Sharding:
+    axes = [i for i, grid_axes in enumerate(shard.split_axes(op)) if grid_axes]
+    if len(axes) > 1:
+        raise ForgeOptError(f"a sharding splits {len(axes)} dims; tp-partition splits one")
+    return split(axes[0]) if axes else REPLICATED
+
+
+class _Partitioner:
+    def __init__(self, func: FuncOp, grid: str, devices: int):
+        self.func, self.grid, self.devices = func, grid, devices
+        self.block: Block = func.body.block
+        self.new: dict[SSAValue, SSAValue] = {}
+        self.sharding: dict[SSAValue, Sharding] = {}
+        self.resharded: dict[tuple[SSAValue, Sharding], SSAValue] = {}
+        self.before: Operation | None = None
+
+    def add(self, op: Operation, sharding: Sharding = REPLICATED) -> SSAValue:
+        """Insert `op` before the op being partitioned, with its location
+        (diagnostics and names keep pointing at the ONNX node); its result."""
+        assert self.before is not None
+        self.block.insert_op_before(op, self.before)
+        op.location = self.before.location
+        for r in op.results:
+            self.sharding[r] = sharding
+        return op.results[0]
+
+    def reshard(self, v: SSAValue, want: Sharding) -> SSAValue:
+        have = self.sharding[v]
+        if have == want:
+            return v
+        key = (v, want)
+        if key in self.resharded:
+            return self.resharded[key]
+        t = v.type
+        assert isinstance(t, TensorType)
+        p, g = self.devices, self.grid
+        if want.partial:
+            raise ForgeOptError(f"tp-partition cannot make a partial value of a {have} one")
+        if have.partial:
+            if want.axis is None:
+                out = self.add(shard.all_reduce(v, g, [0]))
+            else:
+                out = self.add(shard.ReduceScatterOp(v, g, [0], want.axis, local_type(t, want, p)), want)
+        elif have.axis is None:
+            assert want.axis is not None
+            out = self.add(shard.AllSliceOp(v, g, [0], want.axis, local_type(t, want, p)), want)
+        else:
+            full = list(t.get_shape())
+            full[have.axis] *= p
+            out = self.add(shard.AllGatherOp(v, g, [0], have.axis, TensorType(t.element_type, full)))
+            if want.axis is not None:
+                out = self.reshard(out, want)
+        self.resharded[key] = out
+        return out
+
+    def run(self) -> None:
+        for arg in self.block.args:
+            self.new[arg], self.sharding[arg] = arg, REPLICATED
+        old_ops = list(self.block.ops)
+        for op in old_ops:
+            self.before = op
+            if isinstance(op, shard.ShardingOp | shard.GridOp):
+                continue
+            if isinstance(op, shard.ShardOp):
+                target = op.sharding.owner
+                if not isinstance(target, shard.ShardingOp):
+                    raise ForgeOptError("shard.shard: its sharding must come from a shard.sharding op")
+                self.new[op.result] = self.reshard(self.new[op.src], sharding_of(target))
+                continue
+            if isinstance(op, ReturnOp):
+                outs = [self.reshard(self.new[v], REPLICATED) for v in op.arguments]
+                self.block.insert_op_before(ReturnOp(*outs), op)
+                continue
+            operands = [self.new[v] for v in op.operands]
+            given = [self.sharding[v] for v in operands]
+            r = rule(op, given, self.devices)
+            local = [self.reshard(v, want) for v, want in zip(operands, r.operands)]
+            if isinstance(op, tir.GatherOp) and r.results[0].partial:
+                self.new[op.output] = self.masked_lookup(op, local[0], local[1])
+                continue
+            types = [local_type(dtypes.tensor(t), s, self.devices) for t, s in zip(op.result_types, r.results)]
+            clone = type(op).create(
+                operands=local, result_types=types, properties=dict(op.properties), attributes=dict(op.attributes)
+            )
+            clone.location = op.location
+            self.block.insert_op_before(clone, op)
+            for old, new, s in zip(op.results, clone.results, r.results):
+                new.name_hint = old.name_hint
+                self.new[old], self.sharding[new] = new, s
+        for op in reversed(old_ops):
+            if not isinstance(op, shard.ShardingOp | shard.GridOp):
+                op.detach()
+                op.erase(safe_erase=False)
+        for op in list(self.block.ops):  # the shardings the annotations used
+            if isinstance(op, shard.ShardingOp) and not op.result.uses:
+                op.detach()
+                op.erase()
+
+    def masked_lookup(self, op: tir.GatherOp, table: SSAValue, indices: SSAValue) -> SSAValue:
+        """Paddle's vocab-parallel embedding on device k: rows [k·n, (k+1)·n)
+        local, every other index the zero row n."""
+        p, g = self.devices, self.grid
+        rows, width = shape(table)
+        total = rows * p
+        it = indices.type
+        assert isinstance(it, TensorType) and isinstance(it.element_type, IntegerType)
+        np_int = dtypes.numpy_dtype(it.element_type)
+
+        def const(values) -> SSAValue:
+            return self.add(tir.ConstantOp(array_to_attr(np.asarray(values, np_int))))
+
+        def per_device(values) -> SSAValue:  # device k's entry of a [P] constant, as [1]
+            whole = const(values)
+            one = TensorType(it.element_type, [1])
+            return self.add(shard.AllSliceOp(whole, g, [0], 0, one), split(0))
+
+        def binary(fn, a, b) -> SSAValue:
+            return self.add(tir.BinaryOp(fn, a, b))
+
+        # ONNX counts negative indices from the end
+        negative = binary("lt", indices, const([0]))
+        idx = self.add(tir.WhereOp(negative, binary("add", indices, const([total])), indices))
+        lo = per_device([k * rows for k in range(p)])
+        hi = per_device([(k + 1) * rows for k in range(p)])
+        inside = binary("and", binary("ge", idx, lo), binary("lt", idx, hi))
+        local = self.add(tir.WhereOp(inside, binary("sub", idx, lo), const([rows])))
+        et = dtypes.tensor(table.type)
+        zero = IntegerAttr(0, et.element_type) if isinstance(et.element_type, IntegerType) else \
+            FloatAttr(0.0, cast(AnyFloat, et.element_type))
+        zero_row = self.add(tir.FullOp(zero, TensorType(et.element_type, [1, width])))
+        padded = self.add(tir.ConcatOp([table, zero_row], 0))
+        out = self.add(tir.GatherOp(padded, local, 0))
+        out.name_hint = op.output.name_hint
+        self.sharding[out] = Sharding(partial=True)
+        return out
+
+
+@dataclass(frozen=True)
+class TPPartitionPass(ModulePass):
+    """Rewrite the annotated global program into the per-device program
+    with explicit collectives (a no-op on a module without a grid)."""
+
+    name = "tp-partition"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        found = grid_info(op)
+        if found is None:
+            return
+        for func in op.ops:
+            if isinstance(func, FuncOp) and func.body.blocks:
+                _Partitioner(func, *found).run()

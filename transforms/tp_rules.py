@@ -1,0 +1,165 @@
+"""How each `tir` op carries a sharding over a 1-d grid of P devices: the one
+table both tensor-parallel passes use (`tensor-parallel` to choose layer
+cases, `tp-partition` to rewrite to per-device shapes).
+
+A value is replicated (every device holds it whole), split along one axis
+(device k holds the k-th of P equal blocks), or partial (every device holds
+a summand of it). `rule(op, given, P)` says which sharding each operand
+must have for the op to run locally and what its results then are; a
+caller reshards an operand that has another (`tp_partition.reshard`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+
+from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects import tir
+
+
+@dataclass(frozen=True)
+class Sharding:
+    axis: int | None = None  # the split axis
+    partial: bool = False  # a summand on each device
+
+    def __str__(self) -> str:
+        return "partial" if self.partial else "replicated" if self.axis is None else f"split({self.axis})"
+
+
+REPLICATED = Sharding()
+PARTIAL = Sharding(partial=True)
+
+
+def split(axis: int) -> Sharding:
+    return Sharding(axis)
+
+
+@dataclass
+class Rule:
+    operands: list[Sharding]  # what each operand must be
+    results: list[Sharding]
+
+
+class TPError(ForgeOptError):
+    """A layer or op that P devices cannot share as asked."""
+
+
+def shape(v: SSAValue) -> list[int]:
+    t = v.type
+    assert isinstance(t, TensorType)
+    return list(t.get_shape())
+
+
+def local_type(t: TensorType, s: Sharding, devices: int) -> TensorType:
+    if s.axis is None:
+        return t
+    dims = list(t.get_shape())
+    dims[s.axis] //= devices
+    return TensorType(t.element_type, dims)
+
+
+def _replicated(op: Operation) -> Rule:
+    return Rule([REPLICATED] * len(op.operands), [REPLICATED] * len(op.results))
+
+
+def reshape_axis(src: Sequence[int], dst: Sequence[int], axis: int) -> int | None:
+    """The axis of `dst` that a split of `src`'s `axis` becomes: the one
+    whose outer dims hold as many elements as `axis`'s outer dims (then
+    each device's block of `src` is the same elements as its block of
+    `dst`, when that axis' size divides by P). None if there is none."""
+    outer = math.prod(src[:axis])
+    for b in range(len(dst)):
+        if math.prod(dst[:b]) == outer and dst[b] != 1:
+            return b
+        if math.prod(dst[:b]) > outer:
+            return None
+    return None
+
+
+def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
+    """Broadcasting element-wise ops: one split axis of the result, each
+    operand split along its own matching axis or broadcast along it."""
+    rank = len(shape(op.results[0]))
+    out = shape(op.results[0])
+    axes = set()
+    for v, s in zip(op.operands, given):
+        if s.partial:
+            return _replicated(op)
+        if s.axis is not None:
+            axes.add(s.axis + rank - len(shape(v)))
+    if len(axes) != 1:
+        return _replicated(op)
+    b = axes.pop()
+    wanted = []
+    for v in op.operands:
+        a = b - (rank - len(shape(v)))
+        wanted.append(REPLICATED if a < 0 or shape(v)[a] == 1 != out[b] else split(a))
+    return Rule(wanted, [split(b)])
+
+
+def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
+    x, w = given
+    xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
+    if x.partial or w.partial:
+        return _replicated(op)
+    if w.axis is not None and w.axis == wr - 1 and wr == 2:  # column-parallel (x gathered if split)
+        return Rule([REPLICATED, w], [split(rank - 1)])
+    if w.axis is not None and w.axis == wr - 2 and wr == 2:  # row-parallel: contract over the split
+        return Rule([split(xr - 1), w], [PARTIAL])
+    if x.axis is not None and w.axis is None and x.axis < xr - 1:  # rows or batch of x
+        b = x.axis + rank - xr
+        return Rule([x, REPLICATED], [split(b)])
+    if x.axis is not None and w.axis is not None and x.axis < xr - 2 and w.axis < wr - 2:
+        b = x.axis + rank - xr
+        if b == w.axis + rank - wr:  # the same batch axis of both (attention heads)
+            return Rule([x, w], [split(b)])
+    return _replicated(op)
+
+
+def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
+    """The shardings `op` runs with locally, given its operands' current
+    ones. Ops not named here run replicated."""
+    if isinstance(op, tir.UnaryOp | tir.CastOp | tir.ClipOp):
+        s = given[0]
+        return _replicated(op) if s.partial else Rule([s], [s])
+    if isinstance(op, tir.BinaryOp | tir.WhereOp):
+        return _elementwise(op, given)
+    if isinstance(op, tir.MatmulOp):
+        return _matmul(op, given)
+    s = given[0] if given else REPLICATED
+    if s.axis is None:
+        if isinstance(op, tir.GatherOp) and given[1].axis is not None and op.axis.value.data == 0:
+            return Rule([REPLICATED, given[1]], [split(given[1].axis)])
+        return _replicated(op)
+    a = s.axis
+    if isinstance(op, tir.ReshapeOp):
+        b = reshape_axis(shape(op.input), shape(op.output), a)
+        if b is None:
+            return _replicated(op)
+        if shape(op.output)[b] % devices:
+            raise TPError(
+                f"{describe(op)}: reshapes the dim of {shape(op.input)[a]} split over {devices} devices into "
+                f"{shape(op.output)}, whose dim {b} ({shape(op.output)[b]}, e.g. a head count) {devices} does not "
+                "divide; choose a P that divides it or keep the layers before it replicated (plan)"
+            )
+        return Rule([s], [split(b)])
+    if isinstance(op, tir.TransposeOp):
+        return Rule([s], [split(list(op.perm.get_values()).index(a))])
+    if isinstance(op, tir.SoftmaxOp):
+        return Rule([s], [s]) if op.axis.value.data != a else _replicated(op)
+    if isinstance(op, tir.LayernormOp):
+        return Rule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)
+    if isinstance(op, tir.SplitOp):
+        return Rule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)
+    if isinstance(op, tir.ConcatOp):
+        if op.axis.value.data != a or any(g != s for g in given):
+            return _replicated(op)
+        return Rule([s] * len(given), [s])
+    if isinstance(op, tir.GatherOp) and a == 0 and op.axis.value.data == 0 and given[1].axis is None:
+        return Rule([s, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
+    return _replicated(op)

@@ -245,3 +245,41 @@ def test_forge_opt_writes_the_plan_folder_and_keeps_other_files(tmp_path, capsys
     assert forge_opt_tool.run([*args[:-1], f"{other}/"]) == 1
     assert "holds no plan of ours" in capsys.readouterr().err
     assert (other / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_both_stages_run_on_the_interpreters(devices):
+    """The annotated program computes what the original does (`shard.shard`
+    is the identity); the per-device program, on P simulated devices, gives
+    every device that value."""
+    from forge_opt.frontends.onnx import import_model, load_model
+    from forge_opt.interpreters.run import run_devices, run_module
+    from forge_opt.transforms.pipelines import run_pipeline
+
+    model, base = load_model(MODELS / "gpt2_opset17.onnx")
+    module = import_model(model, base)
+    run_pipeline(module, "onnx-to-tir")
+    ids = np.random.default_rng(2).integers(0, 128, (1, 16)).astype(np.int64)
+    (want,) = run_module(module, [ids])
+    run_pipeline(module, f"tensor-parallel{{devices={devices}}}")
+    (annotated,) = run_module(module, [ids])
+    np.testing.assert_array_equal(annotated, want)
+    run_pipeline(module, "tp-partition")
+    for (got,) in run_devices(module, [ids], devices):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_forge_split_run_runs_a_tensor_parallel_plan(tmp_path, capsys):
+    from forge_opt.tools.forge_split import main as forge_split
+
+    model = tmp_path / "m.onnx"
+    onnx.save(linear_model(2), str(model))
+    tensor_parallel(model, tmp_path / "tp", 2)
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(tmp_path / "tp"), "--check", "--model", str(model)])
+    assert done.value.code == 0
+    assert "match" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(tmp_path / "tp"), "--mode", "cpu"])
+    assert done.value.code == 2
+    assert "no CPU mode" in capsys.readouterr().err

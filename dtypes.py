@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 from xdsl.dialects.builtin import (
@@ -34,12 +35,14 @@ _U = Signedness.UNSIGNED
 class UnsupportedElementType(ForgeOptError, ValueError):
     """An element type numpy (and so forge-opt's evaluation) cannot hold."""
 
-# ONNX data type -> (MLIR element type factory, numpy dtype or None when numpy has none)
+# ONNX data type -> (MLIR element type, numpy dtype). numpy has no 16-bit
+# brain float, 8-bit or 4-bit float or 4-bit and 2-bit integer: ml_dtypes
+# (JAX's and TensorFlow's) gives them, with numpy's casts and ufuncs.
 _TABLE: dict[int, tuple[Attribute, np.dtype | None]] = {
     TensorProto.FLOAT: (Float32Type(), np.dtype("<f4")),
     TensorProto.DOUBLE: (Float64Type(), np.dtype("<f8")),
     TensorProto.FLOAT16: (Float16Type(), np.dtype("<f2")),
-    TensorProto.BFLOAT16: (BFloat16Type(), None),
+    TensorProto.BFLOAT16: (BFloat16Type(), np.dtype(ml_dtypes.bfloat16)),
     TensorProto.INT8: (IntegerType(8), np.dtype("i1")),
     TensorProto.INT16: (IntegerType(16), np.dtype("<i2")),
     TensorProto.INT32: (IntegerType(32), np.dtype("<i4")),
@@ -49,19 +52,47 @@ _TABLE: dict[int, tuple[Attribute, np.dtype | None]] = {
     TensorProto.UINT32: (IntegerType(32, _U), np.dtype("<u4")),
     TensorProto.UINT64: (IntegerType(64, _U), np.dtype("<u8")),
     TensorProto.BOOL: (IntegerType(1), np.dtype("bool")),
-    TensorProto.FLOAT8E4M3FN: (Float8E4M3FNType(), None),
-    TensorProto.FLOAT8E4M3FNUZ: (Float8E4M3FNUZType(), None),
-    TensorProto.FLOAT8E5M2: (Float8E5M2Type(), None),
-    TensorProto.FLOAT8E5M2FNUZ: (Float8E5M2FNUZType(), None),
-    TensorProto.FLOAT8E8M0: (Float8E8M0FNUType(), None),
-    TensorProto.FLOAT4E2M1: (Float4E2M1FNType(), None),
-    TensorProto.INT4: (IntegerType(4), None),
-    TensorProto.UINT4: (IntegerType(4, _U), None),
-    TensorProto.INT2: (IntegerType(2), None),
-    TensorProto.UINT2: (IntegerType(2, _U), None),
+    TensorProto.FLOAT8E4M3FN: (Float8E4M3FNType(), np.dtype(ml_dtypes.float8_e4m3fn)),
+    TensorProto.FLOAT8E4M3FNUZ: (Float8E4M3FNUZType(), np.dtype(ml_dtypes.float8_e4m3fnuz)),
+    TensorProto.FLOAT8E5M2: (Float8E5M2Type(), np.dtype(ml_dtypes.float8_e5m2)),
+    TensorProto.FLOAT8E5M2FNUZ: (Float8E5M2FNUZType(), np.dtype(ml_dtypes.float8_e5m2fnuz)),
+    TensorProto.FLOAT8E8M0: (Float8E8M0FNUType(), np.dtype(ml_dtypes.float8_e8m0fnu)),
+    TensorProto.FLOAT4E2M1: (Float4E2M1FNType(), np.dtype(ml_dtypes.float4_e2m1fn)),
+    TensorProto.INT4: (IntegerType(4), np.dtype(ml_dtypes.int4)),
+    TensorProto.UINT4: (IntegerType(4, _U), np.dtype(ml_dtypes.uint4)),
+    TensorProto.INT2: (IntegerType(2), np.dtype(ml_dtypes.int2)),
+    TensorProto.UINT2: (IntegerType(2, _U), np.dtype(ml_dtypes.uint2)),
 }
 
 _BY_MLIR: dict[Attribute, int] = {mlir: onnx_t for onnx_t, (mlir, _) in _TABLE.items()}
+
+
+_NARROW_FLOATS = frozenset(
+    np.dtype(t) for t in (
+        ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
+        ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn,
+    )
+)
+
+
+_HELD = frozenset(d.newbyteorder("=") for _, d in _TABLE.values() if d is not None)
+
+
+def holds(dtype) -> bool:
+    """Whether values of a numpy dtype have an element type here (numbers
+    and ml_dtypes' narrow ones; not strings, objects or complex)."""
+    return np.dtype(dtype).newbyteorder("=") in _HELD
+
+
+def is_float(dtype) -> bool:
+    """numpy's floats and ml_dtypes' (whose numpy kind is 'V')."""
+    d = np.dtype(dtype)
+    return d.kind == "f" or d in _NARROW_FLOATS
+
+
+def is_narrow_float(dtype) -> bool:
+    """A float numpy cannot compute in itself: ml_dtypes' bfloat16, float8, float4."""
+    return np.dtype(dtype) in _NARROW_FLOATS
 
 
 def onnx_name(onnx_type: int) -> str:

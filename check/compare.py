@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from forge_opt.dialects.forge_rules import data_format
+from forge_opt.dtypes import is_float
 
 
 @dataclass
@@ -64,7 +66,11 @@ def compare_output(
         return OutputResult(name, got.shape, float("inf"), 0.0, False, f"values of dtype {got.dtype}")
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, compared as equal below when both are
         err = float(np.max(np.abs(wide_want - wide_got))) if want.size else 0.0
-    if want.dtype.kind in "fc":
+    if want.dtype.kind == "c" or is_float(want.dtype):
+        # a float narrower than float32 is compared at its own resolution: two units in the last place
+        if is_float(want.dtype) and want.dtype.itemsize < 4:
+            eps = float(ml_dtypes.finfo(want.dtype).eps)
+            rtol, atol = max(rtol, 2 * eps), max(atol, 2 * eps)
         ok = bool(np.allclose(wide_got, wide_want, rtol=rtol, atol=atol, equal_nan=True))
     else:
         ok = bool(np.array_equal(want, got))

@@ -24,6 +24,8 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from forge_opt.dtypes import is_float
+
 
 class ForgeRuleError(Exception):
     """A call Forge itself rejects; the message starts with the rule's id."""
@@ -129,7 +131,7 @@ def promote(*dtypes: np.dtype) -> np.dtype:
     """torch's promotion of tensors with dimensions: the widest float if any
     operand is a float, else the widest integer; bool is the narrowest."""
     ds = [np.dtype(d) for d in dtypes]
-    floats = [d for d in ds if d.kind == "f"]
+    floats = [d for d in ds if is_float(d)]
     pool = floats or [d for d in ds if d.kind in "iu"] or ds
     return max(pool, key=lambda d: d.itemsize)
 
@@ -141,7 +143,7 @@ def result_dtype(call: Call) -> np.dtype:
         return ds[0]
     if fn == "Divide":  # torch::div: true division, an integer quotient is float32
         d = promote(*ds)
-        return d if d.kind == "f" else np.dtype(np.float32)
+        return d if is_float(d) else np.dtype(np.float32)
     if fn in _ARITHMETIC or fn in ("Matmul", "Concatenate"):
         return promote(*ds)
     if fn == "Where":

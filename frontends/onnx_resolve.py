@@ -33,6 +33,7 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto, numpy_helper
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dtypes import holds
 from forge_opt.frontends.onnx_functions import expand, expandable, function_body
 from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads, rename_reads, subgraphs
 from forge_opt.transforms.fold_constants import FOLD_LIMIT
@@ -182,7 +183,7 @@ class _Round:
             target = self.types.get(node.input[1])
             if target is not None and target.WhichOneof("value") == "tensor_type" and target.tensor_type.elem_type:
                 dtype = onnx.helper.tensor_dtype_to_np_dtype(target.tensor_type.elem_type)
-                if np.dtype(dtype).kind in "biuf":
+                if holds(np.dtype(dtype)):
                     return self._fold(node, [self.known[node.input[0]].astype(dtype)])
         for name in node.input:  # a tensor of no elements is known from its type alone
             if name and name not in self.known:
@@ -203,8 +204,8 @@ class _Round:
             outs = evaluate_node(node, inputs, self.opset)
         except Exception:  # not evaluable here: the lowering reports what is wrong with it
             return None
-        if any(not isinstance(o, np.ndarray) or o.size > FOLD_LIMIT or o.dtype.kind not in "biuf" for o in outs):
-            return None  # too large, or strings and types numpy lacks (bfloat16), which the importer cannot hold
+        if any(not isinstance(o, np.ndarray) or o.size > FOLD_LIMIT or not holds(o.dtype) for o in outs):
+            return None  # too large, or strings, which the importer cannot hold
         return outs
 
     def _small_enough(self, node: NodeProto) -> bool:

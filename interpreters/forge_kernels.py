@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from forge_opt.dialects import forge_rules
+from forge_opt.dtypes import is_narrow_float
 
 KERNELS: dict[str, Callable[..., Any]] = {}
 
@@ -22,8 +23,12 @@ KERNELS: dict[str, Callable[..., Any]] = {}
 def evaluate(function: str, arrays, keywords: dict) -> np.ndarray:
     """Forge's golden for one call: the kernel's values in the element type
     Forge computes (`forge_rules.result_dtype`)."""
-    out = np.asarray(KERNELS[function](*arrays, **keywords))
-    call = forge_rules.Call(function, [], [None if a is None else a.dtype for a in arrays], keywords)
+    dtypes_in = [None if a is None else a.dtype for a in arrays]
+    # torch computes bfloat16 (and float8) ops in float32 and rounds the
+    # result once; numpy on ml_dtypes would round inside some kernels
+    wide = [a.astype(np.float32) if a is not None and is_narrow_float(a.dtype) else a for a in arrays]
+    out = np.asarray(KERNELS[function](*wide, **keywords))
+    call = forge_rules.Call(function, [], dtypes_in, keywords)
     return out.astype(forge_rules.result_dtype(call), copy=False)
 
 

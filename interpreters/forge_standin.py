@@ -21,6 +21,7 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from forge_opt.dialects import forge_rules
@@ -212,10 +213,28 @@ def _torch_shim() -> types.ModuleType:
     for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"):
         setattr(torch, name, np.dtype(name))
     torch.__dict__.update(
-        from_numpy=lambda a: np.asarray(a),
+        bfloat16=np.dtype(ml_dtypes.bfloat16),
+        from_numpy=_from_numpy,
         full=lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype),
     )
     return torch
+
+
+class _TorchTensor(np.ndarray):
+    """What `torch.from_numpy` gives: an array with torch's `.to(dtype)`."""
+
+    def to(self, dtype) -> np.ndarray:
+        return np.asarray(self).astype(dtype)
+
+
+def _from_numpy(a: np.ndarray) -> np.ndarray:
+    """torch.from_numpy: numpy's own dtypes only, as torch; ml_dtypes'
+    (bfloat16, float8) are opaque to it ("can't convert np.ndarray of type
+    numpy.void")."""
+    a = np.asarray(a)
+    if a.dtype.kind == "V":
+        raise TypeError(f"can't convert np.ndarray of type {a.dtype} (numpy.void) to a torch tensor")
+    return a.view(_TorchTensor)
 
 
 def _make_modules() -> dict[str, types.ModuleType]:

@@ -335,19 +335,19 @@ def _where_values(e, condition, x, y):
     return e.value(tir.WhereOp(condition, x, y))
 
 
-def _floor_of(e, x):
+def floor_of(e, x):
     """x - mod(x, 1): numpy's and PyTorch's remainder takes the divisor's sign."""
     return binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
 
 
 @lowers(onnx.FloorOp)
 def _floor(op: onnx.FloorOp, e: Emitter):
-    return [_floor_of(e, op.X)]
+    return [floor_of(e, op.X)]
 
 
 @lowers(onnx.CeilOp)
 def _ceil(op: onnx.CeilOp, e: Emitter):
-    return [unary(e, UnaryFn.NEG, _floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
+    return [unary(e, UnaryFn.NEG, floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
 
 
 def cast_like(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:

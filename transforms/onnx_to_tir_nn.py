@@ -297,7 +297,7 @@ def _window_pool(op, e: Emitter, kind: str):
     extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     auto_pad = op.auto_pad.data
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        totals = [max(0, (o - 1) * s + x_ - n) for o, s, x_, n in zip(out, strides, extents, shape[2:])]
+        totals = [max(0, (o - 1) * s + span - n) for o, s, span, n in zip(out, strides, extents, shape[2:])]
         small = [t // 2 for t in totals]
         large = [t - t // 2 for t in totals]
         begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
@@ -307,7 +307,10 @@ def _window_pool(op, e: Emitter, kind: str):
         pads = list(op.pads.get_values())
         begin, end = pads[:r], pads[r:]
     # what the last window reaches past the padding (ceil mode)
-    over = [max(0, (o - 1) * s + x_ - (n + b + f)) for o, s, x_, n, b, f in zip(out, strides, extents, shape[2:], begin, end)]
+    over = [
+        max(0, (o - 1) * s + span - (n + b + f))
+        for o, s, span, n, b, f in zip(out, strides, extents, shape[2:], begin, end)
+    ]
     if kind == "lp":
         p = op.p.value.data
         x = binary(e, BinaryFn.POW, unary(e, UnaryFn.ABS, x), scalar(e, p, x))

@@ -13,7 +13,7 @@ from forge_opt.split.placement import Where, place
 def _model():
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
-        helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("ReverseSequence", ["r", "lens"], ["v"], name="reverse", batch_axis=0, time_axis=1),
         helper.make_node("Shape", ["v"], ["s"], name="shape"),
         helper.make_node("Reshape", ["v", "s"], ["w"], name="reshape"),
         helper.make_node("Pad", ["w", "pads"], ["a"], name="pad_reflect", mode="reflect"),
@@ -23,11 +23,11 @@ def _model():
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
-         helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 9])],
-        [numpy_helper.from_array(np.array([3], np.int64), "k"),
-         # reflecting 3 columns of a 3-column tensor: more than it has
-         numpy_helper.from_array(np.array([0, 3, 0, 3], np.int64), "pads")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 24])],
+        [numpy_helper.from_array(np.array([8, 5], np.int64), "lens"),
+         # reflecting 8 columns of an 8-column tensor: more than it has
+         numpy_helper.from_array(np.array([0, 8, 0, 8], np.int64), "pads")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
@@ -37,14 +37,14 @@ def test_the_lowering_decides():
     where = {name: p.where for name, p in placements.items()}
     assert where == {
         "relu": Where.DEVICE,
-        "topk": Where.CPU,
+        "reverse": Where.CPU,
         "shape": Where.FOLDED,
         "reshape": Where.DEVICE,
         "pad_reflect": Where.CPU,
         "sigmoid": Where.DEVICE,
     }
-    assert "onnx.TopK has no lowering to Forge" in placements["topk"].reason
-    assert "reflect padding of 3 needs more than 3 elements on axis 1" in placements["pad_reflect"].reason
+    assert "onnx.ReverseSequence has no lowering to Forge" in placements["reverse"].reason
+    assert "reflect padding of 8 needs more than 8 elements on axis 1" in placements["pad_reflect"].reason
 
 
 def test_pins_move_nodes_to_the_cpu():

@@ -7,7 +7,8 @@ import math
 from typing import cast
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, i1
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, Signedness, i1
+from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
@@ -481,6 +482,46 @@ def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
     return [binary(e, BinaryFn.SUB, last, first)]
 
 
+@lowers(onnx.TopKOp)
+def _top_k(op: onnx.TopKOp, e: Emitter):
+    """K rounds of: the (first) maximum along the axis and where it is, then
+    that position masked out with -inf. Ties go to the lower index, as ONNX
+    asks; the smallest K are the largest K of -x. Results come sorted."""
+    shape = static_shape(op.X, e)
+    axis = normalize_axis(op.axis.value.data, len(shape), e)
+    k_value = constant_array(op.K)
+    if k_value is None:
+        raise e.error("the 'K' input must be a compile-time constant")
+    k = int(np.asarray(k_value).reshape(-1)[0])
+    if not 0 <= k <= shape[axis]:
+        raise e.error(f"K = {k} is outside [0, {shape[axis]}] for axis {axis} of size {shape[axis]}")
+    largest = bool(op.largest.value.data)
+    x = op.X if largest else unary(e, UnaryFn.NEG, op.X)
+    positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+    position = e.value(tir.ConstantOp(array_to_attr(positions)))
+    element = dtypes.tensor(op.X.type).element_type
+    lowest = e.value(tir.FullOp(_lowest(element), dtypes.tensor_type(element, [])))
+    values, indices = [], []
+    for round_ in range(k):
+        where = e.value(tir.ArgmaxOp(x, axis, True))
+        best = reduce(e, ReduceFn.MAX, x, [axis], True)
+        values.append(best if largest else unary(e, UnaryFn.NEG, best))
+        indices.append(where)
+        if round_ < k - 1:
+            x = e.value(tir.WhereOp(binary(e, BinaryFn.EQ, position, where), lowest, x))
+    if k == 1:
+        return [values[0], indices[0]]
+    return [e.value(tir.ConcatOp(values, axis)), e.value(tir.ConcatOp(indices, axis))]
+
+
+def _lowest(element):
+    """The fill that never wins a maximum: -inf for floats, the type's least integer else."""
+    if isinstance(element, IntegerType):
+        unsigned = element.signedness.data == Signedness.UNSIGNED
+        return IntegerAttr(0 if unsigned else -(1 << (element.width.data - 1)), element)
+    return FloatAttr(-math.inf, cast(AnyFloat, element))
+
+
 @lowers(onnx.HardmaxOp)
 def _hardmax(op: onnx.HardmaxOp, e: Emitter):
     """1 where the first maximum along `axis` is, 0 elsewhere: the argmax
@@ -579,16 +620,33 @@ def _scatter_nd(op: onnx.ScatterNDOp, e: Emitter):
 
 @lowers(onnx.OneHotOp)
 def _one_hot(op: onnx.OneHotOp, e: Emitter):
-    indices = constant_array(op.indices)
+    """on where an index (negative ones counting back from depth) equals the
+    position along the new axis, off elsewhere: folded when the indices are
+    constants, compared at run time when not."""
     depth = constant_array(op.depth)
-    if indices is None or depth is None:
-        raise e.error("the 'indices' and 'depth' inputs must be compile-time constants")
+    if depth is None:
+        raise e.error("the 'depth' input must be a compile-time constant")
     depth = int(np.asarray(depth).reshape(-1)[0])
-    rank = indices.ndim + 1
+    shape = static_shape(op.indices, e, "indices")
+    rank = len(shape) + 1
     axis = normalize_axis(op.axis.value.data, rank, e)
-    idx = np.where(indices < 0, indices + depth, indices)
-    hot = np.expand_dims(idx, axis) == np.arange(depth).reshape([-1 if i == axis else 1 for i in range(rank)])
-    mask = e.value(tir.ConstantOp(array_to_attr(hot)))
+    along = [-1 if i == axis else 1 for i in range(rank)]
+    indices = constant_array(op.indices)
+    if indices is not None:
+        idx = np.where(indices < 0, indices + depth, indices)
+        hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(along)
+        mask = e.value(tir.ConstantOp(array_to_attr(hot)))
+    else:
+        idx_dtype = dtypes.numpy_dtype(dtypes.tensor(op.indices.type).element_type)
+
+        def const(values) -> SSAValue:
+            return e.value(tir.ConstantOp(array_to_attr(np.asarray(values, idx_dtype))))
+
+        x = op.indices
+        negative = binary(e, BinaryFn.LT, x, const(0))
+        x = e.value(tir.WhereOp(negative, binary(e, BinaryFn.ADD, x, const(depth)), x))
+        x = e.value(tir.ReshapeOp(x, [*shape[:axis], 1, *shape[axis:]]))
+        mask = binary(e, BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
     off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
     on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
     return [e.value(tir.WhereOp(mask, on, off))]

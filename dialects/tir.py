@@ -296,24 +296,35 @@ class ClipOp(OneInputOp):
 @op_definition
 class MatmulOp(TirOp):
     """numpy `matmul` of operands of rank 2 or more, broadcasting over
-    leading dimensions."""
+    leading dimensions, plus an optional `bias` that broadcasts to the
+    product without widening it (Forge's `Matmul(bias=)`)."""
 
     name = "tir.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
     output = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
+    assembly_format = (
+        "$lhs `,` $rhs (`bias` $bias^)? attr-dict `:` type($lhs) `,` type($rhs) (`,` type($bias)^)? "
+        "`->` type($output)"
+    )
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue):
-        super().__init__(operands=[lhs, rhs], result_types=[self.infer(lhs.type, rhs.type)])
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, bias: SSAValue | None = None):
+        super().__init__(
+            operands=[lhs, rhs, [] if bias is None else [bias]],
+            result_types=[self.infer(lhs.type, rhs.type, None if bias is None else bias.type)],
+        )
 
     @staticmethod
-    def infer(lhs: Attribute, rhs: Attribute) -> TensorType:
-        return _like(lhs, shapes.matmul(_shape(lhs), _shape(rhs)))
+    def infer(lhs: Attribute, rhs: Attribute, bias: Attribute | None = None) -> TensorType:
+        out = shapes.matmul(_shape(lhs), _shape(rhs))
+        if bias is not None and (len(_shape(bias)) > len(out) or shapes.broadcast(out, _shape(bias)) != list(out)):
+            raise ShapeError(f"a bias of shape {list(_shape(bias))} does not broadcast to the product's {list(out)}")
+        return _like(lhs, out)
 
     def inferred(self):
-        return [self.infer(self.lhs.type, self.rhs.type)]
+        return [self.infer(self.lhs.type, self.rhs.type, None if self.bias is None else self.bias.type)]
 
 
 @op_definition

@@ -65,7 +65,7 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.MatmulOp)
     def run_matmul(self, interp: Interpreter, op: tir.MatmulOp, args: tuple):
-        return (np.matmul(*args),)
+        return (k.matmul(*args),)
 
     @impl(tir.Conv2dOp)
     def run_conv2d(self, interp: Interpreter, op: tir.Conv2dOp, args: tuple):

@@ -35,6 +35,7 @@ from forge_opt.interpreters.shard import block
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
 from forge_opt.targets.forge_python import emit_module, input_names, output_names, save_constants
+from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.tir_to_forge import TirToForgePass
@@ -292,6 +293,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         dev.mkdir(exist_ok=True)
         for n in range(len(program.segments)):
             seg_module = program.segment_module(n, rank, weights)
+            FusePatternsPass().apply(Context(), seg_module)
             LowerSplitPass().apply(Context(), seg_module)
             TirToForgePass().apply(Context(), seg_module)
             for op in seg_module.walk():

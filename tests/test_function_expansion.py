@@ -59,9 +59,11 @@ def test_only_ops_without_a_lowering_are_expanded():
     assert not expandable("Relu", 14)  # no function body
 
 
-def test_a_llama_style_decoder_block_at_opset_23():
-    """RMSNormalization, RotaryEmbedding on 3-D projections, grouped-query
-    causal Attention (4 query heads, 2 key/value heads), a SwiGLU MLP."""
+def llama_block() -> onnx.ModelProto:
+    """A LLaMA-style decoder block at opset 23: RMSNormalization,
+    RotaryEmbedding on 3-D projections, grouped-query causal Attention (4
+    query heads, 2 key/value heads), a SwiGLU MLP. (benchmarks/op_counts.py
+    counts its Forge calls too.)"""
     rng = np.random.default_rng(0)
 
     def weight(name, *shape, scale=0.2):
@@ -89,5 +91,8 @@ def test_a_llama_style_decoder_block_at_opset_23():
         numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
         numpy_helper.from_array(np.arange(6, dtype=np.int64)[None, :], "pos"),
     ]
-    model = _model(nodes, [_vi("x", [1, 6, 32])], [_vi("y", [1, 6, 32])], inits)
-    _compiles_as_its_body(model, "Attention")
+    return _model(nodes, [_vi("x", [1, 6, 32])], [_vi("y", [1, 6, 32])], inits)
+
+
+def test_a_llama_style_decoder_block_at_opset_23():
+    _compiles_as_its_body(llama_block(), "Attention")

@@ -10,6 +10,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
@@ -40,7 +41,8 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
 
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
-    """The whole lowering: onnx-to-tir, lower-split, tir-to-forge. With
+    """The whole lowering: onnx-to-tir, fuse-patterns, lower-split,
+    tir-to-forge. With
     `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
     per-device program is lowered to Forge segment by segment, device by
     device, when forge-python writes it (`split/parallel.py`)."""
@@ -58,7 +60,7 @@ class OnnxToForgePass(ModulePass):
     def passes(self) -> list[ModulePass]:
         if self.devices > 1:
             return [OnnxToTirPass(), TensorParallelPass(self.devices, self.min_size, self.plan), TPPartitionPass()]
-        return [OnnxToTirPass(), LowerSplitPass(), TirToForgePass()]
+        return [OnnxToTirPass(), FusePatternsPass(), LowerSplitPass(), TirToForgePass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_passes(self.passes(), ctx, op, self.verify_each)
@@ -67,7 +69,7 @@ class OnnxToForgePass(ModulePass):
 ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
-        OnnxToTirPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass,
+        OnnxToTirPass, FusePatternsPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass,
         TensorParallelPass, TPPartitionPass,
     )
 }

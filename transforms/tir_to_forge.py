@@ -150,7 +150,7 @@ def _clip(op: tir.ClipOp, e: Emitter):
 
 @lowers(tir.MatmulOp)
 def _matmul(op: tir.MatmulOp, e: Emitter):
-    return [call(e, "Matmul", [op.lhs, op.rhs], op.output.type)]
+    return [call(e, "Matmul", [op.lhs, op.rhs, op.bias], op.output.type)]
 
 
 def _int_or_pair(values: list[int]):

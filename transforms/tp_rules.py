@@ -103,6 +103,8 @@ def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
 
 
 def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
+    if op.bias is not None:  # fused after partitioning only: a bias would be added P times to a partial sum
+        return _replicated(op)
     x, w = given
     xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
     if x.partial or w.partial:

@@ -103,3 +103,11 @@ func.func @gather_float_indices(%x: tensor<5x3xf32>, %i: tensor<2xf32>) -> tenso
 }
 // CHECK: indices must be integers
 
+
+// -----
+
+func.func @bias_widens_the_product(%x: tensor<3x8xf32>, %w: tensor<8x5xf32>, %b: tensor<2x3x5xf32>) -> tensor<3x5xf32> {
+  %y = tir.matmul %x, %w bias %b : tensor<3x8xf32>, tensor<8x5xf32>, tensor<2x3x5xf32> -> tensor<3x5xf32>
+  func.return %y : tensor<3x5xf32>
+}
+// CHECK: a bias of shape [2, 3, 5] does not broadcast to the product's [3, 5]

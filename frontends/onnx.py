@@ -9,7 +9,9 @@ protobuf's raw bytes, node names as op locations.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
+import mmap
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -219,9 +221,24 @@ def _external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
         raise ForgeOptError(f"{what}: external data file '{location}' does not exist")
     offset = int(info.get("offset", 0))
     length = info.get("length")
+    st = path.stat()
+    data = _mapped(path, st.st_ino, st.st_mtime_ns, st.st_size)
+    end = len(data) if length is None else offset + int(length)
+    if end > len(data):
+        raise ForgeOptError(f"{what}: external data '{location}' ends at byte {len(data)}, before {end}")
+    # a view of the mapped file: pages are read only if something reads them
+    return memoryview(data)[offset:end]  # pyright: ignore[reportReturnType]  (a buffer serves as bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | bytes:
+    """An external data file, memory-mapped once (read-only) per version of
+    it (its inode, time and size are part of the key: a file rewritten in
+    place is mapped anew)."""
+    if size == 0:
+        return b""
     with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(int(length)) if length is not None else f.read()
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 # -- attributes -----------------------------------------------------------------

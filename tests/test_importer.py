@@ -158,6 +158,26 @@ def test_external_data_is_read(tmp_path):
     assert attr_to_array(const.properties["value"]).tobytes() == data.tobytes()
 
 
+def test_external_data_is_mapped_not_read(tmp_path):
+    """An external weight is a view of the memory-mapped file, at its offset:
+    importing reads no weight bytes (an LLM's 14 GB stay on disk)."""
+    import mmap
+
+    (tmp_path / "w.bin").write_bytes(b"\0" * 8 + np.arange(4, dtype=np.float32).tobytes())
+    w = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "8"), ("length", "16")):
+        w.external_data.add(key=key, value=value)
+    model = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [w])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    const = next(op for op in import_onnx(path).walk() if op.name == "onnx.Constant")
+    held = const.properties["value"].data.data
+    assert isinstance(held, memoryview) and isinstance(held.obj, mmap.mmap)
+    np.testing.assert_array_equal(attr_to_array(const.properties["value"]), np.arange(4, dtype=np.float32))
+
+
 @pytest.mark.parametrize(
     "model, message",
     [

@@ -27,7 +27,7 @@ the last axis, and no value inside it has a user outside it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -426,30 +426,30 @@ def _matmul_bias(root: tir.BinaryOp) -> Replacement | None:
     return None
 
 
-def _fuse(op: Operation) -> Replacement | None:
-    if isinstance(op, tir.BinaryOp):
-        if op.fn.data == BinaryFn.MUL:
-            return _gelu_tanh(op) or _gelu_erf(op) or _conv_affine(op) or _norm_affine(op)
-        if op.fn.data == BinaryFn.ADD:
-            return _layernorm(op) or _conv_affine(op) or _norm_affine(op) or _matmul_bias(op)
-        return None
-    if isinstance(op, tir.BatchnormOp):
-        return _conv_batchnorm(op)
-    if isinstance(op, tir.ReshapeOp):
-        return _reshape(op)
-    if isinstance(op, tir.TransposeOp):
-        return _transpose(op)
-    if isinstance(op, tir.CastOp):
-        return _cast(op)
-    if isinstance(op, tir.WhereOp):
-        return _where(op)
+def _binary_root(op: tir.BinaryOp) -> Replacement | None:
+    if op.fn.data == BinaryFn.MUL:
+        return _gelu_tanh(op) or _gelu_erf(op) or _conv_affine(op) or _norm_affine(op)
+    if op.fn.data == BinaryFn.ADD:
+        return _layernorm(op) or _conv_affine(op) or _norm_affine(op) or _matmul_bias(op)
     return None
 
 
+# the patterns, by the class of the op they end at (one dict lookup per op)
+_PATTERNS: dict[type[Operation], Callable[..., Replacement | None]] = {
+    tir.BinaryOp: _binary_root,
+    tir.BatchnormOp: _conv_batchnorm,
+    tir.ReshapeOp: _reshape,
+    tir.TransposeOp: _transpose,
+    tir.CastOp: _cast,
+    tir.WhereOp: _where,
+}
+
+
 def _located(op: Operation) -> Replacement | None:
-    """_fuse, each new op at the location of the op it replaces (diagnostics
+    """The pattern that ends at `op`, if one matches; each new op at the location of the op it replaces (diagnostics
     and emitted names keep naming the ONNX node)."""
-    found = _fuse(op)
+    pattern = _PATTERNS.get(type(op))
+    found = pattern(op) if pattern is not None else None
     if found is not None:
         for new in found[0]:
             if node_name(new) is None:

@@ -73,8 +73,11 @@ def _scalar(v: SSAValue, expected: float, rel: float = 1e-6) -> bool:
     a = _const(v)
     if a is None or a.size == 0 or not dtypes.is_float(a.dtype):
         return False
-    values = a.astype(np.float64).reshape(-1)
-    return bool(np.all(np.abs(values - expected) <= rel * max(1.0, abs(expected))))
+    tolerance = rel * max(1.0, abs(expected))
+    values = a.reshape(-1)
+    if abs(float(values[0]) - expected) > tolerance:  # most constants: one element read, not a weight's pages
+        return False
+    return bool(np.all(np.abs(values.astype(np.float64) - expected) <= tolerance))
 
 
 def _binary(v: SSAValue, fn: BinaryFn) -> tir.BinaryOp | None:

@@ -5,6 +5,10 @@ on the stand-in, each fed only tensors `graph_infos.json` lists.
 `mode="cpu"` runs the device sub-models' ONNX on onnxruntime too, which
 tells a partitioning bug (the outputs differ in this mode) from a lowering
 bug (they differ only in the device mode).
+
+A tensor-parallel plan (`graph_infos.json` with a `grid`) runs its
+segments device by device and its collectives between them
+(`run_parallel`): simulated here, or one MPI process per device.
 """
 
 from __future__ import annotations
@@ -108,12 +112,15 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     ranks = [member.rank] if member is not None else list(range(devices))
     # loaded here, in this thread: loading swaps in the stand-in modules
     loaded = {}
+    weights: dict[Path, onnx.ModelProto] = {}  # a device's weights, read once for all its segments
     for rank in ranks:
         for g in graphs:
             mine = g.on(rank)
             assert mine.module_path is not None
-            weights = onnx.load(mine.model_path)
-            loaded[g.index, rank] = forge_instance(mine.module_path.read_text(), str(mine.module_path), weights)
+            if mine.model_path not in weights:
+                weights[mine.model_path] = onnx.load(mine.model_path)
+            source = mine.module_path.read_text()
+            loaded[g.index, rank] = forge_instance(source, str(mine.module_path), weights[mine.model_path])
 
     def device(m: Collectives) -> dict[str, np.ndarray]:
         values = {name: np.asarray(inputs[name]) for name in wanted}

@@ -1,5 +1,6 @@
-"""Image decoders: a UNet-style decoder with ConvTranspose and Resize, and
-ConvTranspose's padding forms (symmetric, uneven, auto_pad, output_shape)."""
+"""Image decoders: a UNet-style decoder with ConvTranspose and Resize,
+ConvTranspose's padding forms (symmetric, uneven, auto_pad, output_shape),
+and Resize keeping the aspect ratio."""
 
 from __future__ import annotations
 
@@ -53,3 +54,16 @@ def test_conv_transpose_padding_forms(attrs):
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
     model = make_model([node], [_vi("x", [1, 4, 3, 3])], [_vi("y", None)], [_weight(rng, "w", 4, 3, 3, 3)])
     assert_matches(model)
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_keeping_the_aspect_ratio(policy, mode):
+    """sizes [6, 12] of a 4x6 input: one scale for both axes, the smaller
+    (6/4 vs 12/6: 1.5, not_larger) or the larger (2, not_smaller)."""
+    out = [1, 1, 6, 9] if policy == "not_larger" else [1, 1, 8, 12]
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, axes=[2, 3],
+                            keep_aspect_ratio_policy=policy)
+    model = make_model([node], [_vi("x", [1, 1, 4, 6])], [_vi("y", out)],
+                       [numpy_helper.from_array(np.array([6, 12], np.int64), "sizes")], opset=18)
+    assert_matches(model, {"x": np.random.default_rng(3).standard_normal((1, 1, 4, 6)).astype(np.float32)})

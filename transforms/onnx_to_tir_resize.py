@@ -41,10 +41,15 @@ def _resize(op: onnx.ResizeOp, e: Emitter):
             raise e.error(f"the '{name}' input must be a compile-time constant")
         if array.size:
             given[name] = array.astype(np.float32 if name != "sizes" else np.int64)
-    if op.keep_aspect_ratio_policy.data != "stretch" and "sizes" in given:
-        raise e.error(f"keep_aspect_ratio_policy '{op.keep_aspect_ratio_policy.data}' is not supported")
     axes = list(op.axes.get_values()) if op.axes is not None else list(range(len(shape)))
     axes = [a % len(shape) for a in axes]
+    policy = op.keep_aspect_ratio_policy.data
+    if policy != "stretch" and "sizes" in given:
+        # one scale for every resized axis (the smallest or largest of the
+        # sizes' ratios), as ONNX's reference resizes with it
+        ratios = [size / shape[a] for size, a in zip(given.pop("sizes"), axes)]
+        scale = min(ratios) if policy == "not_larger" else max(ratios)
+        given["scales"] = np.full(len(axes), scale, np.float32)
     nearest = op.mode.data == "nearest"
     y = x
     for axis in range(len(shape)):
@@ -81,7 +86,9 @@ def _weights(op, e: Emitter, shape, axes, axis: int, given: dict, size_out: int)
         raise e.error(f"cannot compute the resize weights: {type(error).__name__}: {error}") from None
     weights = np.stack([c.astype(np.float32).reshape(-1) for c in columns], axis=1)
     if weights.shape[0] != size_out:
-        raise e.error(f"the resize weights give {weights.shape[0]} positions on axis {axis}, not {size_out}")
+        why = " (keep_aspect_ratio_policy rounds the size a scale floors: not supported)" if \
+            op.keep_aspect_ratio_policy.data != "stretch" else ""
+        raise e.error(f"axis {axis}: {size_out} output positions, but its scale gives {weights.shape[0]}{why}")
     if op.extrapolation_value.value.data != 0.0 and op.coordinate_transformation_mode.data == "tf_crop_and_resize":
         zero = np.zeros(probe_shape, np.float32)
         (out,) = evaluate_node(node, [zero, given.get("roi"), scales, sizes])

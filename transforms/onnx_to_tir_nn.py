@@ -497,22 +497,22 @@ def _zeros(shape, like):
 
 @lowers(onnx.LRNOp)
 def _lrn(op: onnx.LRNOp, e: Emitter):
-    """x / (bias + alpha/size * sum of squares over a channel window)^beta,
-    the window sum as padded slices added up."""
+    """x / (bias + alpha/size * sum of squares over a channel window)^beta.
+    The window sum, times alpha/size, is one Matmul of a banded C x C
+    constant with the squares laid out as [N, C, positions]."""
     shape = static_shape(op.X, e)
     size = op.size.value.data
     alpha, beta, bias = op.alpha.value.data, op.beta.value.data, op.bias.value.data
-    channels = shape[1]
+    n, channels = shape[0], shape[1]
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     square = binary(e, BinaryFn.MUL, op.X, op.X)
-    pads = [0, 0, lo, hi] + [0, 0] * (len(shape) - 2)
-    padded = e.value(tir.PadOp(square, pads, 0.0))
-    total = None
-    for i in range(size):
-        piece = e.value(tir.StridedSliceOp(padded, [1], [i], [i + channels], [1]))
-        total = piece if total is None else binary(e, BinaryFn.ADD, total, piece)
-    assert total is not None  # LRN's size is at least 1 (its verifier)
-    scaled = binary(e, BinaryFn.MUL, total, scalar(e, alpha / size, total))
+    offsets = np.arange(channels)[None, :] - np.arange(channels)[:, None]  # j - i
+    band = ((offsets >= -lo) & (offsets <= hi)) * (alpha / size)
+    dtype = dtypes.numpy_dtype(dtypes.tensor(op.X.type).element_type)
+    positions = math.prod(shape[2:])
+    flat = e.value(tir.ReshapeOp(square, [n, channels, positions]))
+    summed = e.value(tir.MatmulOp(constant(e, band.astype(dtype)), flat))
+    scaled = e.value(tir.ReshapeOp(summed, shape))
     base = binary(e, BinaryFn.ADD, scaled, scalar(e, bias, scaled))
     denom = binary(e, BinaryFn.POW, base, scalar(e, beta, base))
     return [binary(e, BinaryFn.DIV, op.X, denom)]

@@ -13,7 +13,7 @@ from xdsl.interpreters.func import FuncFunctions
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
-from forge_opt.interpreters.shard import Collectives, ShardFunctions, run_threads
+from forge_opt.interpreters.shard import Collectives, ShardFunctions, ThreadGroup, run_threads
 from forge_opt.interpreters.tir import TirFunctions
 
 
@@ -24,21 +24,11 @@ def main_func(module: ModuleOp) -> FuncOp:
     return funcs[0]
 
 
-class _OneDevice:
-    rank, size = 0, 1
-
-    def all_reduce(self, x):
-        return x
-
-    def all_gather(self, x, axis):
-        return x
-
-
 def run_module(module: ModuleOp, inputs: Sequence[np.ndarray], member: Collectives | None = None) -> list[np.ndarray]:
     """Outputs of the module's first function on `inputs`; `member` is the
     device it runs as when it is a per-device (`tp-partition`) program."""
     interp = Interpreter(module)
-    shards = ShardFunctions(member or _OneDevice())
+    shards = ShardFunctions(member or ThreadGroup(1).member(0))
     for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions(), shards):
         interp.register_implementations(functions)
     func = main_func(module)

@@ -80,11 +80,13 @@ def tensor_parallel(
     force: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    base: Path | None = None,
 ) -> dict:
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file
-    pinning layers (`transforms/tensor_parallel.py`)."""
+    pinning layers (`transforms/tensor_parallel.py`); `base`: the folder of
+    a loaded model's external data."""
     from forge_opt.split.parallel import write_parallel
     from forge_opt.transforms.pipelines import run_pipeline
     from forge_opt.transforms.tensor_parallel import annotate
@@ -94,8 +96,8 @@ def tensor_parallel(
     out = Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
-    model, base = load_model(source)
-    module = import_model(model, base, shapes=InputShapes.of(shapes, dims))
+    model, loaded_from = load_model(source)
+    module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
     run_pipeline(module, "onnx-to-tir")
     layers = annotate(module, devices, min_size, plan)
     run_pipeline(module, "tp-partition")

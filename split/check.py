@@ -107,8 +107,8 @@ def check_parallel(
         feeds = _feeds(model, base, inputs, seed, chosen)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "tp"
-            infos = tensor_parallel(source, folder, devices, min_size=min_size, plan=plan,
-                                    shapes=chosen.shapes, dims=chosen.dims)
+            infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
+                                    shapes=chosen.shapes, dims=chosen.dims, base=base)
             try:
                 per_device = run_mpi(folder, feeds, devices) if mpi else run_parallel(folder, feeds)
             except ForgeCallError as e:

@@ -34,10 +34,12 @@ from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.interpreters.shard import block
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
+from forge_opt.split.plan import DEVICE
 from forge_opt.targets.forge_python import emit_module, input_names, output_names, save_constants
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
+from forge_opt.transforms.pipelines import run_passes
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp_partition import grid_info
 
@@ -293,9 +295,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         dev.mkdir(exist_ok=True)
         for n in range(len(program.segments)):
             seg_module = program.segment_module(n, rank, weights)
-            FusePatternsPass().apply(Context(), seg_module)
-            LowerSplitPass().apply(Context(), seg_module)
-            TirToForgePass().apply(Context(), seg_module)
+            run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), seg_module, False)
             for op in seg_module.walk():
                 if isinstance(op, forge.ParameterOp):
                     weights.setdefault(op.parameter_name.data, attr_to_array(op.value))
@@ -314,7 +314,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         graphs.append({
             "inputs": [program.names[v] for v in seg.inputs],
             "outputs": [program.names[v] for v in seg.outputs],
-            "device": "tt",
+            "device": DEVICE,
             "model_info": {"model_path": "dev{rank}/weights.onnx", "module_path": f"dev{{rank}}/segment_{n}.py"},
             "context_dir": "dev{rank}",
         })

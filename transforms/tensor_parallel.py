@@ -30,21 +30,19 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
-from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.tp_rules import (
     REPLICATED,
     Sharding,
     TPError,
+    nonnegative_indices,
     rule,
     shape,
     split,
@@ -298,17 +296,7 @@ class _Annotator:
             # Megatron's padding: zero rows no index reaches (negative
             # indices, which count from the end, made positive first)
             layer.padded_rows = extra
-            idx = op.indices
-            it = idx.type
-            assert isinstance(it, TensorType) and isinstance(it.element_type, IntegerType)
-            np_int = dtypes.numpy_dtype(it.element_type)
-
-            def const(values) -> SSAValue:
-                return self._insert(tir.ConstantOp(array_to_attr(np.asarray(values, np_int))), op)
-
-            negative = self._insert(tir.BinaryOp("lt", idx, const([0])), op)
-            wrapped = self._insert(tir.BinaryOp("add", idx, const([rows])), op)
-            op.operands[1] = self._insert(tir.WhereOp(negative, wrapped, idx), op)
+            op.operands[1] = nonnegative_indices(lambda new: self._insert(new, op), op.indices, rows)
             op.operands[0] = self._insert(tir.PadOp(op.input, [0, extra, 0, 0], 0.0), op)
         self.annotate_weight(layer, [[0], []])
 

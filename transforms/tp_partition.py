@@ -28,7 +28,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
-from forge_opt.transforms.tp_rules import REPLICATED, Sharding, local_type, rule, shape, split
+from forge_opt.transforms.tp_rules import REPLICATED, Sharding, local_type, nonnegative_indices, rule, shape, split
 
 
 def grid_info(module: ModuleOp) -> tuple[str, int] | None:
@@ -161,9 +161,7 @@ class _Partitioner:
         def binary(fn, a, b) -> SSAValue:
             return self.add(tir.BinaryOp(fn, a, b))
 
-        # ONNX counts negative indices from the end
-        negative = binary("lt", indices, const([0]))
-        idx = self.add(tir.WhereOp(negative, binary("add", indices, const([total])), indices))
+        idx = nonnegative_indices(self.add, indices, total)
         lo = per_device([k * rows for k in range(p)])
         hi = per_device([(k + 1) * rows for k in range(p)])
         inside = binary("and", binary("ge", idx, lo), binary("lt", idx, hi))

@@ -12,14 +12,17 @@ caller reshards an operand that has another (`tp_partition.reshard`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import TensorType
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Operation, SSAValue
 
+from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import tir
+from forge_opt.dialects.elements import array_to_attr
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,21 @@ def local_type(t: TensorType, s: Sharding, devices: int) -> TensorType:
     dims = list(t.get_shape())
     dims[s.axis] //= devices
     return TensorType(t.element_type, dims)
+
+
+def nonnegative_indices(add: Callable[[Operation], SSAValue], indices: SSAValue, rows: int) -> SSAValue:
+    """`indices` with the negative ones (ONNX counts them from the end of
+    `rows`) made positive; `add` inserts each op built and gives its result."""
+    t = indices.type
+    assert isinstance(t, TensorType) and isinstance(t.element_type, IntegerType)
+    np_int = dtypes.numpy_dtype(t.element_type)
+
+    def const(value: int) -> SSAValue:
+        return add(tir.ConstantOp(array_to_attr(np.asarray([value], np_int))))
+
+    negative = add(tir.BinaryOp("lt", indices, const(0)))
+    wrapped = add(tir.BinaryOp("add", indices, const(rows)))
+    return add(tir.WhereOp(negative, wrapped, indices))
 
 
 def _replicated(op: Operation) -> Rule:

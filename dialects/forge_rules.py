@@ -188,6 +188,22 @@ def _eltwise_broadcast(call: Call) -> str | None:
     return _broadcast([s for s in call.shapes if s is not None])
 
 
+@rule("matmul-bias", ("Matmul",),
+      "a bias is added to the product by a separate Add: it broadcasts to the product's shape without widening it",
+      "forge/forge/op/matmul.py Matmul; forge/csrc/ops/op_common.cpp compute_elementwise_binary_shape")
+def _matmul_bias(call: Call) -> str | None:
+    if len(call.shapes) < 3 or call.shapes[2] is None:
+        return None
+    a, b, bias = call.shape(0), call.shape(1), call.shape(2)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    product = (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+    wrong = _broadcast([product, bias])
+    if wrong is None and (len(bias) > len(product) or np.broadcast_shapes(product, bias) != product):
+        wrong = f"a bias of shape {list(bias)} widens the product's {list(product)}"
+    return wrong
+
+
 def _is_float(v: object) -> bool:
     return isinstance(v, float)
 

@@ -19,6 +19,7 @@ F32 = np.dtype(np.float32)
 VIOLATIONS = {
     "dtype-unsupported": ("Exp", [((4,), np.float64)], {}),
     "eltwise-broadcast": ("Add", [((2, 3), F32), ((4,), F32)], {}),
+    "matmul-bias": ("Matmul", [((3, 4), F32), ((4, 5), F32), ((2, 3, 5), F32)], {}),
     "attr-variant": ("Clip", [((4,), F32)], {"min": 0, "max": 6.0}),
     "index-start": ("Index", [((10,), F32)], {"dim": -1, "start": 10, "stop": 10}),
     "index-stop": ("Index", [((10,), F32)], {"dim": -1, "start": 0, "stop": 11}),

@@ -283,3 +283,35 @@ def test_forge_split_run_runs_a_tensor_parallel_plan(tmp_path, capsys):
         forge_split(["run", str(tmp_path / "tp"), "--mode", "cpu"])
     assert done.value.code == 2
     assert "no CPU mode" in capsys.readouterr().err
+
+
+def test_forge_check_device_flags_as_a_user_gives_them(tmp_path, capsys):
+    from forge_opt.tools.forge_check import main as forge_check
+
+    model = tmp_path / "m.onnx"
+    onnx.save(linear_model(2), str(model))
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model), "--devices", "2"])
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    assert "match" in out.out and "all_reduce" in out.err
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model), "--mpi"])
+    assert done.value.code == 2
+    assert "--mpi and --plan go with --devices P" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model), "--devices", "2", "--bisect"])
+    assert done.value.code == 2
+    assert "--devices does not combine with" in capsys.readouterr().err
+
+
+def test_tp_run_names_a_bad_inputs_file(tmp_path):
+    import subprocess
+
+    tensor_parallel(linear_model(1), tmp_path / "tp", 2)
+    done = subprocess.run(
+        [sys.executable, "-m", "forge_opt.tools.tp_run", str(tmp_path / "tp"), "--inputs", str(tmp_path / "none.npz")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode != 0
+    assert "none.npz" in done.stderr and "Traceback" not in done.stderr

@@ -17,6 +17,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 
 from forge_opt.check.compare import compare_output
+from forge_opt.frontends.onnx_names import ambiguous, ssa_name
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
 from forge_opt.interpreters.run import main_func
@@ -44,10 +45,6 @@ class Divergence:
             f"first divergence: node '{self.node}' ({self.op_type}), output '{self.output}' {shape}: "
             f"max abs error {self.max_abs_error:.3e}, pcc {self.pcc:.6f}"
         )
-
-
-def _hint(name: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
 def onnxruntime_all_values(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -98,13 +95,18 @@ def first_divergence(
     expected = onnxruntime_all_values(model, feeds)
     names = [i.name for i in model.graph.input if i.name in feeds]
     actual = compiled_all_values(module, [feeds[n] for n in names])
-    for node in model.graph.node:
+    g = model.graph
+    # values whose SSA name another ONNX value shares cannot be told apart: compare neither
+    shared = ambiguous([*(i.name for i in g.input), *(t.name for t in g.initializer),
+                        *(out for node in g.node for out in node.output if out)])
+    for node in g.node:
         for out in node.output:
-            if not out or out not in expected or _hint(out) not in actual:
+            hint = ssa_name(out) if out else None
+            if hint is None or hint in shared or out not in expected or hint not in actual:
                 continue
             label = node.name or f"{node.op_type}:{out}"
             want = np.asarray(expected[out])
-            result = compare_output(out, want, actual[_hint(out)], rtol=rtol, atol=atol, formats=False)
+            result = compare_output(out, want, actual[hint], rtol=rtol, atol=atol, formats=False)
             if not result.ok:
                 return Divergence(label, node.op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc)
     return None

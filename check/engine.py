@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,25 +56,63 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
     return run_forge_module(compiled.emitted.source, inputs, compiled.model, compiled.emitted)
 
 
-def random_inputs(module: ModuleOp, seed: int = 0) -> list[np.ndarray]:
-    """Seeded random inputs for the module's function arguments."""
+#: random integer inputs are below this (valid as small indices and sizes)
+RANDOM_INT_LIMIT = 10
+
+
+def random_inputs(module: ModuleOp, seed: int = 0, bounds: Mapping[str, int] | None = None) -> list[np.ndarray]:
+    """Seeded random inputs for the module's function arguments; an integer
+    input named in `bounds` (`index_bounds`) stays below its bound."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for arg in main_func(module).body.block.args:
+    func = main_func(module)
+    for name, arg in zip(input_names(func), func.body.block.args):
         t = arg.type
         if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
             raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs, --dim or --shape")
-        arrays.append(random_array(t.get_shape(), dtypes.numpy_dtype(t.element_type), rng))
+        arrays.append(random_array(t.get_shape(), dtypes.numpy_dtype(t.element_type), rng, (bounds or {}).get(name)))
     return arrays
 
 
-def random_array(shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
-    """Bools, small non-negative integers (valid as indices and sizes), or normal floats."""
+def random_array(shape, dtype: np.dtype, rng: np.random.Generator, bound: int | None = None) -> np.ndarray:
+    """Bools, small non-negative integers (valid as indices and sizes; below
+    `bound` where given), or normal floats."""
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, 10, shape).astype(dtype)
+        return rng.integers(0, min(RANDOM_INT_LIMIT, bound) if bound else RANDOM_INT_LIMIT, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+#: ops that pass indices through unchanged on their way to a Gather
+_INDEX_CARRIERS = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand"}
+
+
+def index_bounds(model: ModelProto) -> dict[str, int]:
+    """Per integer graph input that indexes a weight table (a Gather on an
+    initializer, such as an embedding, directly or through a Cast or a
+    reshape), the table's size along the gathered axis; the smallest where
+    it indexes several. Random inputs stay below it, so `token_type_ids`
+    of a 2-row table get 0 and 1, never an index onnxruntime refuses."""
+    g = model.graph
+    tables = {t.name: list(t.dims) for t in g.initializer}
+    inputs = {i.name for i in g.input} - set(tables)
+    producer = {out: n for n in g.node for out in n.output}
+    bounds: dict[str, int] = {}
+    for node in g.node:
+        if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or node.input[0] not in tables:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        dims = tables[node.input[0]]
+        if not dims:
+            continue
+        source = node.input[1]
+        while source in producer and producer[source].op_type in _INDEX_CARRIERS:
+            source = producer[source].input[0]
+        if source in inputs:
+            size = dims[axis % len(dims)]
+            bounds[source] = min(size, bounds.get(source, size))
+    return bounds
 
 
 @dataclass

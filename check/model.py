@@ -9,8 +9,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from forge_opt.check.bisect import Divergence, first_divergence
-from forge_opt.check.compare import OutputResult, compare_output
-from forge_opt.check.engine import compile_model, expected_outputs, random_inputs, run_compiled
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output, compared_verdict
+from forge_opt.check.engine import (
+    RANDOM_INT_LIMIT,
+    compile_model,
+    expected_outputs,
+    index_bounds,
+    random_inputs,
+    run_compiled,
+)
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, load_model
 from forge_opt.frontends.onnx_shapes import InputShapes
@@ -29,6 +36,7 @@ class CheckReport:
     bisected: bool = False
     oracle: str = "onnxruntime"  # what computed the expected outputs
     oracle_note: str = ""  # why that is not onnxruntime
+    notes: list[str] = field(default_factory=list)  # how the inputs were made, and other facts of the run
 
     @property
     def ok(self) -> bool:
@@ -37,25 +45,68 @@ class CheckReport:
     def format(self) -> str:
         if self.status == NOT_COMPILED:
             return f"did not compile: {self.error}"
-        lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'pcc':>10}  verdict"]
-        for o in self.outputs:
-            verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
-            lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {o.pcc:>10.6f}  {verdict}")
+        lines = format_results(self.outputs)
         if self.oracle != "onnxruntime":
             lines.append(f"oracle: {self.oracle} ({self.oracle_note})")
+        lines.extend(self.notes)
         lines.append("match" if self.ok else "mismatch")
         if self.bisected:
             lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
         return "\n".join(lines)
 
 
+def frozen(model, inputs, freeze: tuple[str, ...]):
+    """`--freeze`: the model with the named graph inputs compiled as
+    constants (their values from `inputs`, a dict), and the other inputs."""
+    if not freeze:
+        return model, inputs
+    if not isinstance(inputs, dict):
+        raise ForgeOptError("freezing inputs needs their values: pass inputs by name (--inputs x.npz)")
+    missing = [n for n in freeze if n not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
+    model = freeze_inputs(model, {n: inputs[n] for n in freeze})
+    return model, {k: v for k, v in inputs.items() if k not in freeze}
+
+
+def bounded_note(bounds: dict[str, int]) -> list[str]:
+    """The report's line saying which random inputs were kept inside the tables they index."""
+    listed = ", ".join(f"{name} < {size}" for name, size in bounds.items() if size < RANDOM_INT_LIMIT)
+    if not listed:
+        return []
+    return [f"random inputs: integer inputs that index a table stay inside it ({listed})"]
+
+
+def format_results(results: list[OutputResult]) -> list[str]:
+    """The table of compared outputs: error, the tolerance it was held to,
+    PCC ("-" where none applies) and verdict."""
+    lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'pcc':>10}  verdict"]
+    for o in results:
+        verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
+        tolerance = f"{o.tolerance:.1e}" if o.tolerance else "exact"
+        p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
+        lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {p:>10}  {verdict}")
+    return lines
+
+
+def verdict(results: list[OutputResult], expected: int, actual: int | None = None) -> tuple[int, str]:
+    """MATCH only when every expected output was compared and is ok; with
+    the reason why not, when it is not."""
+    why = compared_verdict(results, expected)
+    if why is None and actual is not None and actual != expected:
+        why = f"the program returns {actual} outputs where the model has {expected}"
+    if why is not None:
+        return MISMATCH, why
+    return (MATCH if all(r.ok for r in results) else MISMATCH), ""
+
+
 def check_model(
     source,
     inputs: list[np.ndarray] | dict[str, np.ndarray] | None = None,
     *,
-    rtol: float = 1e-4,
-    atol: float = 1e-4,
-    min_pcc: float = 0.999,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    min_pcc: float = MIN_PCC,
     seed: int = 0,
     freeze: tuple[str, ...] = (),
     bisect: bool = False,
@@ -71,14 +122,7 @@ def check_model(
     input sizes (as `import_onnx`); given inputs fix the others."""
     try:
         model, base = load_model(source)
-        if freeze:
-            if not isinstance(inputs, dict):
-                raise ForgeOptError("freezing inputs needs their values: pass inputs by name")
-            missing = [n for n in freeze if n not in inputs]
-            if missing:
-                raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
-            model = freeze_inputs(model, {n: inputs[n] for n in freeze})
-            inputs = {k: v for k, v in inputs.items() if k not in freeze}
+        model, inputs = frozen(model, inputs, freeze)
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
             initializers = {t.name for t in model.graph.initializer}
@@ -87,8 +131,11 @@ def check_model(
             chosen = chosen.with_arrays(model.graph, named)
         compiled = compile_model(model, base, shapes=chosen)
         names = compiled.input_names
+        notes = []
         if inputs is None:
-            arrays = random_inputs(compiled.module, seed)
+            bounds = index_bounds(model)
+            arrays = random_inputs(compiled.module, seed, bounds)
+            notes = bounded_note(bounds)
         elif isinstance(inputs, dict):
             missing = [n for n in names if n not in inputs]
             if missing:
@@ -113,8 +160,9 @@ def check_model(
         compare_output(name, want, got, rtol=rtol, atol=atol, min_pcc=min_pcc)
         for name, want, got in zip(out_names, expected, actual)
     ]
-    status = MATCH if all(r.ok for r in results) and len(actual) == len(expected) else MISMATCH
-    report = CheckReport(status, results, forge_python=text, oracle=reference.oracle, oracle_note=reference.why)
+    status, why = verdict(results, len(expected), len(actual))
+    report = CheckReport(status, results, error=why, forge_python=text, oracle=reference.oracle,
+                         oracle_note=reference.why, notes=notes)
     if bisect and status == MISMATCH:
         report.bisected = True
         report.divergence = first_divergence(model, compiled.module, feeds, rtol=rtol, atol=atol)

@@ -8,12 +8,10 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import heapq
 import mmap
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -49,8 +47,9 @@ from forge_opt.dialects.tir_shapes import DYNAMIC
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_functions import expandable
 from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads
+from forge_opt.frontends.onnx_names import ssa_name
 from forge_opt.frontends.onnx_resolve import RESOLVED_OPS, resolve
-from forge_opt.frontends.onnx_shapes import InputShapes, dim_names, specialise
+from forge_opt.frontends.onnx_shapes import InputShapes, clear_negative_dims, dim_names, specialise
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 from forge_opt.xdsl_internals import name_loc, set_name
 
@@ -75,6 +74,8 @@ def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
     path = Path(source)
     if not path.exists():
         raise ForgeOptError(f"{path}: no such file")
+    if path.is_dir():
+        raise ForgeOptError(f"{path}: is a folder, not a model file (.onnx or .onnxtxt)")
     if path.suffix == ".onnxtxt":
         return parse_text(path.read_text(), str(path)), path.parent
     data = path.read_bytes()
@@ -641,22 +642,11 @@ def _unknown_type() -> Attribute:
     return UnrankedTensorType(NoneType())
 
 
-_HINT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-# A name already valid as a hint, split as xDSL's name_hint setter splits it
-# (a trailing `_<digits>` is dropped): the common case, set without the setter.
-_PLAIN_NAME = re.compile(r"([A-Za-z][A-Za-z0-9_]*?)(?:_[0-9]+)?")
-
-
 def _hint(value: SSAValue, name: str) -> None:
-    """Name the SSA value after the ONNX value, where that makes a valid name."""
-    plain = _PLAIN_NAME.fullmatch(name)
-    if plain is not None:
-        set_name(value, plain[1])
-        return
-    hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
-    if hint and not hint[0].isdigit() and not hint.startswith("_"):
-        with contextlib.suppress(Exception):  # xDSL refuses some names; the value stays unnamed
-            value.name_hint = hint
+    """Name the SSA value after the ONNX value, by the one naming rule."""
+    hint = ssa_name(name)
+    if hint is not None:
+        set_name(value, hint)
 
 
 # -- shape inference ----------------------------------------------------------------
@@ -675,10 +665,12 @@ def _without_large_weights(model: ModelProto, chosen: InputShapes | None = None)
     lg.name = g.name
     lg.node.extend(g.node)
     lg.output.extend(g.output)
-    lg.value_info.extend(g.value_info)
-    lg.input.extend(specialise(lg, list(g.input), chosen) if chosen else g.input)
-    lite.functions.extend(model.functions)
     inputs = {i.name for i in g.input}
+    # an input's type is its declaration's (and the user's sizes): a value_info of the same name would override it
+    lg.value_info.extend(v for v in g.value_info if v.name not in inputs)
+    lg.input.extend(specialise(lg, list(g.input), chosen) if chosen else g.input)
+    clear_negative_dims([*lg.input, *lg.output, *lg.value_info])
+    lite.functions.extend(model.functions)
     for t in g.initializer:
         count = int(np.prod(t.dims, dtype=np.int64))
         if count <= INFERENCE_INITIALIZER_LIMIT and t.data_location != TensorProto.EXTERNAL:

@@ -13,9 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from onnx import GraphProto, TypeProto, ValueInfoProto
+from onnx import GraphProto, TensorShapeProto, TypeProto, ValueInfoProto
 
 from forge_opt.diagnostics import ForgeOptError
+
+
+def is_known(d: TensorShapeProto.Dimension) -> bool:
+    """A dim of known size. PaddlePaddle's exporter writes an unknown size
+    as `dim_value: -1`, which is as unknown as an unnamed dim."""
+    return d.HasField("dim_value") and d.dim_value >= 0
+
+
+def clear_negative_dims(values: Iterable[ValueInfoProto]) -> None:
+    """Make `dim_value: -1` (and any negative size) an unnamed unknown dim,
+    in place, so inference and the importer see one form of unknown."""
+    for v in values:
+        tp = v.type
+        if tp.WhichOneof("value") == "tensor_type" and tp.tensor_type.HasField("shape"):
+            for d in tp.tensor_type.shape.dim:
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    d.ClearField("dim_value")
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,7 @@ class InputShapes:
             tt = i.type.tensor_type if i.type.WhichOneof("value") == "tensor_type" else None
             if value is None or tt is None or i.name in initializers or i.name in self.shapes:
                 continue
-            if not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
+            if not tt.HasField("shape") or any(not is_known(d) for d in tt.shape.dim):
                 shapes[i.name] = tuple(getattr(value, "shape", ()))
         return InputShapes({**shapes, **self.shapes}, self.dims) if shapes else self
 
@@ -86,7 +103,7 @@ def symbolic_dims(tp: TypeProto) -> list[str]:
     """The names of a tensor type's unknown dims, `?` for an unnamed one."""
     if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
         return []
-    return [d.dim_param or "?" for d in tp.tensor_type.shape.dim if not d.HasField("dim_value")]
+    return [d.dim_param or "?" for d in tp.tensor_type.shape.dim if not is_known(d)]
 
 
 def dim_names(tp: TypeProto) -> list[str] | None:
@@ -95,9 +112,9 @@ def dim_names(tp: TypeProto) -> list[str] | None:
     if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
         return None
     dims = tp.tensor_type.shape.dim
-    if all(d.HasField("dim_value") for d in dims):
+    if all(is_known(d) for d in dims):
         return None
-    return ["" if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+    return ["" if is_known(d) else (d.dim_param or "?") for d in dims]
 
 
 def specialise(graph: GraphProto, inputs: list[ValueInfoProto], chosen: InputShapes) -> list[ValueInfoProto]:
@@ -141,7 +158,7 @@ def _set_shape(value: ValueInfoProto, sizes: tuple[int, ...]) -> None:
                 f"--shape {value.name}={','.join(map(str, sizes))}: the input has rank {len(dims)}, not {len(sizes)}"
             )
         for i, (d, size) in enumerate(zip(dims, sizes)):
-            if d.HasField("dim_value") and d.dim_value != size:
+            if is_known(d) and d.dim_value != size:
                 raise ForgeOptError(
                     f"--shape {value.name}={','.join(map(str, sizes))}: dim {i} of the input is {d.dim_value}, "
                     f"not {size}"

@@ -11,8 +11,8 @@ from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
-from forge_opt.frontends.onnx_shapes import InputShapes
-from forge_opt.split.folder import read_split, write_split
+from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
+from forge_opt.split.folder import converted_module, read_split, write_split
 from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
 
@@ -35,10 +35,30 @@ def split_model(
     resolved."""
     model, base = load_model(source)
     model = resolved_model(model, InputShapes.of(shapes, dims))
+    require_static_inputs(model)
     placements = place(import_model(model, base), cpu_ops, cpu_nodes)
     plan = make_plan(model, placements, min_device_ops)
     infos = write_split(Path(folder), model, plan, base=base, force=force, layout=layout)
     return plan, infos
+
+
+def require_static_inputs(model: ModelProto) -> None:
+    """A split of unknown sizes would place every op whose lowering needs
+    them on the CPU and still run: refuse it, as forge-opt does, with the
+    flags that fix the sizes."""
+    initializers = {t.name for t in model.graph.initializer}
+    unknown: list[tuple[str, list[str | int]]] = []
+    for i in model.graph.input:
+        tp = i.type
+        if i.name in initializers or tp.WhichOneof("value") != "tensor_type":
+            continue
+        if not tp.tensor_type.HasField("shape"):
+            unknown.append((i.name, ["?", "..."]))
+        elif any(not is_known(d) for d in tp.tensor_type.shape.dim):
+            unknown.append((i.name, [d.dim_value if is_known(d) else (d.dim_param or "?")
+                                     for d in tp.tensor_type.shape.dim]))
+    if unknown:
+        raise ForgeOptError(symbols_hint(unknown))
 
 
 def convert(folder: str | os.PathLike) -> list[Path]:
@@ -53,7 +73,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             continue
         compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)
         g.context_dir.mkdir(parents=True, exist_ok=True)
-        path = g.context_dir / f"graph_{g.index}.py"
+        path = converted_module(g)
+        assert path is not None
         path.write_text(compiled.emitted.source)
         save_constants(compiled.emitted, g.context_dir)
         (g.context_dir / f"graph_{g.index}.mlir").write_text(str(compiled.module) + "\n")
@@ -61,11 +82,13 @@ def convert(folder: str | os.PathLike) -> list[Path]:
     return written
 
 
-def run_split(folder: str | os.PathLike, inputs, mode: str = "device"):
-    """The model's outputs, by name, from its split in `folder` (`runner.run_split`)."""
+def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile: bool = False):
+    """The model's outputs, by name, from its split in `folder`
+    (`runner.run_split`): device sub-models run as `convert` wrote them, or
+    compiled anew from their ONNX with `recompile`."""
     from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
 
-    return runner.run_split(Path(folder), inputs, mode)
+    return runner.run_split(Path(folder), inputs, mode, recompile)
 
 
 

@@ -10,52 +10,62 @@ from pathlib import Path
 
 import numpy as np
 
-from forge_opt.check.compare import compare_output
-from forge_opt.check.engine import expected_outputs, random_inputs
-from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
+from forge_opt.check.engine import expected_outputs, index_bounds, random_inputs
+from forge_opt.check.model import MISMATCH, NOT_COMPILED, CheckReport, bounded_note, frozen, verdict
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split.api import run_split, split_model
+from forge_opt.split.api import convert, run_split, split_model
 
 
 def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
     """The model's inputs by name: those given (each one there), or seeded
-    random ones."""
+    random ones (indices inside the tables they index); and the report's
+    note on how random ones were made."""
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
+    notes = []
     if inputs is None:
-        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed)))
+        bounds = index_bounds(model)
+        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed, bounds)))
+        notes = bounded_note(bounds)
     missing = [n for n in names if n not in inputs]
     if missing:
         raise ForgeOptError(f"no value given for input '{missing[0]}'")
-    return {n: np.asarray(inputs[n]) for n in names}
+    return {n: np.asarray(inputs[n]) for n in names}, notes
 
 
 def check_fallback(
     source,
     inputs: dict[str, np.ndarray] | None = None,
     *,
-    rtol: float = 1e-4,
-    atol: float = 1e-4,
-    min_pcc: float = 0.999,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    min_pcc: float = MIN_PCC,
     seed: int = 0,
     min_device_ops: int = 1,
+    freeze: tuple[str, ...] = (),
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
 ) -> CheckReport:
+    """The model split (device where Forge can, CPU elsewhere), converted,
+    run as converted and compared with onnxruntime on the whole model;
+    `freeze` as `check_model`'s."""
     try:
         model, base = load_model(source)
+        model, inputs = frozen(model, inputs, freeze)
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
             chosen = chosen.with_arrays(model.graph, inputs)
         original = model
         model = resolved_model(model, chosen)
-        feeds = _feeds(model, base, inputs, seed)
+        feeds, notes = _feeds(model, base, inputs, seed)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "split"
             _, infos = split_model(model, folder, min_device_ops=min_device_ops)
+            convert(folder)  # the check runs what ships: the converted modules
             try:
                 got = run_split(folder, feeds)
             except ForgeCallError as e:
@@ -68,12 +78,14 @@ def check_fallback(
     results = [
         compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
         for name, expected in zip(out_names, want)
+        if name in got
     ]
     devices = ", ".join(g["device"] for g in infos["graphs"])
-    status = MATCH if all(r.ok for r in results) else MISMATCH
+    status, why = verdict(results, len(want))
+    summary = f"split into {infos['graph_num']} sub-models ({devices})"
     return CheckReport(
-        status, results, error=f"split into {infos['graph_num']} sub-models ({devices})",
-        oracle=reference.oracle, oracle_note=reference.why,
+        status, results, error="\n".join(filter(None, [summary, why])),
+        oracle=reference.oracle, oracle_note=reference.why, notes=notes,
     )
 
 
@@ -85,9 +97,9 @@ def check_parallel(
     mpi: bool = False,
     plan: str = "",
     min_size: int = 0,
-    rtol: float = 1e-4,
-    atol: float = 1e-4,
-    min_pcc: float = 0.999,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    min_pcc: float = MIN_PCC,
     seed: int = 0,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
@@ -104,7 +116,7 @@ def check_parallel(
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
             chosen = chosen.with_arrays(model.graph, inputs)
-        feeds = _feeds(model, base, inputs, seed, chosen)
+        feeds, notes = _feeds(model, base, inputs, seed, chosen)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "tp"
             infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
@@ -121,11 +133,14 @@ def check_parallel(
     results = [
         compare_output(name, expected, first[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
         for name, expected in zip(out_names, reference.outputs)
+        if name in first
     ]
-    agree = all(np.array_equal(d[name], first[name]) for d in per_device[1:] for name in out_names)
-    note = parallel_report(infos) + ("" if agree else "\nthe devices' outputs differ")
-    status = MATCH if agree and all(r.ok for r in results) else MISMATCH
-    return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why)
+    agree = all(np.array_equal(d[name], first[name]) for d in per_device[1:] for name in first)
+    status, why = verdict(results, len(reference.outputs))
+    note = parallel_report(infos) + ("" if agree else "\nthe devices' outputs differ") + (f"\n{why}" if why else "")
+    if not agree:
+        status = MISMATCH
+    return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)
 
 
 def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[dict[str, np.ndarray]]:

@@ -10,6 +10,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto
 
@@ -119,6 +120,12 @@ class SplitGraph:
                           at(self.module_path))
 
 
+def converted_module(g: SplitGraph) -> Path | None:
+    """Where `convert` writes device sub-model `g`'s Forge module (None
+    without a `context_dir`)."""
+    return None if g.context_dir is None else g.context_dir / f"graph_{g.index}.py"
+
+
 def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
     """`graph_infos.json` and its sub-models, each reference checked: a
     missing field, an unknown tensor, a missing file, or a tensor read
@@ -130,14 +137,16 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
         raise ForgeOptError(f"{path}: no such file (is {folder} a split?)") from None
     except json.JSONDecodeError as e:
         raise ForgeOptError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(infos, dict):
+        raise ForgeOptError(f"{path}: not a split's description (a JSON object with graphs and tensors)")
     for key in ("graphs", "tensors", "graph_num"):
         if key not in infos:
             raise ForgeOptError(f"{path}: the field '{key}' is missing")
-    tensors = infos["tensors"]
-    if not isinstance(tensors, dict):
-        raise ForgeOptError(f"{path}: 'tensors' must map tensor names to their shape, dtype and attr")
+    tensors = infos["tensors"] = _tensor_table(infos["tensors"], path)
     if infos["graph_num"] != len(infos["graphs"]):
         raise ForgeOptError(f"{path}: graph_num is {infos['graph_num']} but there are {len(infos['graphs'])} graphs")
+    if not any(isinstance(t, dict) and t.get("attr") == "output" for t in tensors.values()):
+        raise ForgeOptError(f"{path}: no tensor has attr 'output', so a run would return nothing to compare")
     known = {name for name, t in tensors.items() if t.get("attr") == "input"}
     ranks = range(_grid_size(infos, path))
     collectives = infos.get("collectives", [])
@@ -147,6 +156,8 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
         for key in ("inputs", "outputs", "device", "model_info"):
             if key not in entry:
                 raise ForgeOptError(f"{where}: the field '{key}' is missing")
+        if entry["device"] == AUTOSPLIT_DEVICE:  # AutoSplit's name for its accelerator
+            entry["device"] = DEVICE
         if entry["device"] not in (DEVICE, CPU):
             raise ForgeOptError(f"{where}: device '{entry['device']}' is neither '{DEVICE}' nor '{CPU}'")
         for x in (*entry["inputs"], *entry["outputs"]):
@@ -166,13 +177,68 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
                 if p is not None and not p.is_file():
                     raise ForgeOptError(f"{where}: the file {p} does not exist")
         graphs.append(graph)
+        _fill_dtypes(tensors, graph, where)
         for c, step in enumerate(collectives):
             if step.get("after_graph") == n:
                 if step.get("input") not in known or step.get("output") not in tensors:
                     raise ForgeOptError(f"{path}: collectives[{c}] reads a tensor no earlier graph makes, or makes "
                                         "one not in 'tensors'")
                 known.add(step["output"])
+    for name, t in tensors.items():
+        if "dtype" not in t:
+            raise ForgeOptError(f"{path}: tensor '{name}' has no dtype, and no sub-model declares its type")
     return infos, graphs
+
+
+#: what AutoSplit's own files call the accelerator
+AUTOSPLIT_DEVICE = "tpu"
+
+
+def _tensor_table(tensors, path: Path) -> dict[str, dict]:
+    """`tensors` as a dict by name, each entry checked: AutoSplit writes a
+    dict; its docstrings show a list of `{name, shape, attr}`, read too."""
+    if isinstance(tensors, list):
+        if not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tensors):
+            raise ForgeOptError(f"{path}: 'tensors' as a list needs a 'name' in every entry")
+        tensors = {t["name"]: {k: v for k, v in t.items() if k != "name"} for t in tensors}
+    if not isinstance(tensors, dict) or not all(isinstance(t, dict) for t in tensors.values()):
+        raise ForgeOptError(f"{path}: 'tensors' must map tensor names to their shape, dtype and attr")
+    for name, t in tensors.items():
+        if t.get("attr") not in ("input", "output", "intermediate"):
+            raise ForgeOptError(
+                f"{path}: tensor '{name}' has attr {t.get('attr')!r}, not input, output or intermediate"
+            )
+        shape = t.get("shape")
+        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)):
+            raise ForgeOptError(f"{path}: tensor '{name}' has shape {shape!r}, not a list of sizes")
+        if "dtype" in t:
+            if not isinstance(t["dtype"], str):
+                raise ForgeOptError(f"{path}: tensor '{name}' has dtype {t['dtype']!r}, not a numpy type's name")
+            try:
+                t["dtype"] = np.dtype(t["dtype"]).name
+            except TypeError:
+                raise ForgeOptError(
+                    f"{path}: tensor '{name}' has dtype {t['dtype']!r}, which is no numpy type"
+                ) from None
+    return tensors
+
+
+def _fill_dtypes(tensors: dict[str, dict], graph: SplitGraph, where: str) -> None:
+    """The dtype of each tensor the graph reads or makes that has none (as
+    AutoSplit's described form leaves it), from the sub-model's declared types."""
+    missing = [x for x in (*graph.inputs, *graph.outputs) if "dtype" not in tensors[x]]
+    if not missing:
+        return
+    try:
+        model = onnx.load(graph.on(0).model_path, load_external_data=False)
+    except Exception as e:  # protobuf's errors have no common base
+        raise ForgeOptError(f"{where}: cannot read {graph.on(0).model_path}: {e}") from None
+    g = model.graph
+    declared = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
+    for x in missing:
+        tp = declared.get(x)
+        if tp is not None and tp.WhichOneof("value") == "tensor_type" and tp.tensor_type.elem_type:
+            tensors[x]["dtype"] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type)).name
 
 
 def _grid_size(infos: dict, path: Path) -> int:

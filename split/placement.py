@@ -16,7 +16,7 @@ from enum import Enum
 
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.diagnostics import node_name
+from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import onnx_ops
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, CustomOp, OnnxOp
 from forge_opt.transforms.fold_constants import fold_constant_op
@@ -69,9 +69,26 @@ def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection
             continue
         placement.where = Where.CPU
         placement.reason = reasons.get(name) or f"{op.name} has no lowering to Forge"
+    _check_pins(placements, cpu_ops, cpu_nodes)
     for name, placement in placements.items():
         if placement.where is Where.DEVICE and name in folded:
             placement.where = Where.FOLDED
         if placement.op_type in cpu_ops or name in cpu_nodes:
             placement.where, placement.reason = Where.CPU, "pinned to the CPU"
     return placements
+
+
+def _check_pins(placements: dict[str, Placement], cpu_ops: Collection[str], cpu_nodes: Collection[str]) -> None:
+    """A pin that names nothing in the model is a typo, not a no-op: an
+    error naming it and the closest names there are."""
+    import difflib
+
+    for pins, known, what in (
+        (cpu_ops, {p.op_type for p in placements.values()}, "--cpu-ops: no node has the op type"),
+        (cpu_nodes, set(placements), "--cpu-nodes: the model has no node named"),
+    ):
+        for pin in pins:
+            if pin not in known:
+                close = difflib.get_close_matches(pin, sorted(known), n=3)
+                hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+                raise ForgeOptError(f"{what} '{pin}'{hint}")

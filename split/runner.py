@@ -1,6 +1,10 @@
 """Running a split (AutoSplit's AutoRunner): the sub-models one after
-another, CPU ones on onnxruntime and device ones compiled to Forge and run
-on the stand-in, each fed only tensors `graph_infos.json` lists.
+another, CPU ones on onnxruntime and device ones as the Forge modules
+`convert` wrote into their `context_dir` (what ships), run on the stand-in,
+each fed only tensors `graph_infos.json` lists. A device sub-model with no
+converted module, or one that fails to load, is an error naming it;
+`recompile=True` compiles each from its ONNX instead (for debugging the
+compiler, not for checking a deployment).
 
 `mode="cpu"` runs the device sub-models' ONNX on onnxruntime too, which
 tells a partitioning bug (the outputs differ in this mode) from a lowering
@@ -20,9 +24,9 @@ import onnx
 
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.interpreters.forge_standin import forge_instance, run_instance
+from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, block, run_threads
-from forge_opt.split.folder import read_split
+from forge_opt.split.folder import SplitGraph, converted_module, read_split
 from forge_opt.split.plan import DEVICE
 
 
@@ -45,7 +49,28 @@ def _with_weights(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
     return loaded
 
 
-def run_split(folder: Path, inputs: dict[str, np.ndarray], mode: str = "device") -> dict[str, np.ndarray]:
+def _load_converted(g: SplitGraph, model: onnx.ModelProto):
+    """Device sub-model `g`'s converted Forge module, instantiated with its
+    parameters; an error naming the module where it is missing or broken."""
+    path = converted_module(g)
+    if path is None or not path.is_file():
+        raise ForgeOptError(
+            f"graph_{g.index} ({g.device}): no converted Forge module"
+            + (f" at {path}" if path is not None else " (no context_dir)")
+            + ": run `forge-split convert` first (or `run --recompile` to compile the ONNX instead)"
+        )
+    try:
+        return forge_instance(path.read_text(), str(path), _with_weights(model, g.model_path.parent))
+    except ForgeCallError as e:
+        raise ForgeOptError(f"graph_{g.index}: the converted module {path} does not load: {e}") from None
+    except Exception as e:  # whatever the module's own code raises: it is the user's file now
+        raise ForgeOptError(f"graph_{g.index}: the converted module {path} does not load: "
+                            f"{type(e).__name__}: {e}") from None
+
+
+def run_split(
+    folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False
+) -> dict[str, np.ndarray]:
     """The model's outputs (by name) from its split in `folder`."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
@@ -68,10 +93,14 @@ def run_split(folder: Path, inputs: dict[str, np.ndarray], mode: str = "device")
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
-        if g.device == DEVICE and mode == "device":
+        if g.device == DEVICE and mode == "device" and recompile:
             compiled = compile_model(model, g.model_path.parent)
             compiled.model = _with_weights(model, g.model_path.parent)  # what Forge loads its parameters from
             outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
+        elif g.device == DEVICE and mode == "device":
+            initializers = {t.name for t in model.graph.initializer}
+            order = [i.name for i in model.graph.input if i.name not in initializers]
+            outputs = run_instance(_load_converted(g, model), [feeds[x] for x in order])
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = expected_outputs(model, g.model_path.parent, feeds).outputs

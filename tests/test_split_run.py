@@ -76,6 +76,7 @@ def test_a_detector_splits_into_a_device_backbone_and_cpu_post_processing(tmp_pa
 def test_running_the_split_gives_the_models_outputs(tmp_path, mode):
     model = detector()
     split_model(model, tmp_path / "split", min_device_ops=2)
+    convert(tmp_path / "split")
     got = run_split(tmp_path / "split", _inputs(), mode=mode)
     want = dict(zip(["selected", "best_boxes"], onnxruntime_outputs(model, None, _inputs())))
     assert set(got) == set(want)
@@ -105,6 +106,7 @@ def test_a_middle_cpu_op_gives_three_sub_models(tmp_path):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     _, infos = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
+    convert(tmp_path / "split")
     assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
     x = {"x": np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)}
     np.testing.assert_allclose(run_split(tmp_path / "split", x)["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5)
@@ -196,7 +198,7 @@ def test_forge_check_fallback(tmp_path, capsys):
         assert done.value.code == code, argv
     out = capsys.readouterr()
     assert "split into 2 sub-models (tt, cpu)" in out.err and "match" in out.out
-    assert "--fallback does not combine with --freeze, --bisect or --emit" in out.err
+    assert "--fallback does not combine with --bisect or --emit" in out.err
 
 
 def test_the_partitioned_ir_runs_as_the_model():
@@ -243,6 +245,7 @@ def _weighty_model():
 def test_large_inline_weights_are_written_once_and_pointed_at(tmp_path):
     model = _weighty_model()
     _, infos = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
+    convert(tmp_path / "split")
     assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
     assert (tmp_path / "split" / "weights.bin").stat().st_size == (64 * 512 + 256 * 128) * 4
     assert all((tmp_path / "split" / f"graph_{n}.onnx").stat().st_size < 4096 for n in range(3))
@@ -258,6 +261,7 @@ def test_external_weights_stay_in_their_file(tmp_path):
     source.mkdir()
     onnx.save(_weighty_model(), source / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=1024)
     split_model(source / "m.onnx", tmp_path / "split")
+    convert(tmp_path / "split")
     assert not (tmp_path / "split" / "weights.bin").exists()
     first = onnx.load(tmp_path / "split" / "graph_0.onnx", load_external_data=False)
     location = {e.key: e.value for e in first.graph.initializer[0].external_data}["location"]
@@ -283,6 +287,7 @@ def test_an_output_that_folds_is_still_an_output(tmp_path):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     split_model(model, tmp_path / "split")
+    convert(tmp_path / "split")
     x = {"x": np.random.default_rng(5).standard_normal((2, 8)).astype(np.float32)}
     got = run_split(tmp_path / "split", x)
     np.testing.assert_array_equal(got["shape"], [2, 3])
@@ -305,6 +310,7 @@ def test_an_op_of_another_domain_runs_on_the_cpu(tmp_path):
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
     _, infos = split_model(model, tmp_path / "split")
+    convert(tmp_path / "split")
     assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
     x = {"x": np.random.default_rng(6).standard_normal((2, 8)).astype(np.float32)}
     got = run_split(tmp_path / "split", x)["y"]

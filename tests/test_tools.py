@@ -142,3 +142,36 @@ def test_dot_renders_with_graphviz(tmp_path):
     ).stdout
     svg = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, check=True).stdout
     assert "<svg" in svg and "forge.index" in svg
+
+
+def test_bisect_finds_values_by_the_importers_naming_rule(monkeypatch):
+    """PyTorch's names (`/m/Sigmoid_output_0`) are found, and two values one
+    SSA name would carry (`b` and `b_1`) are not compared against each
+    other's results: the blame goes to the node that is wrong."""
+    from onnx import TensorProto, helper
+
+    def chain(names):
+        nodes = [helper.make_node(op, [a], [b], name=f"/m/{op}") for op, a, b in zip(("Relu", "Sigmoid", "Exp"),
+                                                                                       ["x", *names], [*names, "y"])]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+    real = forge_kernels.KERNELS["Sigmoid"]
+    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda x: real(x) + 0.5)
+    report = check_model(chain(["/m/Relu_output_0", "/m/Sigmoid_output_0"]), bisect=True)
+    assert report.divergence is not None and report.divergence.node == "/m/Sigmoid"
+    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", real)
+    real_exp = forge_kernels.KERNELS["Exp"]
+    monkeypatch.setitem(forge_kernels.KERNELS, "Exp", lambda x: real_exp(x) * 2)
+    report = check_model(chain(["b", "b_1"]), bisect=True)
+    assert report.divergence is not None and report.divergence.node == "/m/Exp"
+
+
+def test_one_naming_rule():
+    from forge_opt.frontends.onnx_names import ambiguous, ssa_name
+
+    assert ssa_name("hidden") == "hidden" and ssa_name("b_1") == "b"
+    assert ssa_name("/model/layer.0/MatMul_output_0") == "model_layer_0_MatMul_output"
+    assert ssa_name("123") is None and ssa_name("0_x") == "x"
+    assert ambiguous(["b", "b_1", "c"]) == {"b"}

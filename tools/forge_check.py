@@ -9,6 +9,7 @@ import traceback
 
 import numpy as np
 
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.diagnostics import ForgeOptError
 
 
@@ -16,9 +17,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="forge-check", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("model", help="an .onnx or .onnxtxt model")
     parser.add_argument("--inputs", help=".npz file with one array per graph input, by input name")
-    parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
-    parser.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
-    parser.add_argument("--pcc", type=float, default=0.999, help="minimum PCC (default 0.999)")
+    parser.add_argument(
+        "--rtol", type=float, default=RTOL,
+        help=f"tolerance relative to each output's scale, its largest magnitude (default {RTOL})",
+    )
+    parser.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
+    parser.add_argument(
+        "--pcc", type=float, default=MIN_PCC,
+        help=f"minimum PCC of outputs of more than one element whose spread exceeds the tolerance (default {MIN_PCC})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument(
         "--freeze",
@@ -67,9 +74,12 @@ def main(argv: list[str] | None = None) -> None:
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
         chosen = InputShapes.parse(args.shape, args.dim)
-        if (args.mpi or args.plan) and not args.devices:
+        if (args.mpi or args.plan) and args.devices is None:
             raise ForgeOptError("--mpi and --plan go with --devices P")
-        if args.devices:
+        if args.devices is not None:
+            if args.devices < 2:
+                raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
+                                    "(leave --devices out to check on one device)")
             if args.freeze or args.bisect or args.emit or args.fallback:
                 raise ForgeOptError("--devices does not combine with --freeze, --bisect, --emit or --fallback")
             from forge_opt.split.check import check_parallel
@@ -79,13 +89,13 @@ def main(argv: list[str] | None = None) -> None:
                 min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes, dims=chosen.dims,
             )
         elif args.fallback:
-            if args.freeze or args.bisect or args.emit:
-                raise ForgeOptError("--fallback does not combine with --freeze, --bisect or --emit")
+            if args.bisect or args.emit:
+                raise ForgeOptError("--fallback does not combine with --bisect or --emit")
             from forge_opt.split.check import check_fallback
 
             report = check_fallback(
                 args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
-                shapes=chosen.shapes, dims=chosen.dims,
+                freeze=tuple(args.freeze), shapes=chosen.shapes, dims=chosen.dims,
             )
         else:
             report = check_model(

@@ -14,6 +14,7 @@ from typing import IO
 
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func
+from xdsl.utils.exceptions import ArgSpecParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from forge_opt.diagnostics import ForgeOptError
@@ -154,20 +155,36 @@ class ForgeOptMain(xDSLOptMain):
 
 
 def _check_folder(folder) -> None:
-    """Write into an empty folder or over our own plan, never over other files."""
-    if folder.exists() and any(folder.iterdir()) and not (folder / "graph_infos.json").is_file():
-        raise ForgeOptError(f"{folder}: is not empty and holds no plan of ours; choose an empty folder")
+    """Write into an empty folder or over our own tensor-parallel plan, never
+    over other files (an AutoSplit split included)."""
+    import json
+
+    if not folder.exists() or not any(folder.iterdir()):
+        return
+    plan = folder / "graph_infos.json"
+    try:
+        ours = "grid" in json.loads(plan.read_text())
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        what = "an AutoSplit split" if plan.is_file() else "no plan of ours"
+        raise ForgeOptError(f"{folder}: is not empty and holds {what}; choose an empty folder")
 
 
 def _message(e: BaseException) -> str:
     text = str(e).strip()
     if isinstance(e, ForgeOptError):
         return text
+    if isinstance(e, IsADirectoryError):
+        return f"{e.filename}: is a folder, not a model file (.onnx, .onnxtxt or .mlir)"
     if isinstance(e, FileNotFoundError):
         folder = os.path.dirname(e.filename or "")
         if folder and not os.path.isdir(folder):
             return f"{e.filename}: the folder {folder} does not exist"
         return f"{e.filename}: no such file"
+    if isinstance(e, ArgSpecParseError):
+        return (f"{text}\na pass option's value holding '/' or '.' is a string: quote it, as in "
+                "-p 'onnx-to-forge{devices=2 plan=\"plan.json\"}'")
     # xDSL reports bad flags, pass names and pass options as ValueError.
     if type(e).__name__ in ("ParseError", "VerifyException", "DiagnosticException", "ValueError"):
         return text
@@ -188,7 +205,7 @@ def run(args: Sequence[str] | None = None, prog: str = "forge-opt") -> int:
         return e.code if isinstance(e.code, int) else 1
     except KeyboardInterrupt:
         return 130
-    except Exception as e:
+    except (Exception, ArgSpecParseError) as e:  # xDSL's pass-spec errors are BaseExceptions
         if debug:
             traceback.print_exc()
         message = _message(e)

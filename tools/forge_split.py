@@ -5,7 +5,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
                 [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE]
     forge-split convert DIR
-    forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--check [--model MODEL]]
+    forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--check [--model MODEL]]
 
 `run --check` compares the outputs with onnxruntime (exit 0 match, 1
 mismatch, 2 did not compile, as forge-check): with the whole model given by
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.diagnostics import ForgeOptError
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -107,10 +108,12 @@ def _convert(argv: list[str]) -> int:
 
 
 def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
-    from forge_opt.check.engine import random_array
+    import onnx
+
+    from forge_opt.check.engine import index_bounds, random_array
     from forge_opt.split.folder import read_split
 
-    infos, _ = read_split(folder)
+    infos, graphs = read_split(folder)
     if path:
         try:
             with np.load(path) as data:
@@ -118,13 +121,17 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
         except (OSError, ValueError) as e:
             raise ForgeOptError(f"{path}: cannot read the inputs: {e}") from None
     rng = np.random.default_rng(0)
+    bounds: dict[str, int] = {}
+    for g in graphs:  # an index into a table stays inside it, whichever sub-model holds the table
+        for name, size in index_bounds(onnx.load(g.on(0).model_path, load_external_data=False)).items():
+            bounds[name] = min(size, bounds.get(name, size))
     inputs = {}
     for name, t in infos["tensors"].items():
         if t["attr"] != "input":
             continue
         if any(d < 0 for d in t["shape"]):
             raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
-        inputs[name] = random_array(t["shape"], np.dtype(t["dtype"]), rng)
+        inputs[name] = random_array(t["shape"], np.dtype(t["dtype"]), rng, bounds.get(name))
     return inputs
 
 
@@ -136,17 +143,23 @@ def _run(argv: list[str]) -> int:
                    help="cpu runs the device sub-models on onnxruntime too (tells a split bug from a lowering bug)")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime; exit 0 match, 1 mismatch")
     p.add_argument("--model", help="with --check: the whole model to compare with")
-    p.add_argument("--rtol", type=float, default=1e-4)
-    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--recompile", action="store_true",
+                   help="compile each device sub-model from its ONNX instead of running its converted module "
+                        "(debugging the compiler; a check of what ships runs the converted modules)")
+    p.add_argument("--rtol", type=float, default=RTOL,
+                   help=f"tolerance relative to each output's scale (default {RTOL})")
+    p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
+    p.add_argument("--pcc", type=float, default=MIN_PCC, help=f"minimum PCC (default {MIN_PCC})")
     args = p.parse_args(argv)
     from forge_opt.check.compare import compare_output
     from forge_opt.check.engine import expected_outputs
+    from forge_opt.check.model import format_results, verdict
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 
     folder = Path(args.folder)
     inputs = _load_inputs(args.inputs, folder)
-    outputs = run_split(folder, inputs, mode=args.mode)
+    outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile)
     if not args.check:
         for name, value in outputs.items():
             print(f"{name}: shape {list(value.shape)} dtype {value.dtype}")
@@ -161,14 +174,19 @@ def _run(argv: list[str]) -> int:
         want = dict(zip(names, reference.outputs))
     else:
         want = run_split(folder, inputs, mode="cpu")
-    ok = True
-    for name, value in want.items():
-        result = compare_output(name, value, outputs[name], rtol=args.rtol, atol=args.atol, formats=False)
-        verdict = "ok" if result.ok else f"MISMATCH {result.reason}".rstrip()
-        print(f"{name:<24} {list(result.shape)!s:<18} {result.max_abs_error:>12.3e}  {verdict}")
-        ok = ok and result.ok
-    print("match" if ok else "mismatch")
-    return MATCH if ok else MISMATCH
+    missing = [name for name in want if name not in outputs]
+    if missing:
+        raise ForgeOptError(f"the split returns no output '{missing[0]}' of the model; nothing to compare it with")
+    results = [
+        compare_output(name, value, outputs[name], rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, formats=False)
+        for name, value in want.items()
+    ]
+    print("\n".join(format_results(results)))
+    status, why = verdict(results, len(want))
+    if why:
+        print(f"forge-split: {why}", file=sys.stderr)
+    print("match" if status == MATCH else "mismatch")
+    return status
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,95 @@
+"""What a model's inputs are, as exporters write them: Paddle's `-1` for an
+unknown size, an input also listed in `value_info`, symbolic sizes a split
+must be told, and integer inputs that index small tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from model_helpers import make_model, value_info
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt.check import MATCH, check_model
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.api import split_model
+
+MODELS = Path(__file__).parent / "data" / "models"
+
+
+def _paddle_style():
+    """A Relu and a MatMul whose input's batch size is written `dim_value: -1`."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), "w")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])]
+    model = make_model(nodes, [value_info("x", [-1, 3])], [value_info("y", [-1, 4])], [w])
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == -1
+    return model
+
+
+def test_a_size_of_minus_one_is_unknown_and_the_users_to_choose(tmp_path, capsys):
+    from forge_opt.tools.forge_check import main
+
+    model = _paddle_style()
+    assert check_model(model, shapes={"x": (2, 3)}).status == MATCH
+    x = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
+    assert check_model(model, {"x": x}).status == MATCH
+    report = check_model(model)
+    assert "'x' [?, 3]" in report.error and "--shape x=D0,D1,..." in report.error
+    path = tmp_path / "paddle.onnx"
+    onnx.save(model, path)
+    with pytest.raises(SystemExit) as done:
+        main([str(path), "--shape", "x=1,3"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip().endswith("match")
+
+
+def test_an_input_listed_in_value_info_takes_the_users_sizes():
+    """Some exporters list graph inputs in value_info too, with their
+    symbolic sizes: the user's --shape and --inputs decide all the same."""
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [value_info("x", ["n", 3])],
+                       [value_info("y", ["n", 3])])
+    model.graph.value_info.append(value_info("x", ["n", 3]))
+    assert check_model(model, shapes={"x": (2, 3)}).status == MATCH
+    assert check_model(model, dims={"n": 4}).status == MATCH
+    x = np.ones((6, 3), np.float32)
+    assert check_model(model, {"x": x}).status == MATCH
+
+
+def test_a_split_of_unknown_sizes_asks_for_them(tmp_path):
+    """Without --dim a split would place every MatMul on the CPU and still
+    run: it is refused with the flags that fix the sizes, as forge-opt does."""
+    with pytest.raises(ForgeOptError, match=r"'input_ids' \[batch, sequence\]; choose them with --dim batch=N"):
+        split_model(MODELS / "gpt2_dynamic_opset17.onnx", tmp_path / "split")
+    _, infos = split_model(MODELS / "gpt2_dynamic_opset17.onnx", tmp_path / "split",
+                           dims={"batch": 1, "sequence": 16})
+    assert [g["device"] for g in infos["graphs"]] == ["tt"]
+    with pytest.raises(ForgeOptError, match=r"'x' \[\?, 3\]"):
+        split_model(_paddle_style(), tmp_path / "paddle")
+    _, infos = split_model(_paddle_style(), tmp_path / "paddle", shapes={"x": (2, 3)})
+    assert infos["tensors"]["x"]["shape"] == [2, 3]
+
+
+def _with_token_types():
+    """BERT's embeddings: words from a 30-row table, token types from a 2-row one."""
+    rng = np.random.default_rng(2)
+    nodes = [
+        helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+        helper.make_node("Cast", ["token_type_ids"], ["types"], to=TensorProto.INT64),
+        helper.make_node("Gather", ["type_table", "types"], ["t"]),
+        helper.make_node("Add", ["w", "t"], ["y"]),
+    ]
+    tables = [numpy_helper.from_array(rng.standard_normal((30, 4)).astype(np.float32), "words"),
+              numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "type_table")]
+    return make_model(nodes, [value_info("input_ids", [1, 6], TensorProto.INT64),
+                              value_info("token_type_ids", [1, 6], TensorProto.INT32)],
+                      [value_info("y", [1, 6, 4])], tables)
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_random_indices_stay_inside_the_tables_they_index(fallback):
+    from forge_opt.split.check import check_fallback
+
+    report = (check_fallback if fallback else check_model)(_with_token_types())
+    assert report.status == MATCH, report.format() + report.error
+    assert "integer inputs that index a table stay inside it (token_type_ids < 2)" in report.format()

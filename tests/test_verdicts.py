@@ -1,0 +1,107 @@
+"""forge-check's verdicts (check/compare.py): each rule taken from Forge's
+`verify` has a case where it must say mismatch and one where it must not."""
+
+import numpy as np
+import pytest
+
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
+from forge_opt.check.model import MATCH, MISMATCH, format_results, verdict
+
+
+def _compare(want, got, **kwargs):
+    return compare_output("y", np.asarray(want), np.asarray(got), **{"rtol": RTOL, "atol": ATOL, "min_pcc": MIN_PCC,
+                                                                     **kwargs})
+
+
+def test_a_single_element_is_judged_by_all_close_not_pcc():
+    """A PCC of one element is undefined (Forge's "PCC for single values
+    doesn't work"): 4e-8 against float32 noise is a match, 1e-3 off is not."""
+    noise = _compare(np.array([[4e-8]], np.float32), np.array([[1.1e-7]], np.float32))
+    assert noise.ok and noise.pcc != noise.pcc  # no PCC asked of one element
+    assert not _compare(np.array([[4e-8]], np.float32), np.array([[1e-3]], np.float32)).ok
+
+
+def test_a_near_constant_map_is_judged_by_all_close():
+    """A [1, 1, 320, 320] map of one value plus rounding noise: its PCC
+    measures the noise; all-close within the tolerance decides."""
+    rng = np.random.default_rng(0)
+    want = (0.25 + rng.standard_normal((1, 1, 320, 320)) * 1e-7).astype(np.float32)
+    got = (want + rng.standard_normal(want.shape) * 1.2e-7).astype(np.float32)
+    result = _compare(want, got)
+    assert result.ok
+    assert not _compare(want, want + np.float32(1e-3)).ok  # off by more than the tolerance
+
+
+def test_a_constant_tensor_matches_its_equal():
+    assert _compare(np.full((4, 4), 3.0, np.float32), np.full((4, 4), 3.0, np.float32)).ok
+    assert not _compare(np.full((4, 4), 3.0, np.float32), np.full((4, 4), 3.01, np.float32)).ok
+
+
+def test_the_tolerance_is_relative_to_the_outputs_scale():
+    """Logits of scale 1e-2 off by 1e-4 (1% of their scale) are a mismatch,
+    though an absolute 1e-4 and a PCC above 0.999 would pass them."""
+    rng = np.random.default_rng(1)
+    want = (rng.standard_normal(1000) * 1e-2).astype(np.float32)
+    got = want + np.float32(1e-4) * np.sign(rng.standard_normal(1000)).astype(np.float32)
+    result = _compare(want, got)
+    assert not result.ok and result.tolerance < 1e-5
+    assert result.pcc > 0.999  # what used to pass it alone
+    # the same relative error on logits of scale 100 is as wrong
+    assert not _compare(want * 1e4, got * 1e4).ok
+    # and errors within 1e-4 of the scale pass at any scale
+    small = want + np.float32(5e-7) * np.sign(want)
+    assert _compare(want, small).ok and _compare(want * 1e4, small * 1e4).ok
+
+
+def test_pcc_is_required_where_the_reference_has_structure():
+    """A wide tolerance does not hide noise as large as the signal: the
+    reference's spread exceeds the tolerance, so the PCC must reach its minimum."""
+    want = np.linspace(0, 10, 100).astype(np.float32)
+    got = want + np.random.default_rng(2).uniform(-4, 4, 100).astype(np.float32)
+    result = _compare(want, got, rtol=0.5)
+    assert result.max_abs_error < result.tolerance  # all-close at this tolerance
+    assert not result.ok and result.pcc < 0.9
+
+
+def test_integers_and_bools_are_exact():
+    assert _compare(np.array([1, 2, 3], np.int64), np.array([1, 2, 3], np.int64)).ok
+    assert not _compare(np.array([1, 2, 3], np.int64), np.array([1, 2, 4], np.int64)).ok
+    assert not _compare(np.array([True, False]), np.array([True, True])).ok
+
+
+def test_nan_and_infinities_must_be_where_the_reference_has_them():
+    want = np.array([np.nan, np.inf, 1.0], np.float32)
+    assert _compare(want, want.copy()).ok
+    assert not _compare(want, np.array([0.0, np.inf, 1.0], np.float32)).ok
+    assert not _compare(want, np.array([np.nan, -np.inf, 1.0], np.float32)).ok
+
+
+def test_the_conformance_rule_is_elementwise():
+    """ONNX's backend tests hold each element to atol + rtol * |reference|:
+    a small element beside a large one gets no share of the large one's scale."""
+    want = np.array([1000.0, 1e-3], np.float32)
+    got = np.array([1000.0, 2e-3], np.float32)
+    assert _compare(want, got, min_pcc=None).ok
+    assert not _compare(want, got, min_pcc=None, rtol=1e-3, atol=1e-7, scaled=False).ok
+
+
+def test_nothing_compared_is_never_a_match():
+    assert verdict([], 0)[0] == MISMATCH and "nothing was compared" in verdict([], 0)[1]
+    one = _compare(np.ones(2, np.float32), np.ones(2, np.float32))
+    assert verdict([one], 2) == (MISMATCH, "1 of 2 outputs were compared")
+    assert verdict([one], 1, actual=2)[0] == MISMATCH
+    assert verdict([one], 1) == (MATCH, "")
+
+
+def test_the_table_shows_the_tolerance_and_no_pcc_where_none_applies():
+    lines = format_results([_compare(np.array([2.0], np.float32), np.array([2.0], np.float32)),
+                            _compare(np.array([1, 2]), np.array([1, 2]))])
+    assert lines[0].split() == ["output", "shape", "max", "abs", "err", "tolerance", "pcc", "verdict"]
+    assert lines[1].split()[-3:] == ["2.0e-04", "-", "ok"]
+    assert lines[2].split()[-3:] == ["exact", "-", "ok"]
+
+
+@pytest.mark.parametrize("rtol", [1e-4, 1e-2])
+def test_errors_below_the_floor_pass_near_zero(rtol):
+    want = np.array([0.0, 1e-9, -1e-9], np.float32)
+    assert _compare(want, want + np.float32(5e-7), rtol=rtol).ok

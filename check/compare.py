@@ -5,7 +5,8 @@ The verdict follows Forge's own `verify` (tt-forge-fe forge/forge/verify/
 compare.py), made stricter where it can only help:
 
 - integers and bools must be equal;
-- floats must be all-close: every element within `atol + rtol * scale`,
+- floats must be all-close (for forge-check, a reference with no finite
+  value compares nothing, and is no match): every element within `atol + rtol * scale`,
   where `scale` is the reference's largest finite magnitude, so the
   tolerance is relative to the output's scale (Forge's `relative_atol`)
   and `atol` is only a floor for outputs near zero; the conformance run
@@ -113,6 +114,8 @@ def compare_output(
         err = float(np.max(diff)) if want.size else 0.0
     if not (want.dtype.kind == "c" or is_float(want.dtype)):
         return OutputResult(name, got.shape, err, math.nan, bool(np.array_equal(want, got)))
+    if scaled and want.size and not np.isfinite(wide_want).any():
+        return OutputResult(name, got.shape, err, math.nan, False, "the reference has no finite value to compare")
     scale, spread = _finite_scale(np.abs(wide_want) if want.dtype.kind == "c" else wide_want)
     tolerance = atol + rtol * scale
     with np.errstate(invalid="ignore"):

@@ -70,8 +70,19 @@ def random_inputs(module: ModuleOp, seed: int = 0, bounds: Mapping[str, int] | N
         t = arg.type
         if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
             raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs, --dim or --shape")
-        arrays.append(random_array(t.get_shape(), dtypes.numpy_dtype(t.element_type), rng, (bounds or {}).get(name)))
+        dtype = dtypes.numpy_dtype(t.element_type)
+        if is_mask(name, dtype):
+            arrays.append(np.ones(t.get_shape(), dtype))
+        else:
+            arrays.append(random_array(t.get_shape(), dtype, rng, (bounds or {}).get(name)))
     return arrays
+
+
+def is_mask(name: str, dtype) -> bool:
+    """An integer or bool input named as an attention mask (`attention_mask`,
+    `encoder_attention_mask`): random ones would mask at random, or (an
+    additive mask of 0..9) overflow; a random input for it is all ones."""
+    return "mask" in name.lower() and (np.dtype(dtype) == np.bool_ or np.issubdtype(dtype, np.integer))
 
 
 def random_array(shape, dtype: np.dtype, rng: np.random.Generator, bound: int | None = None) -> np.ndarray:

@@ -15,6 +15,7 @@ from forge_opt.check.engine import (
     compile_model,
     expected_outputs,
     index_bounds,
+    is_mask,
     random_inputs,
     run_compiled,
 )
@@ -69,12 +70,17 @@ def frozen(model, inputs, freeze: tuple[str, ...]):
     return model, {k: v for k, v in inputs.items() if k not in freeze}
 
 
-def bounded_note(bounds: dict[str, int]) -> list[str]:
-    """The report's line saying which random inputs were kept inside the tables they index."""
+def bounded_note(bounds: dict[str, int], names: list[str], dtypes: list) -> list[str]:
+    """The report's lines saying how random inputs were shaped by what they
+    feed: indices inside the tables they index, attention masks all ones."""
+    notes = []
     listed = ", ".join(f"{name} < {size}" for name, size in bounds.items() if size < RANDOM_INT_LIMIT)
-    if not listed:
-        return []
-    return [f"random inputs: integer inputs that index a table stay inside it ({listed})"]
+    if listed:
+        notes.append(f"random inputs: integer inputs that index a table stay inside it ({listed})")
+    masks = [name for name, dtype in zip(names, dtypes) if is_mask(name, dtype)]
+    if masks:
+        notes.append(f"random inputs: attention masks are all ones ({', '.join(masks)})")
+    return notes
 
 
 def format_results(results: list[OutputResult]) -> list[str]:
@@ -135,7 +141,7 @@ def check_model(
         if inputs is None:
             bounds = index_bounds(model)
             arrays = random_inputs(compiled.module, seed, bounds)
-            notes = bounded_note(bounds)
+            notes = bounded_note(bounds, names, [a.dtype for a in arrays])
         elif isinstance(inputs, dict):
             missing = [n for n in names if n not in inputs]
             if missing:

@@ -12,6 +12,7 @@ import functools
 import heapq
 import mmap
 import os
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -362,20 +363,11 @@ class _Importer:
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         if "ai.onnx" in self.opsets:
             self.opsets[""] = self.opsets.pop("ai.onnx")
-        self.types: dict[str, TypeProto] = {}
-        self._collect_types(inferred.graph)
+        self.types: Mapping[str, TypeProto] = _own_types(inferred.graph)
         # a graph has few distinct types: convert each once, keyed by its bytes
         self._converted: dict[bytes, Attribute] = {}
         self._by_name: dict[str, Attribute] = {}
         self.unresolved = False  # some value's type has unknown sizes, or no elements
-
-    def _collect_types(self, g: GraphProto) -> None:
-        values = [*g.input, *g.output, *g.value_info]
-        self.types.update({vi.name: vi.type for vi in values if vi.type.WhichOneof("value")})
-        for node in g.node:
-            for a in node.attribute:
-                for sub in [a.g] if a.type == AttributeProto.GRAPH else a.graphs:
-                    self._collect_types(sub)
 
     def value_type(self, name: str, what: str | Callable[[], str]) -> Attribute:
         """The type of value `name`; `what` names it in an error (a callable
@@ -426,7 +418,8 @@ class _Importer:
             _hint(arg, i.name)
             env[i.name] = arg
         resolved = self.inferred.graph if self.resolved else None
-        results = self._import_body(g, block, env, outer=set(), resolved=resolved)
+        # the inferred copy's nodes: their subgraphs carry the inferred types of their own values
+        results = self._import_body(g, block, env, outer=set(), resolved=resolved, typed=self.inferred.graph)
         block.add_op(ReturnOp(*results))
         func = FuncOp(
             text(g.name) or "main",
@@ -455,13 +448,15 @@ class _Importer:
         env: dict[str, SSAValue],
         outer: set[str],
         resolved: GraphProto | None = None,
+        typed: GraphProto | None = None,
     ) -> list[SSAValue]:
         """`g`'s initializers and nodes into `block`; for the main graph, the
-        nodes as resolution left them (`resolved`), with the constants it made."""
+        nodes as resolution left them (`resolved`), with the constants it
+        made, or else as `typed` (the inferred copy of `g`) has them."""
         from forge_opt.dialects.onnx_ops import ConstantOp
 
         initializers = list(g.initializer)
-        nodes = g.node
+        nodes = g.node if typed is None else typed.node
         made = 0  # the last `made` initializers are constants resolution computed, not the model's
         if resolved is not None:
             nodes = resolved.node
@@ -587,13 +582,19 @@ class _Importer:
 
     def _subgraph(self, g: GraphProto, env: dict[str, SSAValue], what: str) -> Region:
         _check_text((), _graph_names(g))
-        arg_types = [self.value_type(i.name, f"{what}, subgraph input '{i.name}'") for i in g.input]
-        block = Block(arg_types=arg_types)
-        inner = dict(env)
-        for arg, i in zip(block.args, g.input):
-            _hint(arg, i.name)
-            inner[i.name] = arg
-        results = self._import_body(g, block, inner, outer=set(env))
+        # the subgraph's value types over its enclosing scope's, while it is imported
+        outer_types, outer_names = self.types, self._by_name
+        self.types, self._by_name = ChainMap(_own_types(g), outer_types), {}
+        try:
+            arg_types = [self.value_type(i.name, f"{what}, subgraph input '{i.name}'") for i in g.input]
+            block = Block(arg_types=arg_types)
+            inner = dict(env)
+            for arg, i in zip(block.args, g.input):
+                _hint(arg, i.name)
+                inner[i.name] = arg
+            results = self._import_body(g, block, inner, outer=set(env))
+        finally:
+            self.types, self._by_name = outer_types, outer_names
         block.add_op(YieldOp.build(operands=[results]))
         return Region(block)
 
@@ -622,6 +623,12 @@ class _Importer:
             _hint(value, name)
             env[name] = value
         return op
+
+
+def _own_types(g: GraphProto) -> dict[str, TypeProto]:
+    """The types of `g`'s own values. A subgraph's are scoped to it
+    (`_subgraph`): the branches of an If reuse names with other shapes."""
+    return {vi.name: vi.type for vi in (*g.input, *g.output, *g.value_info) if vi.type.WhichOneof("value")}
 
 
 def _static_and_filled(t: Attribute) -> bool:

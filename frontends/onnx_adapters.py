@@ -8,7 +8,7 @@ used to be attributes and are now inputs).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -18,7 +18,7 @@ from onnx import NodeProto, TensorProto, TypeProto, helper, numpy_helper
 
 from forge_opt.diagnostics import ForgeOptError
 
-Adapter = Callable[[NodeProto, int, dict[str, TypeProto], str], list[NodeProto]]
+Adapter = Callable[[NodeProto, int, Mapping[str, TypeProto], str], list[NodeProto]]
 
 _ADAPTERS: dict[str, list[tuple[int, Adapter]]] = {}
 
@@ -46,7 +46,7 @@ def schema_version(op_type: str, opset: int | None = None) -> int | None:
         return None
 
 
-def adapt_node(node: NodeProto, since: int, types: dict[str, TypeProto], what: str) -> list[NodeProto]:
+def adapt_node(node: NodeProto, since: int, types: Mapping[str, TypeProto], what: str) -> list[NodeProto]:
     newest = schema_version(node.op_type)
     if newest is None or since >= newest:
         return [node]
@@ -97,7 +97,7 @@ def _set_input(node: NodeProto, index: int, name: str) -> None:
     node.input[index] = name
 
 
-def _elem_dtype(types: dict[str, TypeProto], name: str) -> np.dtype:
+def _elem_dtype(types: Mapping[str, TypeProto], name: str) -> np.dtype:
     tp = types.get(name)
     if tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type:
         return helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type)
@@ -265,7 +265,7 @@ def _coerced_2d(node, since, types, what):
     return [flatten, op, shape_node, reshape]
 
 
-def _shape(types: dict[str, TypeProto], name: str) -> list[int] | None:
+def _shape(types: Mapping[str, TypeProto], name: str) -> list[int] | None:
     tp = types.get(name)
     if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None

@@ -60,8 +60,33 @@ def function_body(node: NodeProto, input_types: list[TypeProto | None], opset: i
     body.ParseFromString(raw)
     written_for = next((o.version for o in body.opset_import if o.domain in ("", "ai.onnx")), opset)
     if written_for != opset and not all(_same_schema(n.op_type, written_for, opset) for n in body.node):
-        return None
+        # a body of control flow (Range's Loop) stays declined: the op folds whole, or is refused by name
+        return None if any(subgraphs(n) for n in body.node) else _converted(body, written_for, opset)
     return body
+
+
+def _converted(body: FunctionProto, written_for: int, opset: int) -> FunctionProto | None:
+    """A body written for another opset (DynamicQuantizeLinear's is opset
+    11's), its nodes rewritten for `opset` by ONNX's version converter; None
+    where the converter cannot."""
+    import onnx.version_converter
+
+    graph = onnx.helper.make_graph(
+        list(body.node), "body", [onnx.helper.make_empty_tensor_value_info(x) for x in body.input],
+        [onnx.helper.make_empty_tensor_value_info(x) for x in body.output],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", written_for)])
+    try:
+        converted = onnx.version_converter.convert_version(model, opset)
+    except Exception:  # the converter raises its own errors for steps it lacks
+        return None
+    out = FunctionProto()
+    out.CopyFrom(body)
+    del out.node[:]
+    out.node.extend(converted.graph.node)
+    del out.opset_import[:]
+    out.opset_import.append(onnx.helper.make_opsetid("", opset))
+    return out
 
 
 def _schema(op_type: str, opset: int) -> Any:

@@ -12,9 +12,10 @@ from onnx import ModelProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
+from forge_opt.split.branches import BRANCHES, branch_model, branches_entry
 from forge_opt.split.folder import converted_module, read_split, write_split
 from forge_opt.split.placement import place
-from forge_opt.split.plan import DEVICE, Plan, make_plan
+from forge_opt.split.plan import DEVICE, Plan, is_host_if, make_plan
 
 
 def split_model(
@@ -36,10 +37,47 @@ def split_model(
     model, base = load_model(source)
     model = resolved_model(model, InputShapes.of(shapes, dims))
     require_static_inputs(model)
-    placements = place(import_model(model, base), cpu_ops, cpu_nodes)
-    plan = make_plan(model, placements, min_device_ops)
-    infos = write_split(Path(folder), model, plan, base=base, force=force, layout=layout)
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces its split)")
+    return _split(model, base, out, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True)
+
+
+def _split(
+    model: ModelProto, base: Path | None, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...],
+    min_device_ops: int, layout: str, check_pins: bool,
+) -> tuple[Plan, dict]:
+    """The split of a resolved model into `folder`; each run-time If's
+    branches split in turn into folders beside its sub-model (`branches.py`)."""
+    placements = place(import_model(model, base), cpu_ops, cpu_nodes, check_pins=check_pins)
+    plan = make_plan(model, placements, min_device_ops, base)
+    branches = {}
+    for n, sub in enumerate(plan.graphs):
+        if len(sub.nodes) != 1 or not is_host_if(sub.nodes[0]):
+            continue
+        node = sub.nodes[0]
+        folders, outputs = {}, {}
+        for which in BRANCHES:
+            branch = branch_model(model, node, which, plan.types)
+            folders[which] = f"graph_{n}_{which}"
+            # pins name nodes of the whole model: a branch holds some of them
+            _split(branch, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False)
+            outputs[which] = [o.name for o in branch.graph.output]
+        branches[n] = branches_entry(node, folders, outputs)
+    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, branches=branches)
     return plan, infos
+
+
+def describe_split(folder: str | os.PathLike) -> str:
+    """Each sub-model's device, in order; a run-time If as its branches'
+    splits: `tt, cpu If[then: tt; else: tt, cpu], tt`."""
+    parts = []
+    for g in read_split(Path(folder))[1]:
+        if g.branches:
+            parts.append("cpu If[" + "; ".join(f"{w}: {describe_split(p)}" for w, p in g.branches.items()) + "]")
+        else:
+            parts.append(g.device)
+    return ", ".join(parts)
 
 
 def require_static_inputs(model: ModelProto) -> None:
@@ -69,6 +107,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
 
     written = []
     for g in read_split(Path(folder))[1]:
+        for branch in (g.branches or {}).values():
+            written += convert(branch)
         if g.device != DEVICE or g.context_dir is None:
             continue
         compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)
@@ -163,4 +203,6 @@ def parallel_report(infos: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["convert", "parallel_report", "run_parallel", "run_split", "split_model", "tensor_parallel"]
+__all__ = [
+    "convert", "describe_split", "parallel_report", "run_parallel", "run_split", "split_model", "tensor_parallel",
+]

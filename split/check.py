@@ -17,7 +17,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split.api import convert, run_split, split_model
+from forge_opt.split.api import convert, describe_split, run_split, split_model
 
 
 def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
@@ -30,7 +30,7 @@ def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes:
     if inputs is None:
         bounds = index_bounds(model)
         inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed, bounds)))
-        notes = bounded_note(bounds)
+        notes = bounded_note(bounds, names, [inputs[n].dtype for n in names])
     missing = [n for n in names if n not in inputs]
     if missing:
         raise ForgeOptError(f"no value given for input '{missing[0]}'")
@@ -66,6 +66,7 @@ def check_fallback(
             folder = Path(tmp) / "split"
             _, infos = split_model(model, folder, min_device_ops=min_device_ops)
             convert(folder)  # the check runs what ships: the converted modules
+            layout = describe_split(folder)
             try:
                 got = run_split(folder, feeds)
             except ForgeCallError as e:
@@ -80,9 +81,9 @@ def check_fallback(
         for name, expected in zip(out_names, want)
         if name in got
     ]
-    devices = ", ".join(g["device"] for g in infos["graphs"])
     status, why = verdict(results, len(want))
-    summary = f"split into {infos['graph_num']} sub-models ({devices})"
+    count = infos["graph_num"]
+    summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
     return CheckReport(
         status, results, error="\n".join(filter(None, [summary, why])),
         oracle=reference.oracle, oracle_note=reference.why, notes=notes,

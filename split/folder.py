@@ -15,6 +15,7 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.branches import BRANCHES
 from forge_opt.split.plan import CPU, DEVICE, Plan, graph_infos, sub_model
 
 INFOS = "graph_infos.json"
@@ -79,15 +80,18 @@ class _Weights:
 
 def write_split(
     folder: Path, model: ModelProto, plan: Plan, *, base: Path | None = None, force: bool = False,
-    layout: str = "NCHW",
+    layout: str = "NCHW", branches: dict[int, dict] | None = None,
 ) -> dict:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
-    folder the model's external data is in); a folder that exists and is not
-    empty is refused unless `force`."""
+    folder the model's external data is in; `branches`: by sub-model, the
+    `branches` field of a run-time If's entry); a folder that exists and is
+    not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")
     folder.mkdir(parents=True, exist_ok=True)
     infos = graph_infos(plan, layout)
+    for n, entry in (branches or {}).items():
+        infos["graphs"][n]["branches"] = entry
     weights = _Weights(folder, base)
     for n, entry in enumerate(infos["graphs"]):
         onnx.save(sub_model(model, plan, n, weights), folder / entry["model_info"]["model_path"])
@@ -107,6 +111,8 @@ class SplitGraph:
     model_path: Path
     context_dir: Path | None
     module_path: Path | None = None
+    branches: dict[str, Path] | None = None  # a run-time If's: the folder of each branch's split
+    branch_info: dict | None = None  # its `branches` entry: condition, results, each branch's outputs
 
     def on(self, rank: int) -> SplitGraph:
         """This graph's files for device `rank`."""
@@ -117,7 +123,7 @@ class SplitGraph:
         path = at(self.model_path)
         assert path is not None
         return SplitGraph(self.index, self.device, self.inputs, self.outputs, path, at(self.context_dir),
-                          at(self.module_path))
+                          at(self.module_path), self.branches, self.branch_info)
 
 
 def converted_module(g: SplitGraph) -> Path | None:
@@ -172,6 +178,9 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
         context = entry.get("context_dir")
         graph = SplitGraph(n, entry["device"], entry["inputs"], entry["outputs"], model_path,
                            folder / context if context else None, folder / module if module else None)
+        if "branches" in entry:
+            graph.branch_info = _branches(entry, where)
+            graph.branches = {which: folder / graph.branch_info[which]["folder"] for which in BRANCHES}
         for rank in ranks:
             for p in (graph.on(rank).model_path, graph.on(rank).module_path):
                 if p is not None and not p.is_file():
@@ -188,6 +197,25 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
         if "dtype" not in t:
             raise ForgeOptError(f"{path}: tensor '{name}' has no dtype, and no sub-model declares its type")
     return infos, graphs
+
+
+def _branches(entry: dict, where: str) -> dict:
+    """A run-time If's `branches` field, checked (`branches.py` has its form)."""
+    info = entry["branches"]
+    if not isinstance(info, dict) or not all(k in info for k in ("condition", "results", *BRANCHES)):
+        raise ForgeOptError(f"{where}: 'branches' needs condition, results, then and else")
+    if info["condition"] not in entry["inputs"]:
+        raise ForgeOptError(f"{where}: the branches' condition '{info['condition']}' is not an input of the graph")
+    for which in BRANCHES:
+        branch = info[which]
+        if not isinstance(branch, dict) or not isinstance(branch.get("folder"), str) or not isinstance(
+            branch.get("outputs"), list
+        ):
+            raise ForgeOptError(f"{where}: branches.{which} needs a folder and its outputs")
+        if len(branch["outputs"]) != len(info["results"]):
+            raise ForgeOptError(f"{where}: branches.{which} has {len(branch['outputs'])} outputs for "
+                                f"{len(info['results'])} results")
+    return info
 
 
 #: what AutoSplit's own files call the accelerator

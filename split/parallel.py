@@ -137,7 +137,7 @@ class Program:
         for op in sorted(steps, key=body.get_operation_index):
             for v in op.results:
                 if v not in self.names and (v in crossing or type(op) in COLLECTIVE_OPS):
-                    self.names[v] = self._unique(v.name_hint or node_name(op) or f"t{len(self.names)}")
+                    self.names[v] = self._unique(_tensor_name(v, op) or f"t{len(self.names)}")
 
     def _unique(self, hint: str) -> str:
         taken = set(self.names.values())
@@ -222,6 +222,16 @@ class Program:
                 "attr": attr,
             }
         return out
+
+
+def _tensor_name(v, op) -> str | None:
+    """A crossing tensor's name: the IR's hint, except that PyTorch's node
+    names (module paths, `/model/h.0/attn/Gemm`) read better than the hints
+    made from their value names (`model_h_0_attn_Gemm_output`)."""
+    label = node_name(op)
+    if label and label.startswith("/"):
+        return label
+    return v.name_hint or label
 
 
 def _names(names: Iterable[str]):

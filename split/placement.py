@@ -41,10 +41,13 @@ class Placement:
     reason: str = ""  # why the CPU: the lowering's error, or the user's pin
 
 
-def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection[str] = ()) -> dict[str, Placement]:
+def place(
+    module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection[str] = (), check_pins: bool = True
+) -> dict[str, Placement]:
     """The placement of each node of an imported model, by node name (as
     diagnostics name it). `cpu_ops` (op types) and `cpu_nodes` (names) pin
-    nodes to the CPU. `module` itself is left as it is."""
+    nodes to the CPU; with `check_pins`, a pin naming nothing in the model
+    is an error. `module` itself is left as it is."""
     placements: dict[str, Placement] = {}
     for op in module.walk():
         name = node_name(op)
@@ -69,7 +72,8 @@ def place(module: ModuleOp, cpu_ops: Collection[str] = (), cpu_nodes: Collection
             continue
         placement.where = Where.CPU
         placement.reason = reasons.get(name) or f"{op.name} has no lowering to Forge"
-    _check_pins(placements, cpu_ops, cpu_nodes)
+    if check_pins:
+        _check_pins(placements, cpu_ops, cpu_nodes)
     for name, placement in placements.items():
         if placement.where is Where.DEVICE and name in folded:
             placement.where = Where.FOLDED

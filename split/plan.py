@@ -10,6 +10,7 @@ their values recomputes it (they are shape arithmetic, cheap and small).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,6 +18,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
+from forge_opt.frontends.onnx_graph import node_reads
 from forge_opt.split.partition import Group, partition, read_through
 from forge_opt.split.placement import Placement, Where
 
@@ -29,6 +31,7 @@ class SubModel:
     nodes: list[NodeProto]
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # of a CPU sub-model: why each node is on the CPU
 
 
 @dataclass
@@ -42,7 +45,7 @@ class TensorInfo:
 class Plan:
     graphs: list[SubModel]
     tensors: dict[str, TensorInfo]
-    types: dict[str, TypeProto]  # of every tensor the sub-models exchange
+    types: dict[str, TypeProto]  # of every value inference typed (every tensor the sub-models exchange among them)
 
 
 def _type_of(model: ModelProto) -> dict[str, TypeProto]:
@@ -61,7 +64,86 @@ def _info(name: str, types: dict[str, TypeProto], attr: str) -> TensorInfo:
     return TensorInfo(shape, np.dtype(dtype).name, attr)
 
 
-def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_ops: int = 1) -> Plan:
+def _untyped(t: TypeProto | None) -> bool:
+    """No type at all, or a tensor of no known element type (sequences and
+    optionals have types of their own, which no run would give)."""
+    return t is None or t.WhichOneof("value") is None or (t.HasField("tensor_type") and not t.tensor_type.elem_type)
+
+
+def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> dict[str, TypeProto]:
+    """The types of tensors ONNX cannot infer (an op of another domain makes
+    them), as a run of the model on onnxruntime gives them: AutoSplit too
+    runs its sub-models to learn their outputs' shapes. Seeded random
+    inputs, indices inside the tables they index."""
+    from forge_opt.check.engine import expected_outputs, index_bounds, random_array
+
+    exposed = ModelProto()
+    exposed.CopyFrom(model)
+    del exposed.graph.output[:]
+    exposed.graph.output.extend(onnx.helper.make_empty_tensor_value_info(x) for x in names)
+    rng = np.random.default_rng(0)
+    bounds = index_bounds(model)
+    initializers = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for i in model.graph.input:
+        if i.name in initializers:
+            continue
+        tt = i.type.tensor_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        feeds[i.name] = random_array([d.dim_value for d in tt.shape.dim], dtype, rng, bounds.get(i.name))
+    try:
+        values = expected_outputs(exposed, base, feeds).outputs
+    except ForgeOptError as e:
+        raise ForgeOptError(f"tensor '{names[0]}' crosses between sub-models but ONNX cannot infer its type, "
+                            f"and a run to learn it failed: {e}") from None
+    types = {}
+    for name, value in zip(names, values):
+        if not isinstance(value, np.ndarray):
+            raise ForgeOptError(f"tensor '{name}' crosses between sub-models but is no tensor")
+        value = np.asarray(value)
+        types[name] = onnx.helper.make_tensor_type_proto(onnx.helper.np_dtype_to_tensor_dtype(value.dtype),
+                                                         list(value.shape))
+    return types
+
+
+def _why(placement: Placement, min_device_ops: int) -> str:
+    """Why a node of a CPU sub-model is there."""
+    if placement.op_type == "If":
+        return "an If on a run-time condition: the host picks the branch, and each branch is split in turn"
+    if placement.where is Where.CPU:
+        return placement.reason
+    return f"Forge can run it, but its device sub-model would have fewer than {min_device_ops} ops (--min-device-ops)"
+
+
+def is_host_if(node: NodeProto) -> bool:
+    """An If left in the model after resolution: its condition is known only
+    at run time, so the host picks the branch (`branches.py`)."""
+    return node.op_type == "If" and node.domain in ("", "ai.onnx")
+
+
+def _host_ifs_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Group]:
+    """Each run-time If in a sub-model of its own, so that its branches can
+    be split in turn. A group's nodes are in topological order, so cutting
+    it before and after an If keeps every piece reading only earlier ones."""
+    out: list[Group] = []
+    for group in groups:
+        piece: list = []
+        for i in group.nodes:
+            if is_host_if(nodes[i]):
+                if piece:
+                    out.append(Group(group.device, piece))
+                out.append(Group(False, [i]))
+                piece = []
+            else:
+                piece.append(i)
+        if piece:
+            out.append(Group(group.device, piece))
+    return out
+
+
+def make_plan(
+    model: ModelProto, placements: dict[str, Placement], min_device_ops: int = 1, base: Path | None = None
+) -> Plan:
     g = model.graph
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
@@ -71,11 +153,11 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
     placed = [i for i in range(len(nodes)) if i not in folded]
 
     def producers(i: int) -> list[int]:
-        return [producer[x] for x in nodes[i].input if x in producer]
+        return [producer[x] for x in node_reads(nodes[i]) if x in producer]
 
     preds = {i: sorted(read_through([i], producers, folded)[0]) for i in placed}
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
-    groups = partition(placed, preds, device, min_device_ops)
+    groups = _host_ifs_alone(partition(placed, preds, device, min_device_ops), nodes)
 
     graph_inputs = {i.name for i in g.input} - {t.name for t in g.initializer}
     graph_outputs = [o.name for o in g.output]
@@ -94,8 +176,11 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
         members |= read_through(roots, producers, folded)[1]
         ordered = sorted(members)
         made = {out for i in ordered for out in nodes[i].output if out}
-        read = [x for i in ordered for x in nodes[i].input if x and x not in made and x not in initializers]
+        # with what subgraphs read from outside them: an If's branches read weights and earlier values
+        read = [x for i in ordered for x in node_reads(nodes[i]) if x not in made and x not in initializers]
         sub = SubModel(DEVICE if group.device else CPU, [nodes[i] for i in ordered], inputs=list(dict.fromkeys(read)))
+        if not group.device:
+            sub.why = {labels[i]: _why(placements[labels[i]], min_device_ops) for i in group.nodes}
         for out in made:
             home.setdefault(out, n)
         subs.append(sub)
@@ -111,6 +196,9 @@ def make_plan(model: ModelProto, placements: dict[str, Placement], min_device_op
         if maker >= 0 and x not in subs[maker].outputs:
             subs[maker].outputs.append(x)
     types = _type_of(model)
+    untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs) if _untyped(types.get(x))]
+    if untyped:
+        types.update(_types_from_run(model, base, list(dict.fromkeys(untyped))))
     tensors: dict[str, TensorInfo] = {}
     for sub in subs:
         for x in (*sub.inputs, *sub.outputs):
@@ -131,6 +219,8 @@ def graph_infos(plan: Plan, layout: str = "NCHW") -> dict:
         }
         if sub.device == DEVICE:
             entry["context_dir"] = f"graph_ir_{n}"
+        elif sub.why:
+            entry["why"] = sub.why
         graphs.append(entry)
     dynamic = any(d < 0 for t in plan.tensors.values() for d in t.shape)
     return {
@@ -148,7 +238,7 @@ def sub_model(model: ModelProto, plan: Plan, n: int, weight=lambda t: t) -> Mode
     it uses, each as `weight` gives it (the writer points large ones at data
     files instead of copying them)."""
     sub = plan.graphs[n]
-    used = {x for node in sub.nodes for x in node.input}
+    used = {x for node in sub.nodes for x in node_reads(node)}
     initializers: list[TensorProto] = [weight(t) for t in model.graph.initializer if t.name in used]
     graph = onnx.helper.make_graph(
         sub.nodes,

@@ -90,6 +90,11 @@ def run_split(
         raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
     values = {name: np.asarray(inputs[name]) for name in wanted}
     for g in graphs:
+        if g.branches is not None and g.branch_info is not None:
+            _run_branch(g, g.branches, g.branch_info, values, mode, recompile)
+            for name in g.outputs:
+                values[name] = np.asarray(values[name]).astype(tensors[name]["dtype"], copy=False)
+            continue
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
@@ -108,6 +113,24 @@ def run_split(
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
     return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+
+
+def _run_branch(
+    g: SplitGraph, folders: dict[str, Path], info: dict, values: dict[str, np.ndarray], mode: str, recompile: bool
+) -> None:
+    """A run-time If on the host: the condition picks a branch, whose split
+    runs with the outer values it reads; its outputs become the If's."""
+    condition = np.asarray(values[info["condition"]])
+    if condition.size != 1:
+        raise ForgeOptError(f"graph_{g.index}: the If's condition '{info['condition']}' has {condition.size} "
+                            "elements, not one")
+    which = "then" if bool(condition.reshape(-1)[0]) else "else"
+    branch_infos, _ = read_split(folders[which])
+    reads = [x for x, t in branch_infos["tensors"].items() if t["attr"] == "input"]
+    outputs = run_split(folders[which], {x: values[x] for x in reads}, mode, recompile)
+    for result, inner in zip(info["results"], info[which]["outputs"]):
+        if result:
+            values[result] = outputs[inner]
 
 
 def _collect(step: dict, value: np.ndarray, member: Collectives) -> np.ndarray:

@@ -34,8 +34,13 @@ TEXT_CORPUS = {
     ),
     "other-domain": (
         'g (float[4] x) => (float[4] y) { [fg] y = com.microsoft.FastGelu (x) }',
-        "node 'fg' (onnx.Custom): cannot be lowered to Forge: "
-        "ops of domain 'com.microsoft' (FastGelu) are not supported",
+        "node 'fg' (onnx.Custom): FastGelu is an op of domain 'com.microsoft', which Forge cannot run",
+    ),
+    "other-domain-unknown-type": (
+        # its result type is unknown, so the Reshape after it cannot compile: the op is named, not the Reshape
+        'g (float[2, 4] x) => (float[8] y) <int64[1] s = {8}> { [fg] f = com.microsoft.FastGelu (x)\n'
+        ' [rs] y = Reshape (f, s) }',
+        "node 'fg' (onnx.Custom): FastGelu is an op of domain 'com.microsoft', which Forge cannot run",
     ),
     "unknown-op": (
         "g (float[4] x) => (float[4] y) { [f] y = Frobnicate (x) }",

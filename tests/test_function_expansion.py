@@ -52,6 +52,18 @@ def test_attribute_references_take_the_nodes_value_or_the_schemas_default(period
     _compiles_as_its_body(_model(nodes, [_vi("x", [6])], [_vi("y", [6])], [size], opset=17), "HannWindow")
 
 
+@pytest.mark.parametrize("opset", [11, 13, 18, 21])
+def test_a_body_written_for_an_older_opset_is_converted(opset):
+    """DynamicQuantizeLinear's body is opset 11's (ReduceMin with axes as an
+    attribute, ...): at newer opsets ONNX's version converter rewrites it."""
+    from onnx import TensorProto
+
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"], name="dql")
+    outputs = [_vi("y", [2, 8], TensorProto.UINT8), _vi("scale", [], TensorProto.FLOAT),
+               _vi("zero", [], TensorProto.UINT8)]
+    _compiles_as_its_body(_model([node], [_vi("x", [2, 8])], outputs, opset=opset), "DynamicQuantizeLinear")
+
+
 def test_only_ops_without_a_lowering_are_expanded():
     assert expandable("Attention", 23) and expandable("CenterCropPad", 18)
     assert not expandable("LayerNormalization", 17)  # has a function body and a lowering of its own

@@ -103,12 +103,13 @@ def test_value_names_are_set_as_xdsls_setter_sets_them(name):
     from xdsl.dialects.builtin import TensorType, f32
     from xdsl.ir import Block
 
-    from forge_opt.frontends.onnx import _HINT_CHARS, _hint
+    from forge_opt.frontends.onnx import _hint
 
     fast, slow = Block(arg_types=[TensorType(f32, [1])] * 2).args
     _hint(fast, name)
-    hint = "".join(c if c in _HINT_CHARS else "_" for c in name)
-    if hint and not hint[0].isdigit() and not hint.startswith("_"):
+    # the rule's statement (frontends/onnx_names.py): other characters become _, leading non-letters go
+    hint = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name).lstrip("_0123456789")
+    if hint:
         slow.name_hint = hint  # xDSL's setter: validates, drops a trailing _<digits>
     assert fast.name_hint == slow.name_hint
 
@@ -277,3 +278,26 @@ def test_truncated_file_is_a_diagnostic(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ForgeOptError, match=r"not a readable ONNX model|not an ONNX model"):
         import_onnx(path)
+
+
+def test_subgraph_value_types_are_scoped_to_their_graph():
+    """The branches of an If reuse a name (`t`) with other shapes: each
+    region's ops take their own branch's type, not the other's."""
+    from onnx import TensorProto, helper
+
+    from forge_opt import import_onnx
+
+    def branch(name, first, second):
+        nodes = [helper.make_node(first, ["h"], ["t"], **({"perm": [1, 0]} if first == "Transpose" else {})),
+                 helper.make_node(second, ["t"], ["out"], **({"perm": [1, 0]} if second == "Transpose" else {}))]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [16, 2])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Relu", "Transpose"),
+                            else_branch=branch("else", "Transpose", "Relu"), name="branch")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 16]),
+                                            helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    text = str(import_onnx(model))
+    assert "onnx.Relu(%h) : (tensor<2x16xf32>) -> tensor<2x16xf32>" in text  # then: t is 2x16
+    assert "onnx.Transpose(%h) {perm = array<i64: 1, 0>} : (tensor<2x16xf32>) -> tensor<16x2xf32>" in text  # else

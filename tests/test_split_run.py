@@ -315,3 +315,25 @@ def test_an_op_of_another_domain_runs_on_the_cpu(tmp_path):
     x = {"x": np.random.default_rng(6).standard_normal((2, 8)).astype(np.float32)}
     got = run_split(tmp_path / "split", x)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path):
+    """The model declares its outputs with no type and ONNX cannot infer a
+    com.microsoft op's: the split learns the types from onnxruntime's run
+    (as AutoSplit runs its sub-models) and keeps the op's part on the CPU."""
+    from forge_opt.split.check import check_fallback
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("FastGelu", ["a"], ["f"], name="fast_gelu", domain="com.microsoft"),
+        helper.make_node("Relu", ["f"], ["y"], name="after"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("f")])
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    _, infos = split_model(model, tmp_path / "split")
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
+    assert infos["tensors"]["y"] == {"shape": [2, 8], "dtype": "float32", "attr": "output"}
+    report = check_fallback(model)
+    assert report.ok, report.format()

@@ -105,3 +105,12 @@ def test_the_table_shows_the_tolerance_and_no_pcc_where_none_applies():
 def test_errors_below_the_floor_pass_near_zero(rtol):
     want = np.array([0.0, 1e-9, -1e-9], np.float32)
     assert _compare(want, want + np.float32(5e-7), rtol=rtol).ok
+
+
+def test_a_reference_with_no_finite_value_is_no_match():
+    """NaN against NaN everywhere compares nothing: not a match (ONNX's
+    elementwise rule, for the conformance run, keeps NaN equal to NaN)."""
+    nan = np.full((1, 4), np.nan, np.float32)
+    result = _compare(nan, nan.copy())
+    assert not result.ok and result.reason == "the reference has no finite value to compare"
+    assert _compare(nan, nan.copy(), scaled=False).ok

@@ -3,7 +3,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 (`forge-split convert DIR`), run them in order (`forge-split run DIR`).
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
-                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE]
+                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--check [--model MODEL]]
 
@@ -40,6 +40,8 @@ def _split_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW", help="recorded in graph_infos.json")
     p.add_argument("--force", action="store_true", help="replace the split in a folder that is not empty")
     p.add_argument("--dot", metavar="FILE", help="also draw the split as Graphviz, sub-models coloured by device")
+    p.add_argument("--why", action="store_true",
+                   help="also say why each node of a CPU sub-model is on the CPU (graph_infos.json's 'why')")
     p.add_argument("--dim", metavar="SYMBOL=N", action="append", default=[],
                    help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)")
     p.add_argument("--shape", metavar="NAME=D0,D1,...", action="append", default=[],
@@ -47,7 +49,7 @@ def _split_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _report(plan, infos) -> str:
+def _report(plan, infos, folder: Path) -> str:
     """Per sub-model: device, op count, inputs, outputs, and the bytes it
     takes from or gives to the other kind of device per run."""
     tensors = infos["tensors"]
@@ -69,9 +71,37 @@ def _report(plan, infos) -> str:
         shown = "?" if math.isnan(moved) else f"{int(moved):,}"
         lines.append(f"graph_{n:<2} {device:<7} {len(sub.nodes):>5} {len(entry['inputs']):>7} "
                      f"{len(entry['outputs']):>8} {shown:>13}")
+        for which, branch in _branches_of(entry, folder):
+            lines.append(f"  {which}: {branch}")
     across = "?" if math.isnan(total) else f"{int(total):,}"
     lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
     return "\n".join(lines)
+
+
+def _why(infos: dict) -> str:
+    """Per CPU sub-model, each node and why it is on the CPU."""
+    lines = []
+    for n, entry in enumerate(infos["graphs"]):
+        for node, reason in entry.get("why", {}).items():
+            lines.append(f"graph_{n} (cpu): node '{node}': {reason}")
+    return "\n".join(lines) or "every node runs on the device"
+
+
+def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
+    """A run-time If's branches: each one's folder and its sub-models' devices."""
+    import json
+
+    info = entry.get("branches")
+    if not info:
+        return []
+    out = []
+    for which in ("then", "else"):
+        path = folder / info[which]["folder"] / "graph_infos.json"
+        devices = [g["device"] for g in json.loads(path.read_text())["graphs"]]
+        count = f"{len(devices)} sub-model{'' if len(devices) == 1 else 's'}"
+        out.append((which, f"{info[which]['folder']}/ ({count}: {', '.join(devices)}), when '{info['condition']}' is "
+                           f"{'true' if which == 'then' else 'false'}"))
+    return out
 
 
 def _split(argv: list[str]) -> int:
@@ -85,7 +115,9 @@ def _split(argv: list[str]) -> int:
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
         shapes=chosen.shapes, dims=chosen.dims,
     )
-    print(_report(plan, infos))
+    print(_report(plan, infos, Path(args.output)))
+    if args.why:
+        print(_why(infos))
     if args.dot:
         from forge_opt.split.dot import split_dot
 

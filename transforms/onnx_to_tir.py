@@ -21,7 +21,9 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
-from forge_opt.diagnostics import ForgeOptError
+from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects import onnx_ops
+from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
 from forge_opt.frontends.onnx import INPUT_DIMS_ATTR
 from forge_opt.frontends.onnx_shapes import symbols_hint
@@ -38,6 +40,7 @@ class OnnxToTirPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_signature(op)
+        check_domains(op)
         rewrite_in_order(op, fold_constant_op)
         rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS))
         erase_dead_ops(op)
@@ -59,6 +62,32 @@ def _onnx_name(attrs: Attribute | None, index: int) -> str:
     """The ONNX name of a function argument or result, else `#index`."""
     name = attrs.data.get("onnx.name") if isinstance(attrs, DictionaryAttr) else None
     return name.data if isinstance(name, StringAttr) else f"#{index}"
+
+
+def check_domains(module: ModuleOp) -> None:
+    """Name what Forge cannot run at all, rather than the first op inside or
+    downstream of it that needs sizes: an op of another domain (com.microsoft,
+    ai.onnx.ml), and control flow the importer could not resolve (an If or a
+    Loop whose condition or trip count is known only at run time)."""
+    for op in module.walk():
+        if isinstance(op, CustomOp):
+            raise ForgeOptError(
+                f"{describe(op)}: {op.op_type.data} is an op of domain '{op.domain.data}', which Forge cannot "
+                f"run; {_CPU_PATH} (forge-check --fallback)"
+            )
+        if isinstance(op, onnx_ops.IfOp):
+            cond = op.operands[0]
+            name = cond.name_hint or "its condition"
+            raise ForgeOptError(
+                f"{describe(op)}: the If's condition '{name}' is known only at run time and Forge has no control "
+                f"flow; --freeze {name} compiles the branch its value picks, and forge-split (forge-check "
+                "--fallback) runs the If on the host with each branch on the device"
+            )
+        if isinstance(op, onnx_ops.LoopOp):
+            raise ForgeOptError(
+                f"{describe(op)}: the Loop's trip count or condition is known only at run time and Forge has no "
+                f"control flow; {_CPU_PATH} (forge-check --fallback)"
+            )
 
 
 def check_signature(module: ModuleOp) -> None:

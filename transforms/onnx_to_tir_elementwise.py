@@ -204,15 +204,18 @@ def _cast(op: onnx.CastOp, e: Emitter):
 @lowers(onnx.ClipOp)
 def _clip(op: onnx.ClipOp, e: Emitter):
     info = np.finfo(np.float32)
+    if any(v is not None and constant_array(v) is None for v in (op.min, op.max)):
+        # a bound computed at run time (a mel front end's ReduceMax(x) - 80): ONNX's min(max(x, lo), hi)
+        y = op.input
+        if op.min is not None:
+            y = binary(e, BinaryFn.MAX, y, op.min)
+        if op.max is not None:
+            y = binary(e, BinaryFn.MIN, y, op.max)
+        return [y]
     bounds = []
     for value, default in ((op.min, float(info.min)), (op.max, float(info.max))):
-        if value is None:
-            bounds.append(default)
-            continue
-        array = constant_array(value)
-        if array is None:
-            raise e.error("min and max must be compile-time constants")
-        bounds.append(float(array.reshape(-1)[0]))
+        array = None if value is None else constant_array(value)
+        bounds.append(default if array is None else float(array.reshape(-1)[0]))
     return [e.value(tir.ClipOp(op.input, *bounds))]
 
 

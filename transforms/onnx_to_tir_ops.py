@@ -4,6 +4,7 @@ from forge_opt.transforms import (
     onnx_to_tir_dft,
     onnx_to_tir_einsum,
     onnx_to_tir_elementwise,
+    onnx_to_tir_gather_scatter,
     onnx_to_tir_grid_sample,
     onnx_to_tir_loss,
     onnx_to_tir_nn,
@@ -23,5 +24,6 @@ ONNX_LOWERINGS = {
     **onnx_to_tir_recurrent.LOWERINGS,
     **onnx_to_tir_resize.LOWERINGS,
     **onnx_to_tir_shape.LOWERINGS,
+    **onnx_to_tir_gather_scatter.LOWERINGS,
     **onnx_to_tir_loss.LOWERINGS,
 }

@@ -1,5 +1,6 @@
 """Lowerings of ONNX's data-movement ops to `tir`: reshapes, transposes,
-concatenation, split, slice, gather, expand, pad, reductions."""
+concatenation, split, slice, expand, pad, reductions (gathers, scatters
+and OneHot are in `onnx_to_tir_gather_scatter.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import cast
 
 import numpy as np
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, Signedness, i1
-from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
@@ -223,67 +223,6 @@ def _cumsum(op: onnx.CumSumOp, e: Emitter):
     if reverse:
         y = _reverse_slice(e, y, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
     return [y]
-
-
-@lowers(onnx.GatherOp)
-def _gather(op: onnx.GatherOp, e: Emitter):
-    shape = static_shape(op.data, e)
-    idx_shape = static_shape(op.indices, e, "indices")
-    axis = normalize_axis(op.axis.value.data, len(shape), e)
-    indices = constant_array(op.indices)
-    out = shape[:axis] + idx_shape + shape[axis + 1 :]
-    if indices is not None:
-        flat = [i % shape[axis] for i in as_ints(indices)]
-        # contiguous constant indices are a slice (and a reshape)
-        if flat and flat == list(range(flat[0], flat[0] + len(flat))):
-            piece = e.value(tir.StridedSliceOp(op.data, [axis], [flat[0]], [flat[0] + len(flat)], [1]))
-            return [reshape(e, piece, out)]
-    return [e.value(tir.GatherOp(op.data, op.indices, axis))]
-
-
-def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int]):
-    """Elements of `data` at constant positions of its flattened form."""
-    shape = static_shape(data, e)
-    flat = reshape(e, data, [math.prod(shape)])
-    idx = e.value(tir.ConstantOp(array_to_attr(flat_indices.reshape(-1).astype(np.int64))))
-    taken = e.value(tir.GatherOp(flat, idx, 0))
-    return reshape(e, taken, out_shape)
-
-
-def _element_positions(op, e) -> np.ndarray:
-    """Flat positions in `data` addressed by the constant `indices` along
-    `axis` (GatherElements / ScatterElements), shaped like the indices."""
-    shape = static_shape(op.data, e)
-    axis = normalize_axis(op.axis.value.data, len(shape), e)
-    indices = required_constant(e, op.indices, "indices")
-    indices = np.where(indices < 0, indices + shape[axis], indices)
-    grid = [np.asarray(g) for g in np.indices(indices.shape)]
-    grid[axis] = indices
-    return np.asarray(np.ravel_multi_index(tuple(grid), shape))
-
-
-@lowers(onnx.GatherElementsOp)
-def _gather_elements(op: onnx.GatherElementsOp, e: Emitter):
-    positions = _element_positions(op, e)
-    return [_take_flat(e, op.data, positions, list(positions.shape))]
-
-
-@lowers(onnx.GatherNDOp)
-def _gather_nd(op: onnx.GatherNDOp, e: Emitter):
-    shape = static_shape(op.data, e)
-    indices = required_constant(e, op.indices, "indices")
-    b = op.batch_dims.value.data
-    depth = indices.shape[-1]
-    positions = np.arange(math.prod(shape)).reshape(shape)
-    picked = np.asarray(
-        [
-            positions[tuple(batch) + tuple(int(i) for i in idx)]
-            for batch in np.ndindex(*shape[:b])
-            for idx in indices[batch].reshape(-1, depth)
-        ]
-    )
-    out = list(indices.shape[:-1]) + shape[b + depth :]
-    return [_take_flat(e, op.data, picked, out)]
 
 
 @lowers(onnx.ExpandOp)
@@ -537,116 +476,3 @@ def _hardmax(op: onnx.HardmaxOp, e: Emitter):
 @lowers(onnx.ShapeOp, onnx.SizeOp)
 def _shape(op: onnx.ShapeOp | onnx.SizeOp, e: Emitter):
     raise e.error("the input has no static shape; Forge needs static shapes")
-
-
-
-# -- scatters: with constant indices, a constant matrix that routes updates ----
-
-_SCATTER_LIMIT = 1 << 22
-
-
-def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
-    """`data` with `updates[j]` written at flat position `positions[j]`
-    (`reduction` none: the last write wins; add: writes add up)."""
-    shape = static_shape(data, e)
-    size, count = math.prod(shape), positions.size
-    if size * count > _SCATTER_LIMIT:
-        raise e.error(f"a scatter of {count} updates into {size} elements is too large to route")
-    dtype = dtypes.numpy_dtype(data.type.element_type)
-    route = np.zeros((size, count), dtype)
-    if reduction == "none":
-        for j, p in enumerate(positions.reshape(-1)):
-            route[p, :] = 0
-            route[p, j] = 1
-    elif reduction == "add":
-        for j, p in enumerate(positions.reshape(-1)):
-            route[p, j] += 1
-    elif reduction in ("mul", "max", "min") and count <= _SEQUENTIAL_LIMIT:
-        return _scatter_sequential(e, data, updates, positions, reduction)
-    else:
-        raise e.error(f"reduction '{reduction}' of {count} updates is not supported")
-    column = reshape(e, updates, [count, 1])
-    routed = e.value(tir.MatmulOp(e.value(tir.ConstantOp(array_to_attr(route))), column))
-    routed = reshape(e, routed, shape)
-    if reduction == "add":
-        return binary(e, BinaryFn.ADD, data, routed)
-    written = np.zeros(size, bool)
-    written[positions.reshape(-1)] = True
-    mask = e.value(tir.ConstantOp(array_to_attr(written.reshape(shape))))
-    return e.value(tir.WhereOp(mask, routed, data))
-
-
-_SEQUENTIAL_LIMIT = 64
-
-
-def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
-    """Fold the updates in one at a time: out = where(at p_j, out (op) u_j, out)."""
-    shape = static_shape(data, e)
-    size = math.prod(shape)
-    fn = BinaryFn(reduction)
-    out = reshape(e, data, [size])
-    flat_updates = reshape(e, updates, [positions.size])
-    for j, p in enumerate(positions.reshape(-1)):
-        u = e.value(tir.StridedSliceOp(flat_updates, [0], [j], [j + 1], [1]))
-        at = np.zeros(size, bool)
-        at[p] = True
-        mask = e.value(tir.ConstantOp(array_to_attr(at)))
-        out = e.value(tir.WhereOp(mask, binary(e, fn, out, u), out))
-    return reshape(e, out, shape)
-
-
-@lowers(onnx.ScatterElementsOp, onnx.ScatterOp)
-def _scatter_elements(op: onnx.ScatterElementsOp | onnx.ScatterOp, e: Emitter):
-    positions = _element_positions(op, e)
-    reduction = op.reduction.data if isinstance(op, onnx.ScatterElementsOp) else "none"  # Scatter has none
-    return [_scatter(e, op.data, op.updates, positions, reduction)]
-
-
-@lowers(onnx.ScatterNDOp)
-def _scatter_nd(op: onnx.ScatterNDOp, e: Emitter):
-    shape = static_shape(op.data, e)
-    indices = required_constant(e, op.indices, "indices")
-    depth = indices.shape[-1]
-    slab = math.prod(shape[depth:])
-    positions = np.asarray(
-        [
-            np.ravel_multi_index(tuple(int(i) % shape[k] for k, i in enumerate(idx)), shape[:depth]) * slab + t
-            for idx in indices.reshape(-1, depth)
-            for t in range(slab)
-        ]
-    )
-    return [_scatter(e, op.data, op.updates, positions, op.reduction.data)]
-
-
-@lowers(onnx.OneHotOp)
-def _one_hot(op: onnx.OneHotOp, e: Emitter):
-    """on where an index (negative ones counting back from depth) equals the
-    position along the new axis, off elsewhere: folded when the indices are
-    constants, compared at run time when not."""
-    depth = constant_array(op.depth)
-    if depth is None:
-        raise e.error("the 'depth' input must be a compile-time constant")
-    depth = int(np.asarray(depth).reshape(-1)[0])
-    shape = static_shape(op.indices, e, "indices")
-    rank = len(shape) + 1
-    axis = normalize_axis(op.axis.value.data, rank, e)
-    along = [-1 if i == axis else 1 for i in range(rank)]
-    indices = constant_array(op.indices)
-    if indices is not None:
-        idx = np.where(indices < 0, indices + depth, indices)
-        hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(along)
-        mask = e.value(tir.ConstantOp(array_to_attr(hot)))
-    else:
-        idx_dtype = dtypes.numpy_dtype(dtypes.tensor(op.indices.type).element_type)
-
-        def const(values) -> SSAValue:
-            return e.value(tir.ConstantOp(array_to_attr(np.asarray(values, idx_dtype))))
-
-        x = op.indices
-        negative = binary(e, BinaryFn.LT, x, const(0))
-        x = e.value(tir.WhereOp(negative, binary(e, BinaryFn.ADD, x, const(depth)), x))
-        x = e.value(tir.ReshapeOp(x, [*shape[:axis], 1, *shape[axis:]]))
-        mask = binary(e, BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
-    off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
-    on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
-    return [e.value(tir.WhereOp(mask, on, off))]

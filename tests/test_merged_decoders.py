@@ -1,0 +1,74 @@
+"""Optimum's merged seq2seq decoders (`decoder_model_merged.onnx`, made by
+tests/data/models/make_merged_decoders.py from tiny random T5 and Whisper
+configurations): one If on the run-time input `use_cache_branch`, both
+branches reusing value names. Through the split the If runs on the host and
+each branch's MatMuls on the device; on one device the If is named, and
+`--freeze use_cache_branch` compiles the branch its value picks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from forge_opt.check import MATCH, check_model
+from forge_opt.split.api import split_model
+from forge_opt.split.check import check_fallback
+
+MODELS = Path(__file__).parent / "data" / "models"
+DIMS = {"batch_size": 1, "decoder_sequence_length": 1, "encoder_sequence_length": 6, "past_decoder_sequence_length": 3}
+
+
+def _inputs(model: onnx.ModelProto, use_cache: bool) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in model.graph.input:
+        tt = i.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else DIMS[d.dim_param] for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if i.name == "use_cache_branch":
+            feeds[i.name] = np.array([use_cache])
+        elif "mask" in i.name:
+            feeds[i.name] = np.ones(shape, dtype)
+        elif np.issubdtype(dtype, np.integer):
+            feeds[i.name] = rng.integers(0, 64, shape).astype(dtype)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+@pytest.mark.parametrize("use_cache", [True, False], ids=["with_past", "without_past"])
+def test_the_merged_decoder_passes_the_split_with_both_branches_on_the_device(name, use_cache):
+    model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
+    report = check_fallback(model, _inputs(model, use_cache))
+    assert report.status == MATCH, report.format() + report.error
+    assert "split into 1 sub-model (cpu If[then: tt; else: tt])" in report.error
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+def test_every_matmul_of_both_branches_is_on_the_device(name, tmp_path):
+    model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
+    _, infos = split_model(model, tmp_path / "split", dims=DIMS)
+    branches = infos["graphs"][0]["branches"]
+    for which in ("then", "else"):
+        folder = tmp_path / "split" / branches[which]["folder"]
+        graphs = json.loads((folder / "graph_infos.json").read_text())["graphs"]
+        for g in graphs:
+            sub = onnx.load(folder / g["model_info"]["model_path"], load_external_data=False)
+            ops = [n.op_type for n in sub.graph.node]
+            assert g["device"] == "tt" or "MatMul" not in ops, (which, g.get("why"))
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+def test_on_one_device_the_if_is_named_and_freezing_its_condition_compiles(name):
+    model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
+    report = check_model(model, dims=DIMS)
+    assert "(onnx.If): the If's condition 'use_cache_branch' is known only at run time" in report.error
+    assert "--freeze use_cache_branch" in report.error
+    for use_cache in (True, False):
+        report = check_model(model, _inputs(model, use_cache), freeze=("use_cache_branch",))
+        assert report.status == MATCH, report.format() + report.error

@@ -1,0 +1,142 @@
+"""Host-side control flow in a split: an If whose condition is known only at
+run time keeps a CPU sub-model any AutoSplit runner can run whole, and each
+branch is split in turn (its MatMuls on the device); forge-split's runner
+reads the condition and runs the chosen branch's split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from forge_opt.check.engine import onnxruntime_outputs
+from forge_opt.split.api import convert, run_split, split_model
+from forge_opt.split.check import check_fallback
+
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
+
+
+def wake_word_style():
+    """A projection, a run-time condition (is the input's sum positive?), and
+    an If whose branches read the projection and weights from outside them:
+    then a MatMul and a Relu, else a scaling; a Sigmoid after."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), "W2"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+    ]
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 16])
+    then = helper.make_graph([helper.make_node("MatMul", ["h", "W2"], ["t"], name="then_matmul"),
+                              helper.make_node("Relu", ["t"], ["out"], name="then_relu")], "then", [], [out])
+    otherwise = helper.make_graph([helper.make_node("Mul", ["h", "two"], ["out"], name="else_mul")], "else", [],
+                                  [out])
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="proj"),
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+        helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+        helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=otherwise, name="branch"),
+        helper.make_node("Sigmoid", ["b"], ["y"], name="post"),
+    ]
+    graph = helper.make_graph(nodes, "wake", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _x(sign: float) -> dict[str, np.ndarray]:
+    return {"x": (sign * np.abs(np.random.default_rng(1).standard_normal((2, 8)))).astype(np.float32)}
+
+
+def test_each_branch_is_split_and_the_if_stays_a_valid_cpu_sub_model(tmp_path):
+    model = wake_word_style()
+    folder = tmp_path / "split"
+    _, infos = split_model(model, folder)
+    jsonschema.validate(infos, SCHEMA)
+    entry = next(g for g in infos["graphs"] if "branches" in g)
+    assert entry["device"] == "cpu" and sorted(entry["inputs"]) == ["c", "h"]
+    assert entry["branches"]["condition"] == "c" and entry["branches"]["results"] == ["b"]
+    for which in ("then", "else"):
+        branch = json.loads((folder / entry["branches"][which]["folder"] / "graph_infos.json").read_text())
+        assert [g["device"] for g in branch["graphs"]] == ["tt"]  # the then MatMul and the else Mul on the device
+    # the If's own sub-model carries what its branches read (h, and W2 and two as weights): onnxruntime runs it
+    sub = onnx.load(folder / entry["model_info"]["model_path"])
+    assert sorted(t.name for t in sub.graph.initializer) == ["W2", "two"]
+    h = np.ones((2, 16), np.float32)
+    for c in (True, False):
+        got = onnxruntime_outputs(sub, folder, {"c": np.array(c), "h": h})[0]
+        np.testing.assert_allclose(got, np.maximum(h @ onnx.numpy_helper.to_array(model.graph.initializer[1]), 0)
+                                   if c else 2 * h, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["then", "else"])
+@pytest.mark.parametrize("mode", ["device", "cpu"])
+def test_the_runner_takes_the_branch_the_condition_picks(tmp_path, sign, mode):
+    model = wake_word_style()
+    folder = tmp_path / "split"
+    split_model(model, folder)
+    assert [p.relative_to(folder).as_posix() for p in convert(folder)] == [
+        "graph_ir_0/graph_0.py", "graph_1_then/graph_ir_0/graph_0.py", "graph_1_else/graph_ir_0/graph_0.py",
+        "graph_ir_2/graph_2.py",
+    ]
+    got = run_split(folder, _x(sign), mode=mode)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, None, _x(sign))[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_branch_run_is_the_converted_module(tmp_path):
+    """The then branch's converted module, edited, changes the run: what runs
+    is what convert wrote, in the branch's folder too."""
+    model = wake_word_style()
+    folder = tmp_path / "split"
+    split_model(model, folder)
+    convert(folder)
+    module = folder / "graph_1_then" / "graph_ir_0" / "graph_0.py"
+    module.write_text(module.read_text().replace("forge.op.Relu(", "forge.op.Sigmoid("))
+    got = run_split(folder, _x(1.0))["y"]
+    assert not np.allclose(got, onnxruntime_outputs(model, None, _x(1.0))[0], atol=1e-3)
+    np.testing.assert_allclose(run_split(folder, _x(-1.0))["y"], onnxruntime_outputs(model, None, _x(-1.0))[0],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["then", "else"])
+def test_forge_check_fallback_passes_an_if_on_outer_values(sign):
+    report = check_fallback(wake_word_style(), _x(sign))
+    assert report.ok, report.format() + report.error
+
+
+def test_a_branch_that_passes_an_outer_value_through_and_a_nested_if(tmp_path):
+    """The else branch passes `h` through; the then branch holds an If of its own."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w")
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 4])
+    inner = helper.make_node(
+        "If", ["d"], ["out"], name="inner",
+        then_branch=helper.make_graph([helper.make_node("MatMul", ["h", "w"], ["out"], name="mm")], "t2", [],
+                                      [out]),
+        else_branch=helper.make_graph([helper.make_node("Neg", ["h"], ["out"], name="neg")], "e2", [], [out]),
+    )
+    outer = helper.make_node("If", ["c"], ["y"], name="outer",
+                             then_branch=helper.make_graph([inner], "t1", [], [out]),
+                             else_branch=helper.make_graph([helper.make_node("Identity", ["h"], ["out"])], "e1",
+                                                           [], [out]))
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"], name="relu"), outer], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("d", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    folder = tmp_path / "split"
+    split_model(model, folder)
+    convert(folder)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    for c in (True, False):
+        for d in (True, False):
+            feeds = {"x": x, "c": np.array(c), "d": np.array(d)}
+            np.testing.assert_allclose(run_split(folder, feeds)["y"], onnxruntime_outputs(model, None, feeds)[0],
+                                       rtol=1e-5, atol=1e-6)

@@ -12,10 +12,10 @@ from onnx import ModelProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
-from forge_opt.split.branches import BRANCHES, branch_model, branches_entry
+from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import converted_module, read_split, write_split
 from forge_opt.split.placement import place
-from forge_opt.split.plan import DEVICE, Plan, is_host_if, make_plan
+from forge_opt.split.plan import DEVICE, Plan, make_plan
 
 
 def split_model(
@@ -48,33 +48,33 @@ def _split(
     min_device_ops: int, layout: str, check_pins: bool,
 ) -> tuple[Plan, dict]:
     """The split of a resolved model into `folder`; each run-time If's
-    branches split in turn into folders beside its sub-model (`branches.py`)."""
+    branches, or Loop's body, split in turn into folders beside its
+    sub-model (`control_flow.py`)."""
     placements = place(import_model(model, base), cpu_ops, cpu_nodes, check_pins=check_pins)
     plan = make_plan(model, placements, min_device_ops, base)
-    branches = {}
+    control = {}
     for n, sub in enumerate(plan.graphs):
-        if len(sub.nodes) != 1 or not is_host_if(sub.nodes[0]):
+        if len(sub.nodes) != 1 or not is_host_control_flow(sub.nodes[0]):
             continue
         node = sub.nodes[0]
-        folders, outputs = {}, {}
-        for which in BRANCHES:
-            branch = branch_model(model, node, which, plan.types)
-            folders[which] = f"graph_{n}_{which}"
-            # pins name nodes of the whole model: a branch holds some of them
-            _split(branch, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False)
-            outputs[which] = [o.name for o in branch.graph.output]
-        branches[n] = branches_entry(node, folders, outputs)
-    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, branches=branches)
+        models = subgraph_models(model, node, plan.types)
+        folders = {which: f"graph_{n}_{which}" for which in models}
+        for which, sub_model in models.items():
+            # pins name nodes of the whole model: a subgraph holds some of them
+            _split(sub_model, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False)
+        control[n] = control_flow_entry(node, folders, models)
+    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, control=control)
     return plan, infos
 
 
 def describe_split(folder: str | os.PathLike) -> str:
-    """Each sub-model's device, in order; a run-time If as its branches'
-    splits: `tt, cpu If[then: tt; else: tt, cpu], tt`."""
+    """Each sub-model's device, in order; a run-time If or Loop as its
+    branches' or body's splits: `tt, cpu If[then: tt; else: tt, cpu], tt`."""
     parts = []
     for g in read_split(Path(folder))[1]:
-        if g.branches:
-            parts.append("cpu If[" + "; ".join(f"{w}: {describe_split(p)}" for w, p in g.branches.items()) + "]")
+        if g.subgraphs:
+            kind = "If" if g.branch_info is not None else "Loop"
+            parts.append(f"cpu {kind}[" + "; ".join(f"{w}: {describe_split(p)}" for w, p in g.subgraphs.items()) + "]")
         else:
             parts.append(g.device)
     return ", ".join(parts)
@@ -107,8 +107,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
 
     written = []
     for g in read_split(Path(folder))[1]:
-        for branch in (g.branches or {}).values():
-            written += convert(branch)
+        for sub_folder in g.subgraphs.values():
+            written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
             continue
         compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,7 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.split.branches import BRANCHES
+from forge_opt.split.control_flow import BRANCHES
 from forge_opt.split.plan import CPU, DEVICE, Plan, graph_infos, sub_model
 
 INFOS = "graph_infos.json"
@@ -80,18 +80,18 @@ class _Weights:
 
 def write_split(
     folder: Path, model: ModelProto, plan: Plan, *, base: Path | None = None, force: bool = False,
-    layout: str = "NCHW", branches: dict[int, dict] | None = None,
+    layout: str = "NCHW", control: dict[int, tuple[str, dict]] | None = None,
 ) -> dict:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
-    folder the model's external data is in; `branches`: by sub-model, the
-    `branches` field of a run-time If's entry); a folder that exists and is
-    not empty is refused unless `force`."""
+    folder the model's external data is in; `control`: by sub-model, the
+    field of a run-time If's or Loop's entry, `control_flow.py`); a folder
+    that exists and is not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")
     folder.mkdir(parents=True, exist_ok=True)
     infos = graph_infos(plan, layout)
-    for n, entry in (branches or {}).items():
-        infos["graphs"][n]["branches"] = entry
+    for n, (key, entry) in (control or {}).items():
+        infos["graphs"][n][key] = entry
     weights = _Weights(folder, base)
     for n, entry in enumerate(infos["graphs"]):
         onnx.save(sub_model(model, plan, n, weights), folder / entry["model_info"]["model_path"])
@@ -111,8 +111,10 @@ class SplitGraph:
     model_path: Path
     context_dir: Path | None
     module_path: Path | None = None
-    branches: dict[str, Path] | None = None  # a run-time If's: the folder of each branch's split
-    branch_info: dict | None = None  # its `branches` entry: condition, results, each branch's outputs
+    # a run-time If's or Loop's: the folder of each branch's or the body's split, and its entry's field
+    subgraphs: dict[str, Path] = field(default_factory=dict)
+    branch_info: dict | None = None
+    loop_info: dict | None = None
 
     def on(self, rank: int) -> SplitGraph:
         """This graph's files for device `rank`."""
@@ -123,7 +125,7 @@ class SplitGraph:
         path = at(self.model_path)
         assert path is not None
         return SplitGraph(self.index, self.device, self.inputs, self.outputs, path, at(self.context_dir),
-                          at(self.module_path), self.branches, self.branch_info)
+                          at(self.module_path), self.subgraphs, self.branch_info, self.loop_info)
 
 
 def converted_module(g: SplitGraph) -> Path | None:
@@ -180,7 +182,10 @@ def read_split(folder: Path) -> tuple[dict, list[SplitGraph]]:
                            folder / context if context else None, folder / module if module else None)
         if "branches" in entry:
             graph.branch_info = _branches(entry, where)
-            graph.branches = {which: folder / graph.branch_info[which]["folder"] for which in BRANCHES}
+            graph.subgraphs = {which: folder / graph.branch_info[which]["folder"] for which in BRANCHES}
+        if "loop" in entry:
+            graph.loop_info = _loop(entry, where)
+            graph.subgraphs = {"body": folder / graph.loop_info["body"]["folder"]}
         for rank in ranks:
             for p in (graph.on(rank).model_path, graph.on(rank).module_path):
                 if p is not None and not p.is_file():
@@ -215,6 +220,27 @@ def _branches(entry: dict, where: str) -> dict:
         if len(branch["outputs"]) != len(info["results"]):
             raise ForgeOptError(f"{where}: branches.{which} has {len(branch['outputs'])} outputs for "
                                 f"{len(info['results'])} results")
+    return info
+
+
+def _loop(entry: dict, where: str) -> dict:
+    """A run-time Loop's `loop` field, checked (`control_flow.py` has its form)."""
+    info = entry["loop"]
+    keys = ("trip_count", "condition", "initial", "results", "body")
+    if not isinstance(info, dict) or not all(k in info for k in keys):
+        raise ForgeOptError(f"{where}: 'loop' needs {', '.join(keys)}")
+    body = info["body"]
+    if not isinstance(body, dict) or not isinstance(body.get("folder"), str) or not all(
+        isinstance(body.get(k), list) for k in ("inputs", "outputs")
+    ):
+        raise ForgeOptError(f"{where}: loop.body needs a folder, its inputs and its outputs")
+    carried = len(info["initial"])
+    if len(body["inputs"]) != 2 + carried or len(body["outputs"]) < 1 + carried:
+        raise ForgeOptError(f"{where}: loop.body has {len(body['inputs'])} inputs and {len(body['outputs'])} "
+                            f"outputs for {carried} carried values")
+    for x in (info["trip_count"], info["condition"], *info["initial"]):
+        if x and x not in entry["inputs"]:
+            raise ForgeOptError(f"{where}: the loop reads '{x}', which is not an input of the graph")
     return info
 
 

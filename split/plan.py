@@ -19,6 +19,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
 from forge_opt.frontends.onnx_graph import node_reads
+from forge_opt.split.control_flow import is_host_control_flow
 from forge_opt.split.partition import Group, partition, read_through
 from forge_opt.split.placement import Placement, Where
 
@@ -110,26 +111,22 @@ def _why(placement: Placement, min_device_ops: int) -> str:
     """Why a node of a CPU sub-model is there."""
     if placement.op_type == "If":
         return "an If on a run-time condition: the host picks the branch, and each branch is split in turn"
+    if placement.op_type == "Loop":
+        return "a Loop of a run-time trip count or condition: the host iterates, and the body is split in turn"
     if placement.where is Where.CPU:
         return placement.reason
     return f"Forge can run it, but its device sub-model would have fewer than {min_device_ops} ops (--min-device-ops)"
 
 
-def is_host_if(node: NodeProto) -> bool:
-    """An If left in the model after resolution: its condition is known only
-    at run time, so the host picks the branch (`branches.py`)."""
-    return node.op_type == "If" and node.domain in ("", "ai.onnx")
-
-
-def _host_ifs_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Group]:
-    """Each run-time If in a sub-model of its own, so that its branches can
-    be split in turn. A group's nodes are in topological order, so cutting
+def _control_flow_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Group]:
+    """Each run-time If or Loop in a sub-model of its own, so that its
+    branches or body can be split in turn (`control_flow.py`). A group's nodes are in topological order, so cutting
     it before and after an If keeps every piece reading only earlier ones."""
     out: list[Group] = []
     for group in groups:
         piece: list = []
         for i in group.nodes:
-            if is_host_if(nodes[i]):
+            if is_host_control_flow(nodes[i]):
                 if piece:
                     out.append(Group(group.device, piece))
                 out.append(Group(False, [i]))
@@ -157,7 +154,7 @@ def make_plan(
 
     preds = {i: sorted(read_through([i], producers, folded)[0]) for i in placed}
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
-    groups = _host_ifs_alone(partition(placed, preds, device, min_device_ops), nodes)
+    groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
 
     graph_inputs = {i.name for i in g.input} - {t.name for t in g.initializer}
     graph_outputs = [o.name for o in g.output]

@@ -90,8 +90,11 @@ def run_split(
         raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
     values = {name: np.asarray(inputs[name]) for name in wanted}
     for g in graphs:
-        if g.branches is not None and g.branch_info is not None:
-            _run_branch(g, g.branches, g.branch_info, values, mode, recompile)
+        if g.subgraphs:
+            if g.branch_info is not None:
+                _run_branch(g, g.branch_info, values, mode, recompile)
+            elif g.loop_info is not None:
+                _run_loop(g, g.loop_info, tensors, values, mode, recompile)
             for name in g.outputs:
                 values[name] = np.asarray(values[name]).astype(tensors[name]["dtype"], copy=False)
             continue
@@ -115,22 +118,75 @@ def run_split(
     return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
 
 
-def _run_branch(
-    g: SplitGraph, folders: dict[str, Path], info: dict, values: dict[str, np.ndarray], mode: str, recompile: bool
-) -> None:
+def _flag(g: SplitGraph, what: str, value) -> bool:
+    value = np.asarray(value)
+    if value.size != 1:
+        raise ForgeOptError(f"graph_{g.index}: the {what} has {value.size} elements, not one")
+    return bool(value.reshape(-1)[0])
+
+
+def _run_sub_split(folder: Path, values: dict[str, np.ndarray], mode: str, recompile: bool) -> dict[str, np.ndarray]:
+    """A branch's or a body's split, fed the values it reads by name."""
+    infos, _ = read_split(folder)
+    reads = [x for x, t in infos["tensors"].items() if t["attr"] == "input"]
+    return run_split(folder, {x: values[x] for x in reads}, mode, recompile)
+
+
+def _run_branch(g: SplitGraph, info: dict, values: dict[str, np.ndarray], mode: str, recompile: bool) -> None:
     """A run-time If on the host: the condition picks a branch, whose split
     runs with the outer values it reads; its outputs become the If's."""
-    condition = np.asarray(values[info["condition"]])
-    if condition.size != 1:
-        raise ForgeOptError(f"graph_{g.index}: the If's condition '{info['condition']}' has {condition.size} "
-                            "elements, not one")
-    which = "then" if bool(condition.reshape(-1)[0]) else "else"
-    branch_infos, _ = read_split(folders[which])
-    reads = [x for x, t in branch_infos["tensors"].items() if t["attr"] == "input"]
-    outputs = run_split(folders[which], {x: values[x] for x in reads}, mode, recompile)
+    which = "then" if _flag(g, f"If's condition '{info['condition']}'", values[info["condition"]]) else "else"
+    outputs = _run_sub_split(g.subgraphs[which], values, mode, recompile)
     for result, inner in zip(info["results"], info[which]["outputs"]):
         if result:
             values[result] = outputs[inner]
+
+
+#: iterations a run-time Loop may take before the run stops it (a while loop whose condition never falls)
+LOOP_LIMIT = 1 << 20
+
+
+def _run_loop(
+    g: SplitGraph, info: dict, tensors: dict, values: dict[str, np.ndarray], mode: str, recompile: bool
+) -> None:
+    """A run-time Loop on the host, as ONNX runs it: while the iteration is
+    below the trip count (if any) and the condition holds (if any), the
+    body's split runs on the iteration number, the condition, the carried
+    values and the outer values it reads; the carried values' last values
+    and the scan outputs stacked become the Loop's outputs."""
+    body = info["body"]
+    trips = int(np.asarray(values[info["trip_count"]]).reshape(-1)[0]) if info["trip_count"] else None
+    going = _flag(g, "Loop's condition", values[info["condition"]]) if info["condition"] else True
+    carried = [values[x] for x in info["initial"]]
+    n = len(carried)
+    scans: list[list[np.ndarray]] = [[] for _ in body["outputs"][1 + n:]]
+    step = 0
+    while going and (trips is None or step < trips):
+        if step >= LOOP_LIMIT:
+            raise ForgeOptError(f"graph_{g.index}: the Loop ran {LOOP_LIMIT} iterations and its condition still holds")
+        feeds = dict(values)
+        feeds.update(zip(body["inputs"], [np.array(step, np.int64), np.array(going), *carried]))
+        outputs = _run_sub_split(g.subgraphs["body"], feeds, mode, recompile)
+        going = _flag(g, "Loop body's condition", outputs[body["outputs"][0]])
+        carried = [outputs[x] for x in body["outputs"][1:1 + n]]
+        for k, x in enumerate(body["outputs"][1 + n:]):
+            scans[k].append(outputs[x])
+        step += 1
+    results = info["results"]
+    for result, value in zip(results[:n], carried):
+        if result:
+            values[result] = value
+    for result, stacked in zip(results[n:], scans):
+        if not result:
+            continue
+        if not stacked:  # no iteration ran: the declared type gives the empty stack's shape
+            shape = tensors.get(result, {}).get("shape", [])
+            if not shape or shape[0] != 0 or any(d < 0 for d in shape):
+                raise ForgeOptError(f"graph_{g.index}: the Loop ran no iteration, and the shape of its scan "
+                                    f"output '{result}' is unknown")
+            values[result] = np.zeros(shape, tensors[result]["dtype"])
+        else:
+            values[result] = np.stack(stacked)
 
 
 def _collect(step: dict, value: np.ndarray, member: Collectives) -> np.ndarray:

@@ -140,3 +140,88 @@ def test_a_branch_that_passes_an_outer_value_through_and_a_nested_if(tmp_path):
             feeds = {"x": x, "c": np.array(c), "d": np.array(d)}
             np.testing.assert_allclose(run_split(folder, feeds)["y"], onnxruntime_outputs(model, None, feeds)[0],
                                        rtol=1e-5, atol=1e-6)
+
+
+def recurrent_loop(while_loop: bool = False):
+    """A Loop whose trip count is an input (`steps`) or, with `while_loop`,
+    whose body decides when to stop (the state's sum past a bound): the
+    body carries `h` through tanh(h W + x) and scans each step's `h`."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((4, 4)) * 0.5).astype(np.float32), "W")
+    bound = numpy_helper.from_array(np.array(0.5, np.float32), "bound")
+    body_nodes = [
+        helper.make_node("MatMul", ["h_in", "W"], ["hw"], name="body_matmul"),
+        helper.make_node("Add", ["hw", "x"], ["pre"], name="body_add"),
+        helper.make_node("Tanh", ["pre"], ["h_out"], name="body_tanh"),
+        helper.make_node("Identity", ["h_out"], ["h_scan"], name="body_scan"),
+    ]
+    if while_loop:
+        body_nodes += [helper.make_node("ReduceSum", ["h_out"], ["total"], keepdims=0, name="body_sum"),
+                       helper.make_node("Less", ["total", "bound"], ["cond_out"], name="body_less")]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"))
+    body = helper.make_graph(
+        body_nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, 4]),
+         helper.make_tensor_value_info("h_scan", TensorProto.FLOAT, [1, 4])],
+    )
+    loop_inputs = ["", "go", "h0"] if while_loop else ["steps", "", "h0"]
+    nodes = [helper.make_node("Relu", ["x"], ["h0"], name="start"),
+             helper.make_node("Loop", loop_inputs, ["h", "hs"], body=body, name="loop"),
+             helper.make_node("Sigmoid", ["h"], ["y"], name="after")]
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])]
+    graph_inputs.append(helper.make_tensor_value_info("go", TensorProto.BOOL, []) if while_loop
+                        else helper.make_tensor_value_info("steps", TensorProto.INT64, []))
+    graph = helper.make_graph(nodes, "rnn", graph_inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]),
+                               helper.make_tensor_value_info("hs", TensorProto.FLOAT, None)],
+                              [w, bound] if while_loop else [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+@pytest.mark.parametrize("steps", [3, 1])
+def test_a_loop_of_a_run_time_trip_count_iterates_on_the_host(tmp_path, steps):
+    model = recurrent_loop()
+    folder = tmp_path / "split"
+    _, infos = split_model(model, folder)
+    jsonschema.validate(infos, SCHEMA)
+    entry = next(g for g in infos["graphs"] if "loop" in g)
+    assert entry["loop"]["trip_count"] == "steps" and entry["loop"]["results"] == ["h", "hs"]
+    body = json.loads((folder / entry["loop"]["body"]["folder"] / "graph_infos.json").read_text())
+    assert [g["device"] for g in body["graphs"]] == ["tt"]  # the body's MatMul on the device
+    convert(folder)
+    feeds = {"x": np.random.default_rng(4).standard_normal((1, 4)).astype(np.float32),
+             "steps": np.array(steps, np.int64)}
+    got = run_split(folder, feeds)
+    want = onnxruntime_outputs(model, None, feeds)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["hs"], want[1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_while_loop_stops_when_its_body_says(tmp_path):
+    model = recurrent_loop(while_loop=True)
+    feeds = {"x": np.full((1, 4), 0.1, np.float32), "go": np.array(True)}
+    report = check_fallback(model, feeds)
+    assert report.ok, report.format() + report.error
+    assert "cpu Loop[body: tt" in report.error
+    assert report.outputs[1].shape == (4, 1, 4)  # four iterations: the sum passes 0.5 at the fourth
+
+
+def test_forge_split_reports_the_branches_and_the_body(tmp_path, capsys):
+    from forge_opt.tools.forge_split import main
+
+    for name, model in (("if", wake_word_style()), ("loop", recurrent_loop())):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, path)
+        with pytest.raises(SystemExit) as done:
+            main([str(path), "-o", str(tmp_path / name), "--why"])
+        assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "  then: graph_1_then/ (1 sub-model: tt), when 'c' is true" in out
+    assert "  else: graph_1_else/ (1 sub-model: tt), when 'c' is false" in out
+    assert "  body: graph_1_body/ (1 sub-model: tt), run 'steps' times" in out
+    assert "graph_1 (cpu): node 'loop': a Loop of a run-time trip count or condition" in out

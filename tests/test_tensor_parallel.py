@@ -180,7 +180,11 @@ def test_gpt2_fused_qkv_is_packed_and_each_device_holds_one_block_of_each_weight
 
 
 def test_ring_formula_in_the_plan(tmp_path):
+    import jsonschema
+
     infos = tensor_parallel(linear_model(2), tmp_path / "tp", 4)
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
+    jsonschema.validate(infos, schema)  # a tensor-parallel plan is one the project's own schema accepts
     (step,) = infos["collectives"]
     assert step["bytes"] == 4 * 16 * 4  # the [4, 16] float32 sum
     assert step["ring_bytes_per_device"] == 2 * step["bytes"] * 3 // 4

@@ -88,19 +88,24 @@ def _why(infos: dict) -> str:
 
 
 def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
-    """A run-time If's branches: each one's folder and its sub-models' devices."""
+    """A run-time If's branches, or a Loop's body: each one's folder and its sub-models' devices."""
     import json
 
-    info = entry.get("branches")
-    if not info:
+    if "branches" in entry:
+        info = entry["branches"]
+        kinds = {w: (info[w]["folder"], f"when '{info['condition']}' is {'true' if w == 'then' else 'false'}")
+                 for w in ("then", "else")}
+    elif "loop" in entry:
+        loop = entry["loop"]
+        count = f"{loop['trip_count']!r} times" if loop["trip_count"] else "while its condition holds"
+        kinds = {"body": (loop["body"]["folder"], f"run {count}")}
+    else:
         return []
     out = []
-    for which in ("then", "else"):
-        path = folder / info[which]["folder"] / "graph_infos.json"
-        devices = [g["device"] for g in json.loads(path.read_text())["graphs"]]
+    for which, (sub, when) in kinds.items():
+        devices = [g["device"] for g in json.loads((folder / sub / "graph_infos.json").read_text())["graphs"]]
         count = f"{len(devices)} sub-model{'' if len(devices) == 1 else 's'}"
-        out.append((which, f"{info[which]['folder']}/ ({count}: {', '.join(devices)}), when '{info['condition']}' is "
-                           f"{'true' if which == 'then' else 'false'}"))
+        out.append((which, f"{sub}/ ({count}: {', '.join(devices)}), {when}"))
     return out
 
 

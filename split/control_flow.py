@@ -1,0 +1,130 @@
+"""Host-side control flow. An If whose condition, or a Loop whose trip count
+or condition, is known only at run time stays one CPU sub-model that any
+AutoSplit runner can run whole; its branches, or its body, are split in
+turn, each as a model of its own, into folders beside it. forge-split's
+runner reads the condition and runs the chosen branch's split, or runs the
+body's split once per iteration: device sub-models on the device, CPU ones
+on the CPU.
+
+`graph_infos.json` records it on the entry, so a plain AutoSplit file stays
+valid (a runner that ignores the field runs the op on the CPU):
+
+    "branches": {"condition": "c", "results": ["y"],
+                 "then": {"folder": "graph_2_then", "outputs": ["out"]},
+                 "else": {"folder": "graph_2_else", "outputs": ["out"]}}
+    "loop": {"trip_count": "n", "condition": "", "initial": ["h0"], "results": ["h", "hs"],
+             "body": {"folder": "graph_2_body", "inputs": ["i", "cond", "h"],
+                      "outputs": ["cond_out", "h_out", "scan"]}}
+
+`results` are the op's outputs, and a branch's `outputs` its own, position
+by position. A body's `inputs` are the iteration number, the condition and
+the carried values; its `outputs` the condition, the carried values and the
+scan outputs, as ONNX's Loop orders them.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto, TypeProto
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx_graph import describe_node, outer_reads
+
+BRANCHES = ("then", "else")
+
+
+def is_host_control_flow(node: NodeProto) -> bool:
+    """An If or a Loop left in the model after resolution: what decides it
+    is known only at run time, so the host runs it."""
+    return node.op_type in ("If", "Loop") and node.domain in ("", "ai.onnx")
+
+
+def subgraph_model(
+    model: ModelProto, node: NodeProto, graph: GraphProto, types: dict[str, TypeProto], what: str
+) -> ModelProto:
+    """A subgraph of `node` as a model of its own: its inputs are its own
+    graph inputs (a Loop body's; typed from `types` where it declares
+    none) and the outer values it reads (typed as `types`, the model's
+    inferred types); the model's weights it reads are its initializers;
+    each output is made by a node of its own."""
+    weights = {t.name: t for t in model.graph.initializer}
+    reads = sorted(outer_reads(graph))
+    inputs = []
+    for own in graph.input:
+        if own.type.WhichOneof("value") is None:
+            raise ForgeOptError(f"{describe_node(node)}: its {what} input '{own.name}' has no type")
+        inputs.append(own)
+    for name in reads:
+        if name in weights:
+            continue
+        tp = types.get(name)
+        if tp is None:
+            raise ForgeOptError(f"{describe_node(node)}: its {what} reads '{name}', whose type is not known")
+        inputs.append(onnx.helper.make_value_info(name, tp))
+    nodes = list(graph.node)
+    made = {out for n in nodes for out in n.output}
+    outputs = []
+    for n, out in enumerate(graph.output):
+        if out.name in made:
+            outputs.append(out)
+            continue
+        # an input or a weight returned as it is: a node makes it, as a split expects of every output
+        inner = f"{out.name}/{what}_{n}"
+        nodes.append(onnx.helper.make_node("Identity", [out.name], [inner], name=inner))
+        copy = onnx.ValueInfoProto()
+        copy.CopyFrom(out)
+        copy.name = inner
+        outputs.append(copy)
+    g = onnx.helper.make_graph(
+        nodes, f"{model.graph.name}_{what}", inputs, outputs,
+        [weights[name] for name in reads if name in weights] + list(graph.initializer),
+        value_info=list(graph.value_info),
+    )
+    out = onnx.helper.make_model(g, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    out.functions.extend(model.functions)
+    return out
+
+
+def _attribute_graph(node: NodeProto, name: str) -> GraphProto:
+    return next(a.g for a in node.attribute if a.name == name)
+
+
+def subgraph_models(model: ModelProto, node: NodeProto, types: dict[str, TypeProto]) -> dict[str, ModelProto]:
+    """The If's branches, or the Loop's body, as models of their own, by
+    the name of their folder's suffix (`then`, `else`, `body`)."""
+    if node.op_type == "If":
+        return {w: subgraph_model(model, node, _attribute_graph(node, f"{w}_branch"), types, w) for w in BRANCHES}
+    body = onnx.GraphProto()
+    body.CopyFrom(_attribute_graph(node, "body"))
+    # the iteration number and the condition are scalars; carried values take the initial values' types
+    fixed = [onnx.helper.make_tensor_type_proto(onnx.TensorProto.INT64, []),
+             onnx.helper.make_tensor_type_proto(onnx.TensorProto.BOOL, [])]
+    fixed += [types.get(x) for x in node.input[2:]]
+    for value, tp in zip(body.input, fixed):
+        if tp is not None and not _has_shape(value.type):
+            value.type.CopyFrom(tp)
+    return {"body": subgraph_model(model, node, body, types, "body")}
+
+
+def _has_shape(tp: TypeProto) -> bool:
+    return tp.WhichOneof("value") == "tensor_type" and tp.tensor_type.HasField("shape")
+
+
+def control_flow_entry(node: NodeProto, folders: dict[str, str], models: dict[str, ModelProto]) -> tuple[str, dict]:
+    """The field of the op's entry in `graph_infos.json`: its name and value."""
+    results = list(node.output)
+    if node.op_type == "If":
+        entry: dict = {"condition": node.input[0], "results": results}
+        for which in BRANCHES:
+            entry[which] = {"folder": folders[which], "outputs": [o.name for o in models[which].graph.output]}
+        return "branches", entry
+    body = models["body"].graph
+    own = len(_attribute_graph(node, "body").input)
+    return "loop", {
+        "trip_count": node.input[0] if node.input else "",
+        "condition": node.input[1] if len(node.input) > 1 else "",
+        "initial": list(node.input[2:]),
+        "results": results,
+        "body": {"folder": folders["body"], "inputs": [i.name for i in body.input[:own]],
+                 "outputs": [o.name for o in body.output]},
+    }

@@ -62,6 +62,8 @@ def check_fallback(
         original = model
         model = resolved_model(model, chosen)
         feeds, notes = _feeds(model, base, inputs, seed)
+        # first the reference: inputs the model itself cannot take are named by the oracle
+        reference = expected_outputs(original, base, feeds)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "split"
             _, infos = split_model(model, folder, min_device_ops=min_device_ops)
@@ -73,7 +75,6 @@ def check_fallback(
                 return CheckReport(MISMATCH, error=f"a device sub-model failed on Forge: {e}")
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
-    reference = expected_outputs(original, base, feeds)
     want = reference.outputs
     out_names = [o.name for o in model.graph.output]
     results = [

@@ -68,6 +68,18 @@ def _load_converted(g: SplitGraph, model: onnx.ModelProto):
                             f"{type(e).__name__}: {e}") from None
 
 
+def _run_module(g: SplitGraph, module, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """A device sub-model's module on its inputs; a failure of its own code
+    (not a Forge rule: those stay ForgeCallError) is an error naming it."""
+    try:
+        return run_instance(module, inputs)
+    except ForgeCallError:
+        raise
+    except Exception as e:  # whatever the module's calls raise on these inputs
+        raise ForgeOptError(f"graph_{g.index} ({g.device}): its Forge module failed on its inputs: "
+                            f"{type(e).__name__}: {e}") from None
+
+
 def run_split(
     folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False
 ) -> dict[str, np.ndarray]:
@@ -108,7 +120,7 @@ def run_split(
         elif g.device == DEVICE and mode == "device":
             initializers = {t.name for t in model.graph.initializer}
             order = [i.name for i in model.graph.input if i.name not in initializers]
-            outputs = run_instance(_load_converted(g, model), [feeds[x] for x in order])
+            outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = expected_outputs(model, g.model_path.parent, feeds).outputs

@@ -93,3 +93,27 @@ def test_random_indices_stay_inside_the_tables_they_index(fallback):
     report = (check_fallback if fallback else check_model)(_with_token_types())
     assert report.status == MATCH, report.format() + report.error
     assert "integer inputs that index a table stay inside it (token_type_ids < 2)" in report.format()
+
+
+def test_indices_outside_their_table_are_named_not_raised(tmp_path, capsys):
+    """The user's own out-of-range indices: forge-check (whole or through the
+    split) reports what the oracle says, and forge-split run names the
+    sub-model whose module failed; never a raw IndexError."""
+    from forge_opt.split.check import check_fallback
+    from forge_opt.tools.forge_split import main
+
+    model = _with_token_types()
+    bad = {"input_ids": np.zeros((1, 6), np.int64), "token_type_ids": np.full((1, 6), 5, np.int32)}
+    for check in (check_model, check_fallback):
+        report = check(model, bad)
+        assert report.status == 2 and "indices element out of data bounds, idx=5" in report.error
+    path, inputs = tmp_path / "m.onnx", tmp_path / "bad.npz"
+    onnx.save(model, path)
+    np.savez(inputs, **bad)
+    for argv in ([str(path), "-o", str(tmp_path / "split"), "--convert"],
+                 ["run", str(tmp_path / "split"), "--inputs", str(inputs)]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "graph_0 (tt): its Forge module failed on its inputs: IndexError" in err and "Traceback" not in err

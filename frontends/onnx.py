@@ -13,7 +13,7 @@ import heapq
 import mmap
 import os
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 
 import numpy as np
@@ -363,7 +363,7 @@ class _Importer:
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         if "ai.onnx" in self.opsets:
             self.opsets[""] = self.opsets.pop("ai.onnx")
-        self.types: Mapping[str, TypeProto] = _own_types(inferred.graph)
+        self.types: MutableMapping[str, TypeProto] = _own_types(inferred.graph)
         # a graph has few distinct types: convert each once, keyed by its bytes
         self._converted: dict[bytes, Attribute] = {}
         self._by_name: dict[str, Attribute] = {}

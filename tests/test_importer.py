@@ -287,9 +287,11 @@ def test_subgraph_value_types_are_scoped_to_their_graph():
 
     from forge_opt import import_onnx
 
+    def step(op, x, y):
+        return helper.make_node(op, [x], [y], perm=[1, 0]) if op == "Transpose" else helper.make_node(op, [x], [y])
+
     def branch(name, first, second):
-        nodes = [helper.make_node(first, ["h"], ["t"], **({"perm": [1, 0]} if first == "Transpose" else {})),
-                 helper.make_node(second, ["t"], ["out"], **({"perm": [1, 0]} if second == "Transpose" else {}))]
+        nodes = [step(first, "h", "t"), step(second, "t", "out")]
         return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [16, 2])])
 
     node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Relu", "Transpose"),

@@ -145,6 +145,10 @@ def check_parallel(
     return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)
 
 
+#: seconds an MPI run may take before forge-check stops waiting for it
+MPI_TIMEOUT = 600
+
+
 def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[dict[str, np.ndarray]]:
     """Run the plan with `mpiexec -n P` (one process per device, from the
     `distributed` extra); each device's outputs."""
@@ -158,9 +162,15 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
     np.savez(folder / "inputs.npz", **feeds)  # pyright: ignore[reportArgumentType]
     command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
                "--inputs", str(folder / "inputs.npz"), "--output", str(folder / "outputs_{rank}.npz")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MPI_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ForgeOptError(f"the MPI run did not finish in {MPI_TIMEOUT} s ({' '.join(command)})") from None
     if done.returncode != 0:
-        raise ForgeOptError(f"the MPI run failed ({' '.join(command)}):\n{done.stderr.strip()}")
+        # each failing device says so in one line; MPI's own teardown text follows, for the rest
+        named = [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
+        detail = "\n".join(named) if named else done.stderr.strip()
+        raise ForgeOptError(f"the MPI run failed (exit {done.returncode}):\n{detail}")
     outputs = []
     for rank in range(devices):
         with np.load(folder / f"outputs_{rank}.npz") as data:

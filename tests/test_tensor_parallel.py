@@ -319,3 +319,37 @@ def test_tp_run_names_a_bad_inputs_file(tmp_path):
     )
     assert done.returncode != 0
     assert "none.npz" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("raise", "tp_run (device 1): error: RuntimeError: injected on device 1"),
+        ("kill", ""),  # a rank killed by a signal: MPI ends the job
+        ("weights", "tp_run (device 1): error:"),  # a corrupt weights file
+    ],
+)
+def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message):
+    """Device 1 fails after device 0 has entered its all-reduce: every rank
+    stops within seconds (MPI_Abort), the device is named, exit non-zero."""
+    import time
+
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    folder = tmp_path / "tp"
+    tensor_parallel(linear_model(2), folder, 2)
+    module = folder / "dev1" / "segment_0.py"
+    if fault == "weights":
+        (folder / "dev1" / "weights.bin").write_bytes(b"\0" * 8)
+    else:
+        inject = ("raise RuntimeError('injected on device 1')" if fault == "raise"
+                  else "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        head = "    def forward(self, x):\n"
+        source = module.read_text().replace(head, f"{head}        {inject}\n")
+        module.write_text(source)
+    x = {"x": np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)}
+    start = time.monotonic()
+    with pytest.raises(ForgeOptError, match="the MPI run failed") as failed:
+        run_mpi(folder, x, 2)
+    assert time.monotonic() - start < 10
+    assert message in str(failed.value)

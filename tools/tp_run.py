@@ -29,8 +29,12 @@ def main(argv: list[str] | None = None) -> int:
         with np.load(args.inputs) as data:
             inputs = {k: data[k] for k in data.files}
         outputs = run_parallel(Path(args.folder), inputs, member)[0]
-    except (ForgeOptError, OSError, ValueError, EOFError) as e:  # a bad plan or inputs file
-        print(f"tp_run (device {member.rank}): error: {e}", file=sys.stderr)
+    except Exception as e:
+        # Any failure on one device (a bad plan, inputs or weights file, a module that raises) ends
+        # every device: the others would wait in their next collective forever. MPI_Abort ends the
+        # job, as `python -m mpi4py` does for an uncaught exception.
+        what = str(e) if isinstance(e, ForgeOptError | OSError) else f"{type(e).__name__}: {e}"
+        print(f"tp_run (device {member.rank}): error: {what}", file=sys.stderr, flush=True)
         member.comm.Abort(2)
         return 2
     if args.output:

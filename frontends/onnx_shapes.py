@@ -10,6 +10,8 @@ recorded value types before ONNX shape inference runs.
 
 from __future__ import annotations
 
+import ast
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -126,7 +128,7 @@ def specialise(graph: GraphProto, inputs: list[ValueInfoProto], chosen: InputSha
         if name not in by_name:
             known = ", ".join(by_name) or "none"
             raise ForgeOptError(f"--shape {name}=…: the graph has no input '{name}' (its inputs: {known})")
-    symbols = {s for i in inputs for s in symbolic_dims(i.type)}
+    symbols = {n for i in inputs for s in symbolic_dims(i.type) for n in symbol_names(s)}
     for symbol in chosen.dims:
         if symbol not in symbols:
             named = ", ".join(sorted(s for s in symbols if s != "?")) or "none"
@@ -178,8 +180,59 @@ def _set_symbols(tp: TypeProto, sizes: Mapping[str, int]) -> None:
         _set_symbols(tp.optional_type.elem_type, sizes)
     elif kind == "tensor_type" and sizes:
         for d in tp.tensor_type.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in sizes:
-                d.dim_value = sizes[d.dim_param]
+            if d.HasField("dim_param") and (size := dim_size(d.dim_param, sizes)) is not None:
+                d.dim_value = size
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+
+
+def _expression(symbol: str) -> ast.expr | None:
+    """`symbol` as integer arithmetic over names, as Optimum writes the
+    total length (`past_sequence_length + sequence_length`); None otherwise."""
+    try:
+        tree = ast.parse(symbol, mode="eval").body
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.BinOp, ast.Name, ast.Constant, ast.Load, *_ARITHMETIC)):
+            return None
+        if isinstance(node, ast.Constant) and type(node.value) is not int:
+            return None
+    return tree
+
+
+def symbol_names(symbol: str) -> list[str]:
+    """The plain symbols `symbol` is made of: itself, or the names in its
+    arithmetic."""
+    tree = _expression(symbol)
+    if tree is None or isinstance(tree, ast.Name):
+        return [symbol]
+    return list(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)))
+
+
+def dim_size(symbol: str, sizes: Mapping[str, int]) -> int | None:
+    """The size of the dim named `symbol` given the sizes by symbol: a
+    chosen one, or the value of its arithmetic when every name in it is
+    chosen; None when not known."""
+    if symbol in sizes:
+        return sizes[symbol]
+    tree = _expression(symbol)
+    if tree is None or isinstance(tree, ast.Name):
+        return None
+
+    def value(node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return sizes.get(node.id)
+        assert isinstance(node, ast.BinOp)
+        a, b = value(node.left), value(node.right)
+        if a is None or b is None or (isinstance(node.op, ast.FloorDiv) and b == 0):
+            return None
+        return _ARITHMETIC[type(node.op)](a, b)
+
+    return value(tree)
 
 
 def symbols_hint(inputs: Iterable[tuple[str, list[str | int]]]) -> str:
@@ -187,7 +240,9 @@ def symbols_hint(inputs: Iterable[tuple[str, list[str | int]]]) -> str:
     (a size, or its symbol, `?` if unnamed), and the flags that fix them."""
     inputs = list(inputs)
     listed = "; ".join(f"'{name}' [{', '.join(map(str, dims))}]" for name, dims in inputs)
-    symbols = list(dict.fromkeys(s for _, dims in inputs for s in dims if isinstance(s, str) and s not in ("?", "...")))
+    symbols = list(dict.fromkeys(
+        n for _, dims in inputs for s in dims if isinstance(s, str) and s not in ("?", "...") for n in symbol_names(s)
+    ))
     unnamed = [name for name, dims in inputs if "?" in dims]
     fixes = [f"--dim {s}=N" for s in symbols] + [f"--shape {name}=D0,D1,..." for name in unnamed]
     return (

@@ -111,7 +111,7 @@ def check_parallel(
     per device, against onnxruntime on the whole model. Every device must
     return the same outputs."""
     from forge_opt.split.api import parallel_report, tensor_parallel
-    from forge_opt.split.runner import run_parallel
+    from forge_opt.split.runner import assemble, run_parallel
 
     try:
         model, base = load_model(source)
@@ -131,16 +131,16 @@ def check_parallel(
         return CheckReport(NOT_COMPILED, error=str(e))
     reference = expected_outputs(model, base, feeds)
     out_names = [o.name for o in model.graph.output]
-    first = per_device[0]
+    got, differ = assemble(infos, per_device)
     results = [
-        compare_output(name, expected, first[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
+        compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
         for name, expected in zip(out_names, reference.outputs)
-        if name in first
+        if name in got
     ]
-    agree = all(np.array_equal(d[name], first[name]) for d in per_device[1:] for name in first)
     status, why = verdict(results, len(reference.outputs))
-    note = parallel_report(infos) + ("" if agree else "\nthe devices' outputs differ") + (f"\n{why}" if why else "")
-    if not agree:
+    disagree = f"\nthe devices' outputs differ ({', '.join(differ)})" if differ else ""
+    note = parallel_report(infos) + disagree + (f"\n{why}" if why else "")
+    if differ:
         status = MISMATCH
     return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)
 

@@ -41,7 +41,7 @@ from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.pipelines import run_passes
 from forge_opt.transforms.tir_to_forge import TirToForgePass
-from forge_opt.transforms.tp_partition import grid_info
+from forge_opt.transforms.tp_partition import grid_info, split_axes
 
 COLLECTIVE_OPS = {
     shard.AllReduceOp: "all_reduce",
@@ -210,17 +210,23 @@ class Program:
 
     def tensors(self) -> dict[str, dict]:
         """Every value the host moves: its per-device shape and type."""
-        inputs = set(self.func.body.block.args)
-        outputs = set(self.ret.arguments) if self.ret else set()
+        args = self.func.body.block.args
+        inputs = set(args)
+        results = list(self.ret.arguments) if self.ret else []
+        # a KV cache's past and present: each device receives and returns its block
+        split = dict(zip(args, split_axes(self.func.arg_attrs, len(args))))
+        split.update(zip(results, split_axes(self.func.res_attrs, len(results))))
         out = {}
         for v, name in self.names.items():
             t = dtypes.tensor(v.type)
-            attr = "input" if v in inputs else "output" if v in outputs else "intermediate"
+            attr = "input" if v in inputs else "output" if v in results else "intermediate"
             out[name] = {
                 "shape": list(t.get_shape()),
                 "dtype": np.dtype(dtypes.numpy_dtype(t.element_type)).name,
                 "attr": attr,
             }
+            if split.get(v) is not None:
+                out[name]["split_axis"] = split[v]
         return out
 
 

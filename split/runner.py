@@ -90,11 +90,10 @@ def run_split(
     if "grid" in infos:  # a tensor-parallel plan: every device simulated here
         if mode == "cpu":
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
-        first, *others = run_parallel(folder, inputs)
-        for other in others:
-            if any(not np.array_equal(first[k], other[k]) for k in first):
-                raise ForgeOptError(f"{folder}: the devices' outputs differ")
-        return first
+        whole, differ = assemble(infos, run_parallel(folder, inputs))
+        if differ:
+            raise ForgeOptError(f"{folder}: the devices' outputs differ ({', '.join(differ)})")
+        return whole
     tensors = infos["tensors"]
     wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
     missing = [name for name in wanted if name not in inputs]
@@ -242,8 +241,20 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
             source = mine.module_path.read_text()
             loaded[g.index, rank] = forge_instance(source, str(mine.module_path), weights[mine.model_path])
 
+    for name in wanted:
+        axis = tensors[name].get("split_axis")
+        if axis is not None and np.shape(inputs[name])[axis] != tensors[name]["shape"][axis] * devices:
+            raise ForgeOptError(
+                f"the input '{name}' has {np.shape(inputs[name])[axis]} along axis {axis}, which the plan splits "
+                f"into {devices} blocks of {tensors[name]['shape'][axis]}"
+            )
+
     def device(m: Collectives) -> dict[str, np.ndarray]:
-        values = {name: np.asarray(inputs[name]) for name in wanted}
+        values = {}
+        for name in wanted:  # an input split in the plan (a KV cache's past): the device's block of it
+            axis = tensors[name].get("split_axis")
+            whole = np.asarray(inputs[name])
+            values[name] = whole if axis is None else block(whole, axis, m.rank, m.size)
         for g in graphs:
             outs = run_instance(loaded[g.index, m.rank], [values[x] for x in g.inputs])
             for name, v in zip(g.outputs, outs):
@@ -255,3 +266,21 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     if member is not None:
         return [device(member)]
     return run_threads(devices, device)
+
+
+def assemble(infos: dict, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The model's outputs from every device's: an output split in the plan
+    (a KV cache's present) joined from the devices' blocks, any other taken
+    from device 0; and the names of those the devices disagree on."""
+    tensors = infos["tensors"]
+    first = per_device[0]
+    whole, differ = {}, []
+    for name, value in first.items():
+        axis = tensors[name].get("split_axis")
+        if axis is not None:
+            whole[name] = np.concatenate([d[name] for d in per_device], axis=axis)
+        else:
+            whole[name] = value
+            if any(not np.array_equal(d[name], value) for d in per_device[1:]):
+                differ.append(name)
+    return whole, differ

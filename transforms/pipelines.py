@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.diagnostics import ForgeOptError
+from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
@@ -25,7 +25,19 @@ def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
     try:
         module.verify()
     except VerifyException as e:
-        raise ForgeOptError(f"pass '{done.name}' produced invalid IR: {e}" if done else str(e)) from None
+        if done is None:
+            raise ForgeOptError(str(e)) from None
+        raise ForgeOptError(f"pass '{done.name}' produced invalid IR{_at(module)}: {e}") from None
+
+
+def _at(module: ModuleOp) -> str:
+    """` at node 'n' (tir.binary)`: the first op that fails its own checks."""
+    for op in module.walk():
+        try:
+            op.verify_()
+        except VerifyException:
+            return f" at {describe(op)}"
+    return ""
 
 
 def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_each: bool = True) -> None:

@@ -30,19 +30,23 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
+from forge_opt.dialects.elements import array_to_attr
 from forge_opt.transforms.tp_rules import (
     REPLICATED,
     Sharding,
     TPError,
     nonnegative_indices,
+    reshape_axis,
     rule,
     shape,
     split,
@@ -61,6 +65,7 @@ class Layer:
     gather_out: bool = False
     packed: int = 0  # parts of a packed column layer
     padded_rows: int = 0
+    reason: str = ""  # why this case
 
     @property
     def name(self) -> str:
@@ -100,6 +105,16 @@ def _constant_2d(v: SSAValue) -> bool:
     return isinstance(v.owner, tir.ConstantOp) and len(shape(v)) == 2
 
 
+def _pairs(past: SSAValue, present: SSAValue, axis: int) -> bool:
+    """Whether `past` is the cache `present` extends: the same type but for
+    the length of one axis, not the split one."""
+    a, b = dtypes.tensor(past.type), dtypes.tensor(present.type)
+    if a.element_type != b.element_type or len(a.get_shape()) != len(b.get_shape()):
+        return False
+    differ = [i for i, (x, y) in enumerate(zip(a.get_shape(), b.get_shape())) if x != y]
+    return len(differ) == 1 and differ[0] != axis
+
+
 def find_layer(op: Operation) -> Layer | None:
     if isinstance(op, tir.MatmulOp) and _constant_2d(op.rhs):
         return Layer(op, "linear")
@@ -108,20 +123,56 @@ def find_layer(op: Operation) -> Layer | None:
     return None
 
 
-def _packed_split(layer: Layer) -> tuple[list[tir.BinaryOp], tir.SplitOp] | None:
-    """The bias adds and the `Split` into equal parts along the columns that
-    follow a Linear through single uses, if they do."""
+@dataclass
+class _Fused:
+    """A fused projection's output taken apart along its columns: by one
+    `Split`, or by `Slice`s that cover the columns once (Phi-3's
+    `qkv_proj` and `gate_up_proj`)."""
+
+    biases: list[tir.BinaryOp]
+    value: SSAValue  # what is taken apart
+    users: list[Operation]  # the Split, or the Slices
+    parts: list[tuple[int, int]]  # (first column, columns) of each user's part, in column order
+
+
+def _slice_part(op: Operation, width: int) -> tuple[int, int] | None:
+    """The columns a unit-stride Slice of the last axis takes."""
+    if not isinstance(op, tir.StridedSliceOp):
+        return None
+    rank = len(shape(op.input))
+    axes = [a % rank for a in op.axes.get_values()]
+    if axes != [rank - 1] or list(op.strides.get_values()) != [1]:
+        return None
+    begin, end = op.begin.get_values()[0], op.end.get_values()[0]
+    begin, end = (begin + width if begin < 0 else begin), (end + width if end < 0 else min(end, width))
+    return (begin, end - begin) if 0 <= begin < end else None
+
+
+def _fused_parts(layer: Layer) -> _Fused | None:
+    """The bias adds and the parts that follow a Linear through single
+    uses, if its output is taken apart by columns."""
     v = layer.op.results[0]
     width = shape(v)[-1]
     biases = []
-    while len(uses := list(v.uses)) == 1:
-        user = uses[0].operation
-        if isinstance(user, tir.SplitOp):
-            sections = list(user.sections.get_values())
-            last = len(shape(user.input)) - 1
-            if user.axis.value.data == last and len(sections) > 1 and len(set(sections)) == 1:
-                return biases, user
+    while True:
+        users = [u.operation for u in v.uses]
+        if len(users) == 1 and isinstance(users[0], tir.SplitOp):
+            split_op = users[0]
+            if split_op.axis.value.data != len(shape(v)) - 1 or len(split_op.results) < 2:
+                return None
+            sizes = list(split_op.sections.get_values())
+            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+            return _Fused(biases, v, [split_op], list(zip(offsets, sizes)))
+        parts = [_slice_part(u, width) for u in users]
+        if len(users) > 1 and all(parts):
+            ordered = sorted(zip(parts, users), key=lambda pu: pu[0])  # pyright: ignore[reportArgumentType]
+            ends = [0] + [b + n for (b, n), _ in ordered]
+            if all(b == e for ((b, _), _), e in zip(ordered, ends)) and ends[-1] == width:
+                return _Fused(biases, v, [u for _, u in ordered], [p for p, _ in ordered])  # pyright: ignore
             return None
+        if len(users) != 1:
+            return None
+        user = users[0]
         if isinstance(user, tir.ReshapeOp) and shape(user.output)[-1] == width:
             v = user.output
         elif isinstance(user, tir.BinaryOp) and user.fn.data.value == "add":
@@ -132,7 +183,6 @@ def _packed_split(layer: Layer) -> tuple[list[tir.BinaryOp], tir.SplitOp] | None
             v = user.output
         else:
             return None
-    return None
 
 
 @dataclass
@@ -151,12 +201,12 @@ class _Annotator:
         seen: set[str] = set()
         op = self.func.body.block.first_op
         while op is not None:
-            nxt = op.next_op
             layer = find_layer(op)
             if layer is not None:
                 seen.add(layer.name)
-                self.decide(layer)
+                self.decide(layer)  # may rewrite the ops after it (a fused projection's parts)
                 self.layers.append(layer)
+            nxt = op.next_op
             given = [self.of(v) for v in op.operands]
             r = rule(op, given, self.devices)
             for res, s in zip(op.results, r.results):
@@ -164,10 +214,55 @@ class _Annotator:
             if layer is not None and layer.gather_out:
                 self.annotate_output(layer)
             op = nxt
+        self.shard_caches()
         missing = [name for name in self.pins if name not in seen]
         if missing:
             raise ForgeOptError(self._not_a_layer(missing[0]))
         return self.layers
+
+    def shard_caches(self) -> None:
+        """A KV cache stays on its devices. A result split along an axis
+        (heads) that pairs with a model input, the same but for the length
+        of one other axis, is the present of the cache whose past that input
+        is (the two are joined by a `Concat`, which an empty past folds
+        away). Both are annotated split (the input as it arrives, the result
+        as the return takes it), so each device receives and returns only
+        its heads, and the host keeps them there between steps."""
+        block = self.func.body.block
+        ret = block.last_op
+        if not isinstance(ret, ReturnOp):
+            return
+        marked: set[SSAValue] = set()
+        for v in dict.fromkeys(ret.arguments):
+            s = self.of(v)
+            pasts = [a for a in block.args if s.axis is not None and _pairs(a, v, s.axis)]
+            if isinstance(v.owner, tir.ConcatOp):
+                pasts = [a for a in pasts if a in v.owner.operands]
+            if not pasts:
+                continue
+            self.annotate_return(v, s)
+            for past in pasts:
+                if past not in marked and past.uses.get_length() <= 1:
+                    marked.add(past)
+                    self.annotate_input(past, s)
+
+    def annotate_return(self, v: SSAValue, s: Sharding) -> None:
+        ret = self.func.body.block.last_op
+        assert ret is not None
+        per_dim = [[0] if i == s.axis else [] for i in range(len(shape(v)))]
+        target = self._insert(shard.sharding(GRID, per_dim), ret)
+        kept = self._insert(shard.ShardOp(v, target, UnitAttr()), ret)
+        v.replace_uses_with_if(kept, lambda use: use.operation is ret)
+        self.sharding[kept] = s
+
+    def annotate_input(self, arg: SSAValue, s: Sharding) -> None:
+        first = self.func.body.block.first_op
+        assert first is not None
+        per_dim = [[0] if i == s.axis else [] for i in range(len(shape(arg)))]
+        target = self._insert(shard.sharding(GRID, per_dim), first)
+        arrives = self._insert(shard.ShardOp(arg, target, None), first)
+        arg.replace_uses_with_if(arrives, lambda use: use.operation is not arrives.owner)
+        self.sharding[arrives] = s
 
     def _not_a_layer(self, name: str) -> str:
         for op in self.func.body.walk():
@@ -206,6 +301,11 @@ class _Annotator:
             wanted = ROW
         elif x == REPLICATED:
             wanted = COLUMN
+            if (heads := self._undivided_heads(layer)) is not None:
+                # Megatron's rule for grouped-query attention with fewer KV heads than devices
+                wanted, layer.reason = REPLICATE, (
+                    f"its {heads} heads do not divide by {self.devices} devices: replicated (with the cache it fills)"
+                )
         else:
             wanted = REPLICATE
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
@@ -221,6 +321,23 @@ class _Annotator:
         if wanted == COLUMN and not layer.gather_out:
             self.pack(layer)
         self.annotate_weight(layer, [[], [0]] if dim else [[0], []])
+
+    def _undivided_heads(self, layer: Layer) -> int | None:
+        """The head count of the reshape to heads after a Linear (past its
+        bias), if the devices do not divide it."""
+        v = layer.op.results[0]
+        while v.uses.get_length() == 1:
+            user = next(iter(v.uses)).operation
+            if isinstance(user, tir.BinaryOp) and user.fn.data.value == "add":
+                v = user.output
+                continue
+            if isinstance(user, tir.ReshapeOp):
+                b = reshape_axis(shape(v), shape(user.output), len(shape(v)) - 1)
+                heads = shape(user.output)[b] if b is not None else None
+                if heads is not None and heads % self.devices and b != len(shape(user.output)) - 1:
+                    return heads
+            return None
+        return None
 
     def _insert(self, op: Operation, before: Operation) -> SSAValue:
         op.location = before.location
@@ -247,44 +364,50 @@ class _Annotator:
         self.sharding[gathered] = REPLICATED
 
     def pack(self, layer: Layer) -> None:
-        found = _packed_split(layer)
-        if found is None:
+        """A fused projection (GPT-2's `c_attn`, Phi-3's `qkv_proj` and
+        `gate_up_proj`): its columns are permuted so that device d holds the
+        d-th block of every part, and each part is read per device."""
+        fused = _fused_parts(layer)
+        if fused is None:
             return
-        biases, split_op = found
-        k = len(split_op.results)
-        width = shape(layer.weight)[1]
-        part = width // k
-        if part % self.devices:
+        p = self.devices
+        if any(n % p for _, n in fused.parts):
             raise TPError(
-                f"{describe(split_op)}: splits the fused projection of {describe(layer.op)} into {k} parts of "
-                f"{part}, which the {self.devices} devices do not divide"
+                f"{describe(fused.users[0])}: takes the fused projection of {describe(layer.op)} apart into parts "
+                f"of {[n for _, n in fused.parts]} columns, which the {p} devices do not all divide"
             )
-        n, p = part // self.devices, self.devices
-        layer.packed = k
+        layer.packed = len(fused.parts)
+        width = shape(layer.weight)[1]
+        # column order (device, part, i): device d's block of each part, part after part
+        order = [b + d * (n // p) + i for d in range(p) for b, n in fused.parts for i in range(n // p)]
 
-        def permuted(v: SSAValue, before: Operation, rows: list[int]) -> SSAValue:
-            """Columns reordered from (part, device, i) to (device, part, i)."""
-            blocks = self._insert(tir.ReshapeOp(v, [*rows, k, p, n]), before)
-            r = len(rows)
-            perm = [*range(r), r + 1, r, r + 2]
-            swapped = self._insert(tir.TransposeOp(blocks, perm), before)
-            return self._insert(tir.ReshapeOp(swapped, [*rows, width]), before)
+        def permuted(v: SSAValue, before: Operation, axis: int) -> SSAValue:
+            index = self._insert(tir.ConstantOp(array_to_attr(np.asarray(order, np.int64))), before)
+            return self._insert(tir.GatherOp(v, index, axis), before)
 
-        layer.op.operands[1] = permuted(layer.weight, layer.op, [shape(layer.weight)[0]])
-        for add in biases:
-            index = 0 if add.lhs.owner is not None and isinstance(add.lhs.owner, tir.ConstantOp) else 1
-            add.operands[index] = permuted(add.operands[index], add, [])
-        # the split takes part j of every device's block
-        z = split_op.input
+        layer.op.operands[1] = permuted(layer.weight, layer.op, 1)
+        for add in fused.biases:
+            index = 0 if isinstance(add.lhs.owner, tir.ConstantOp) else 1
+            add.operands[index] = permuted(add.operands[index], add, 0)
+        # each part: its columns of every device's block, [..., P, width/P] sliced, joined again
+        z, first = fused.value, fused.users[0]
         outer = shape(z)[:-1]
-        blocks = self._insert(tir.ReshapeOp(z, [*outer, p, k, n]), split_op)
-        pieces = tir.SplitOp(blocks, len(outer) + 1, [1] * k)
-        self._insert(pieces, split_op)
-        for old, piece in zip(split_op.results, pieces.results):
-            joined = self._insert(tir.ReshapeOp(piece, [*outer, part]), split_op)
+        blocks = self._insert(tir.ReshapeOp(z, [*outer, p, width // p]), first)
+        last = len(outer) + 1
+        if isinstance(first, tir.SplitOp):
+            pieces = self._insert(tir.SplitOp(blocks, last, [n // p for _, n in fused.parts]), first).owner
+            taken = list(zip(first.results, pieces.results, fused.parts))
+        else:
+            taken = []
+            for user, (b, n) in zip(fused.users, fused.parts):
+                piece = self._insert(tir.StridedSliceOp(blocks, [last], [b // p], [(b + n) // p], [1]), user)
+                taken.append((user.results[0], piece, (b, n)))
+        for old, piece, (_, n) in taken:
+            joined = self._insert(tir.ReshapeOp(piece, [*outer, n]), old.owner)  # pyright: ignore[reportArgumentType]
             old.replace_all_uses_with(joined)
-        split_op.detach()
-        split_op.erase()
+        for user in fused.users:
+            user.detach()
+            user.erase()
 
     def vocab(self, layer: Layer) -> None:
         op = layer.op

@@ -19,10 +19,21 @@ from typing import cast
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    DictionaryAttr,
+    FloatAttr,
+    FunctionType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
@@ -49,6 +60,30 @@ def sharding_of(op: shard.ShardingOp) -> Sharding:
     return split(axes[0]) if axes else REPLICATED
 
 
+SPLIT_AXIS = "shard.split_axis"
+
+
+def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Sharding]) -> ArrayAttr:
+    """Argument or result attributes with `shard.split_axis` added to the
+    entries `axes` names: what each device receives or returns is its
+    block along that axis."""
+    entries = [dict(d.data) for d in attrs.data] if attrs is not None else [{} for _ in range(count)]
+    for i, s in axes.items():
+        assert s.axis is not None
+        entries[i][SPLIT_AXIS] = IntegerAttr(s.axis, 64)
+    return ArrayAttr([DictionaryAttr(e) for e in entries])
+
+
+def split_axes(attrs: ArrayAttr | None, count: int) -> list[int | None]:
+    """Per argument or result, its `shard.split_axis` (None: whole)."""
+    out: list[int | None] = [None] * count
+    for i, d in enumerate(attrs.data if attrs is not None else []):
+        axis = d.data.get(SPLIT_AXIS) if isinstance(d, DictionaryAttr) else None
+        if isinstance(axis, IntegerAttr):
+            out[i] = axis.value.data
+    return out
+
+
 class _Partitioner:
     def __init__(self, func: FuncOp, grid: str, devices: int):
         self.func, self.grid, self.devices = func, grid, devices
@@ -57,6 +92,9 @@ class _Partitioner:
         self.sharding: dict[SSAValue, Sharding] = {}
         self.resharded: dict[tuple[SSAValue, Sharding], SSAValue] = {}
         self.before: Operation | None = None
+        self.kept: set[SSAValue] = set()  # results returned split
+        self.kept_inputs: dict[int, Sharding] = {}
+        self.kept_outputs: dict[int, Sharding] = {}
 
     def add(self, op: Operation, sharding: Sharding = REPLICATED) -> SSAValue:
         """Insert `op` before the op being partitioned, with its location
@@ -109,10 +147,29 @@ class _Partitioner:
                 target = op.sharding.owner
                 if not isinstance(target, shard.ShardingOp):
                     raise ForgeOptError("shard.shard: its sharding must come from a shard.sharding op")
-                self.new[op.result] = self.reshard(self.new[op.src], sharding_of(target))
+                want = sharding_of(target)
+                src = op.src
+                if isinstance(src, BlockArgument) and op.annotate_for_users is None and want.axis is not None:
+                    # an input that arrives split: each device is given its block
+                    local = Rewriter.replace_value_with_new_type(src, local_type(dtypes.tensor(src.type), want,
+                                                                                 self.devices))
+                    self.new[op.result], self.sharding[local] = local, want
+                    self.kept_inputs[src.index] = want
+                elif op.annotate_for_users is not None and all(isinstance(u.operation, ReturnOp)
+                                                                for u in op.result.uses):
+                    self.new[op.result] = self.reshard(self.new[src], want)
+                    self.kept.add(op.result)  # a result each device returns its block of
+                else:
+                    self.new[op.result] = self.reshard(self.new[src], want)
                 continue
             if isinstance(op, ReturnOp):
-                outs = [self.reshard(self.new[v], REPLICATED) for v in op.arguments]
+                outs = []
+                for i, v in enumerate(op.arguments):
+                    if v in self.kept:
+                        self.kept_outputs[i] = self.sharding[self.new[v]]
+                        outs.append(self.new[v])
+                    else:
+                        outs.append(self.reshard(self.new[v], REPLICATED))
                 self.block.insert_op_before(ReturnOp(*outs), op)
                 continue
             operands = [self.new[v] for v in op.operands]
@@ -139,6 +196,18 @@ class _Partitioner:
             if isinstance(op, shard.ShardingOp) and not op.result.uses:
                 op.detach()
                 op.erase()
+        if self.kept_inputs or self.kept_outputs:
+            self.retype()
+
+    def retype(self) -> None:
+        """The function's type with the inputs and results each device
+        holds a block of, each marked with its split axis."""
+        ret = self.block.last_op
+        assert isinstance(ret, ReturnOp)
+        f = self.func
+        f.function_type = FunctionType.from_lists([a.type for a in self.block.args], list(ret.arguments.types))
+        f.arg_attrs = _with_split_axes(f.arg_attrs, len(self.block.args), self.kept_inputs)
+        f.res_attrs = _with_split_axes(f.res_attrs, len(ret.arguments), self.kept_outputs)
 
     def masked_lookup(self, op: tir.GatherOp, table: SSAValue, indices: SSAValue) -> SSAValue:
         """Paddle's vocab-parallel embedding on device k: rows [k·n, (k+1)·n)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerType, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
@@ -131,26 +131,55 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
         return Rule([REPLICATED, w], [split(rank - 1)])
     if w.axis is not None and w.axis == wr - 2 and wr == 2:  # row-parallel: contract over the split
         return Rule([split(xr - 1), w], [PARTIAL])
-    if x.axis is not None and w.axis is None and x.axis < xr - 1:  # rows or batch of x
-        b = x.axis + rank - xr
-        return Rule([x, REPLICATED], [split(b)])
-    if x.axis is not None and w.axis is not None and x.axis < xr - 2 and w.axis < wr - 2:
-        b = x.axis + rank - xr
-        if b == w.axis + rank - wr:  # the same batch axis of both (attention heads)
-            return Rule([x, w], [split(b)])
+    if x.axis is not None and x.axis == xr - 2 and w.axis is None:  # rows of x
+        return Rule([x, REPLICATED], [split(rank - 2)])
+    # a batch axis (attention heads): each operand split along it where it has it, broadcast where its size is 1
+    batch = [s.axis + rank - r for s, r in ((x, xr), (w, wr)) if s.axis is not None and s.axis < r - 2]
+    if batch and all(b == batch[0] for b in batch):
+        b = batch[0]
+        wanted = []
+        for v in (op.lhs, op.rhs):
+            a = b - (rank - len(shape(v)))
+            wanted.append(split(a) if 0 <= a < len(shape(v)) - 2 and shape(v)[a] != 1 else REPLICATED)
+        return Rule(wanted, [split(b)])
     return _replicated(op)
+
+
+def _concat(op: tir.ConcatOp, given: list[Sharding]) -> Rule:
+    """Split along an axis other than the joined one: every part split
+    alike (a replicated part, as the KV cache's past is beside the new
+    keys, is sliced, which costs no communication)."""
+    axes = {g.axis for g in given if g.axis is not None}
+    if any(g.partial for g in given) or len(axes) != 1:
+        return _replicated(op)
+    a = axes.pop()
+    if a == op.axis.value.data:
+        return _replicated(op)
+    return Rule([split(a)] * len(given), [split(a)])
+
+
+def _widens(op: tir.CastOp) -> bool:
+    """A cast from a float type to one at least as wide (every value kept)."""
+    a, b = dtypes.tensor(op.input.type).element_type, dtypes.tensor(op.output.type).element_type
+    return a == b or (isinstance(a, AnyFloat) and isinstance(b, Float32Type | Float64Type) and a.bitwidth <= b.bitwidth)
 
 
 def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
     """The shardings `op` runs with locally, given its operands' current
     ones. Ops not named here run replicated."""
+    if isinstance(op, tir.CastOp) and given[0].partial and _widens(op):
+        return Rule(given, [PARTIAL])  # exact on each summand
     if isinstance(op, tir.UnaryOp | tir.CastOp | tir.ClipOp):
         s = given[0]
         return _replicated(op) if s.partial else Rule([s], [s])
+    if isinstance(op, tir.BinaryOp) and op.fn.data.value in ("add", "sub") and all(g.partial for g in given):
+        return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
     if isinstance(op, tir.BinaryOp | tir.WhereOp):
         return _elementwise(op, given)
     if isinstance(op, tir.MatmulOp):
         return _matmul(op, given)
+    if isinstance(op, tir.ConcatOp):
+        return _concat(op, given)
     s = given[0] if given else REPLICATED
     if s.axis is None:
         if isinstance(op, tir.GatherOp) and given[1].axis is not None and op.axis.value.data == 0:
@@ -176,10 +205,13 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
         return Rule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)
     if isinstance(op, tir.SplitOp):
         return Rule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)
-    if isinstance(op, tir.ConcatOp):
-        if op.axis.value.data != a or any(g != s for g in given):
-            return _replicated(op)
-        return Rule([s] * len(given), [s])
+    if isinstance(op, tir.StridedSliceOp):
+        rank = len(shape(op.input))
+        cut = {x % rank for x in op.axes.get_values()}
+        return Rule([s], [s]) if a not in cut else _replicated(op)
+    if isinstance(op, tir.BroadcastOp):
+        b = a + len(shape(op.output)) - len(shape(op.input))
+        return Rule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
     if isinstance(op, tir.GatherOp) and a == 0 and op.axis.value.data == 0 and given[1].axis is None:
         return Rule([s, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
     return _replicated(op)

@@ -200,6 +200,15 @@ def parallel_report(infos: dict) -> str:
                  f"{_count(len(infos['collectives']), 'collective')} sending {total:,} bytes per device per run (ring)")
     if padded:
         lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
+    cases: dict[str, int] = {}
+    for layer in infos["layers"]:
+        cases[layer["case"]] = cases.get(layer["case"], 0) + 1
+    if cases:
+        lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
+    for layer in infos["layers"]:
+        if layer["case"] == "replicated" and "min-size" not in layer.get("reason", ""):
+            why = layer.get("reason") or "pinned"
+            lines.append(f"warning: {layer['node']} stays replicated on every device: {why}")
     return "\n".join(lines)
 
 

@@ -362,7 +362,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         "devices": devices,
         "layers": [
             {"node": layer.name, "kind": layer.kind, "case": layer.case, "packed": layer.packed,
-             "padded_rows": layer.padded_rows}
+             "padded_rows": layer.padded_rows, "reason": layer.reason}
             for layer in layers or []
         ],
     }

@@ -283,31 +283,33 @@ class _Annotator:
                     f"the plan asks for axis 1 on the Embedding {describe(layer.op)}: an embedding is split "
                     "by rows (axis 0, vocab-parallel) or replicated (null)"
                 )
+            indices = self.of(layer.op.operands[1])
             if pin is not None:
-                vocab = pin.axis == 0
+                vocab, layer.reason = pin.axis == 0, "pinned by the plan"
+            elif small:
+                vocab, layer.reason = False, f"{w[0] * w[1]} weight elements, under min-size {self.min_size}"
             else:  # with indices already split, the lookup stays local to them
-                vocab = not small and self.of(layer.op.operands[1]) == REPLICATED
+                vocab = indices == REPLICATED
+                layer.reason = "a table of rows" if vocab else f"its indices are {indices}"
             if vocab:
                 self.vocab(layer)
             return
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
         if pin is not None:
-            wanted = {1: COLUMN, 0: ROW, None: REPLICATE}[pin.axis]
+            wanted, layer.reason = {1: COLUMN, 0: ROW, None: REPLICATE}[pin.axis], "pinned by the plan"
             layer.gather_out = pin.gather_out and wanted == COLUMN
         elif small:
-            wanted = REPLICATE
+            wanted, layer.reason = REPLICATE, f"{w[0] * w[1]} weight elements, under min-size {self.min_size}"
         elif x == split(last):
-            wanted = ROW
+            wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
         elif x == REPLICATED:
-            wanted = COLUMN
+            wanted, layer.reason = COLUMN, "its input is replicated"
             if (heads := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
-                wanted, layer.reason = REPLICATE, (
-                    f"its {heads} heads do not divide by {self.devices} devices: replicated (with the cache it fills)"
-                )
+                wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"
         else:
-            wanted = REPLICATE
+            wanted, layer.reason = REPLICATE, f"its input is {x}"
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
         if dim is None:
             return

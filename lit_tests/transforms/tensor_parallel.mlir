@@ -53,13 +53,38 @@ func.func @fused_qkv(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) 
   %q, %k = tir.split %y axis 1 sections [4, 4] : tensor<2x8xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
   func.return %q, %k : tensor<2x4xf32>, tensor<2x4xf32>
 }
-// CHECK:      %[[B:.*]] = tir.reshape %w : tensor<4x8xf32> -> tensor<4x2x2x2xf32>
-// CHECK-NEXT: %[[S:.*]] = tir.transpose %[[B]] perm [0, 2, 1, 3] : tensor<4x2x2x2xf32> -> tensor<4x2x2x2xf32>
-// CHECK-NEXT: %[[P:.*]] = tir.reshape %[[S]] : tensor<4x2x2x2xf32> -> tensor<4x8xf32>
+// CHECK:      %[[ORDER:.*]] = tir.constant {value = dense<[0, 1, 4, 5, 2, 3, 6, 7]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %[[P:.*]] = tir.gather %w, %[[ORDER]] {axis = 1 : i64} : tensor<4x8xf32>, tensor<8xi64> -> tensor<4x8xf32>
 // CHECK-NEXT: %[[COLS:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
 // CHECK-NEXT: %[[W:.*]] = shard.shard %[[P]] to %[[COLS]] : tensor<4x8xf32>
 // CHECK-NEXT: %y = tir.matmul %x, %[[W]] : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
-// CHECK-NEXT: %[[D:.*]] = tir.reshape %y : tensor<2x8xf32> -> tensor<2x2x2x2xf32>
-// CHECK-NEXT: %[[Q:.*]], %[[K:.*]] = tir.split %[[D]] axis 2 sections [1, 1]
-// CHECK-NEXT: %{{.*}} = tir.reshape %[[Q]] : tensor<2x2x1x2xf32> -> tensor<2x4xf32>
-// CHECK-NEXT: %{{.*}} = tir.reshape %[[K]] : tensor<2x2x1x2xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[D:.*]] = tir.reshape %y : tensor<2x8xf32> -> tensor<2x2x4xf32>
+// CHECK-NEXT: %[[Q:.*]], %[[K:.*]] = tir.split %[[D]] axis 2 sections [2, 2]
+// CHECK-NEXT: %q = tir.reshape %[[Q]] : tensor<2x2x2xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %k = tir.reshape %[[K]] : tensor<2x2x2xf32> -> tensor<2x4xf32>
+
+// -----
+
+// A fused projection taken apart by Slices of unequal parts (Phi-3's
+// qkv_proj under grouped-query attention: 4 query columns, 2 of keys, 2 of
+// values) is packed the same way: each part read per device by a slice of
+// its block.
+// CHECK-LABEL: func.func @fused_by_slices
+func.func @fused_by_slices(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>) {
+  %w = tir.constant {value = dense<1.0> : tensor<4x8xf32>} : tensor<4x8xf32>
+  %y = tir.matmul %x, %w : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
+  %q = tir.strided_slice %y axes [1] begin [0] end [4] strides [1] : tensor<2x8xf32> -> tensor<2x4xf32>
+  %k = tir.strided_slice %y axes [1] begin [4] end [6] strides [1] : tensor<2x8xf32> -> tensor<2x2xf32>
+  %v = tir.strided_slice %y axes [1] begin [6] end [8] strides [1] : tensor<2x8xf32> -> tensor<2x2xf32>
+  func.return %q, %k, %v : tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>
+}
+// CHECK:      %[[ORDER:.*]] = tir.constant {value = dense<[0, 1, 4, 6, 2, 3, 5, 7]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %[[P:.*]] = tir.gather %w, %[[ORDER]] {axis = 1 : i64}
+// CHECK:      %y = tir.matmul %x, %{{.*}} : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[D:.*]] = tir.reshape %y : tensor<2x8xf32> -> tensor<2x2x4xf32>
+// CHECK-NEXT: %[[Q:.*]] = tir.strided_slice %[[D]] axes [2] begin [0] end [2] strides [1] : tensor<2x2x4xf32> -> tensor<2x2x2xf32>
+// CHECK-NEXT: %q = tir.reshape %[[Q]] : tensor<2x2x2xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[K:.*]] = tir.strided_slice %[[D]] axes [2] begin [2] end [3] strides [1] : tensor<2x2x4xf32> -> tensor<2x2x1xf32>
+// CHECK-NEXT: %k = tir.reshape %[[K]] : tensor<2x2x1xf32> -> tensor<2x2xf32>
+// CHECK-NEXT: %[[V:.*]] = tir.strided_slice %[[D]] axes [2] begin [3] end [4] strides [1] : tensor<2x2x4xf32> -> tensor<2x2x1xf32>
+// CHECK-NEXT: %v = tir.reshape %[[V]] : tensor<2x2x1xf32> -> tensor<2x2xf32>

@@ -1,0 +1,149 @@
+"""Tensor parallelism on decoders as Hugging Face Optimum exports them
+(`make_llm_decoders.py`: GPT-2, LLaMA, Qwen2 and Mistral with 4 query heads
+over 2 KV heads, Phi-3 with fused projections; two layers each): every
+output equal to onnxruntime's, Megatron's collective count, each device's
+share of the parameters, and the KV cache kept on the devices."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from forge_opt.check.engine import expected_outputs
+from forge_opt.check.model import MATCH
+from forge_opt.split.api import tensor_parallel
+from forge_opt.split.check import check_parallel, run_mpi
+from forge_opt.split.runner import assemble, run_parallel
+
+MODELS = Path(__file__).parent / "data" / "models"
+LAYERS = 2
+DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+PREFILL = {"batch_size": 1, "sequence_length": 5, "past_sequence_length": 0}
+
+
+def _path(name: str) -> Path:
+    return MODELS / f"llm_{name}.onnx"
+
+
+def _feeds(name: str, dims: dict[str, int]) -> dict[str, np.ndarray]:
+    """Inputs as Optimum's runtime passes them: token ids, a mask of ones
+    over past and new, positions after the past, a random past."""
+    rng = np.random.default_rng(0)
+    b, s, past = dims["batch_size"], dims["sequence_length"], dims["past_sequence_length"]
+    model = onnx.load(_path(name), load_external_data=False)
+    feeds = {
+        "input_ids": rng.integers(0, 128, (b, s)).astype(np.int64),
+        "attention_mask": np.ones((b, past + s), np.int64),
+        "position_ids": np.tile(np.arange(past, past + s, dtype=np.int64), (b, 1)),
+    }
+    for i in model.graph.input:
+        if i.name.startswith("past_key_values"):
+            heads, width = (d.dim_value for d in i.type.tensor_type.shape.dim[1::2])
+            feeds[i.name] = rng.standard_normal((b, heads, past, width)).astype(np.float32)
+    return {i.name: feeds[i.name] for i in model.graph.input}
+
+
+def _parameter_bytes(name: str) -> int:
+    model = onnx.load(_path(name))
+    return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer if np.prod(t.dims) > 1)
+
+
+CASES = [("gpt2", 2), ("gpt2", 4), ("llama", 2), ("llama", 4), ("qwen2", 2), ("mistral", 2), ("phi3", 2), ("phi3", 4)]
+
+
+@pytest.mark.parametrize("name, devices", CASES)
+def test_a_decode_step_matches_onnxruntime_with_megatrons_collectives(tmp_path, name, devices):
+    feeds = _feeds(name, DECODE)
+    infos = tensor_parallel(_path(name), tmp_path / "tp", devices, dims=DECODE)
+    got, differ = assemble(infos, run_parallel(tmp_path / "tp", feeds))
+    want = expected_outputs(onnx.load(_path(name)), MODELS, feeds)
+    names = [o.name for o in onnx.load(_path(name), load_external_data=False).graph.output]
+    assert not differ
+    for n, expected in zip(names, want.outputs):
+        np.testing.assert_allclose(got[n], expected, rtol=1e-4, atol=1e-5, err_msg=n)
+    # one all-reduce per attention and per MLP, one for the embeddings, one gather of the logits
+    assert len(infos["collectives"]) <= 2 * LAYERS + 2
+    assert all(c["op"] != "all_gather" or c["input"] == "/lm_head/MatMul" for c in infos["collectives"])
+    share = max(d["parameter_bytes"] for d in infos["devices"]) / _parameter_bytes(name)
+    assert share <= 1 / devices + 0.10, f"{share:.2f} of the parameters on one device"
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "phi3"])
+def test_the_kv_cache_stays_on_its_devices(tmp_path, name):
+    """Each device receives and returns only its heads of the cache; the
+    plan says along which axis, and the runner joins them only to compare."""
+    infos = tensor_parallel(_path(name), tmp_path / "tp", 2, dims=DECODE)
+    tensors = infos["tensors"]
+    caches = [n for n in tensors if n.startswith(("past_key_values", "present"))]
+    assert len(caches) == 4 * LAYERS
+    heads = 2 if name in ("llama",) else 4
+    for n in caches:
+        assert tensors[n]["split_axis"] == 1
+        assert tensors[n]["shape"][1] == heads // 2
+    assert "split_axis" not in tensors["logits"]
+    per_device = run_parallel(tmp_path / "tp", _feeds(name, DECODE))
+    assert per_device[0]["present.0.key"].shape[1] == heads // 2
+    assert not np.array_equal(per_device[0]["present.0.key"], per_device[1]["present.0.key"])
+
+
+@pytest.mark.parametrize("name", ["llama", "phi3"])
+def test_a_prefill_with_an_empty_past(name):
+    report = check_parallel(_path(name), 2, _feeds(name, PREFILL), dims=PREFILL)
+    assert report.status == MATCH, report.error
+    assert "6 collectives" in report.error
+
+
+def test_kv_projections_stay_replicated_where_the_devices_do_not_divide_the_kv_heads(tmp_path):
+    infos = tensor_parallel(_path("llama"), tmp_path / "tp", 4, dims=DECODE)
+    cases = {layer["node"]: layer for layer in infos["layers"]}
+    k = cases["/model/layers.0/self_attn/k_proj/MatMul"]
+    assert k["case"] == "replicated" and k["reason"] == "its 2 heads do not divide by 4 devices"
+    assert cases["/model/layers.0/self_attn/q_proj/MatMul"]["case"] == "column"
+    assert "split_axis" not in infos["tensors"]["present.0.key"]  # the cache is replicated with them
+
+
+def test_the_report_warns_of_large_weights_left_replicated():
+    report = check_parallel(_path("llama"), 4, _feeds("llama", DECODE), dims=DECODE)
+    assert report.status == MATCH, report.error
+    assert "layers: 1 vocab, 7 column, 4 replicated, 4 row" in report.error
+    assert ("warning: /model/layers.0/self_attn/k_proj/MatMul stays replicated on every device: its 2 heads do "
+            "not divide by 4 devices") in report.error
+
+
+def test_phi3s_fused_projections_are_packed(tmp_path):
+    infos = tensor_parallel(_path("phi3"), tmp_path / "tp", 2, dims=DECODE)
+    packed = {layer["node"]: layer["packed"] for layer in infos["layers"]}
+    assert packed["/model/layers.0/self_attn/qkv_proj/MatMul"] == 3
+    assert packed["/model/layers.0/mlp/gate_up_proj/MatMul"] == 2
+
+
+def test_the_plan_with_a_split_cache_passes_the_schema(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    infos = tensor_parallel(_path("qwen2"), tmp_path / "tp", 2, dims=DECODE)
+    schema = json.loads((Path(__file__).parents[1] / "docs" / "graph_infos.schema.json").read_text())
+    jsonschema.validate(infos, schema)
+
+
+def test_under_mpi(tmp_path):
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    feeds = _feeds("llama", DECODE)
+    infos = tensor_parallel(_path("llama"), tmp_path / "tp", 2, dims=DECODE)
+    mpi, _ = assemble(infos, run_mpi(tmp_path / "tp", feeds, 2))
+    simulated, _ = assemble(infos, run_parallel(tmp_path / "tp", feeds))
+    for n in simulated:
+        np.testing.assert_array_equal(mpi[n], simulated[n], err_msg=n)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral", "phi3"])
+def test_one_device_matches(name):
+    from forge_opt.check.model import check_model
+
+    report = check_model(str(_path(name)), _feeds(name, DECODE), dims=DECODE)
+    assert report.status == MATCH, report.format() + report.error

@@ -354,3 +354,67 @@ def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message
         run_mpi(folder, x, 2)
     assert time.monotonic() - start < 10
     assert message in str(failed.value)
+
+
+def _gemm_model(trans_a: int, trans_b: int, alpha: float, beta: float) -> onnx.ModelProto:
+    """Two Gemm layers with a Relu between, as PyTorch's nn.Linear on 2-d
+    input exports them (transB=1), or with the other attributes set."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "w0", "b0"], ["h"], name="fc0", transA=trans_a, transB=trans_b,
+                         alpha=alpha, beta=beta),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Gemm", ["r", "w1", "b1"], ["y"], name="fc1", transB=trans_b, alpha=alpha, beta=beta),
+    ]
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 4] if trans_a else [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [numpy_helper.from_array(_f32(16, 16), "w0"), numpy_helper.from_array(_f32(16), "b0"),
+         numpy_helper.from_array(_f32(16, 16), "w1"), numpy_helper.from_array(_f32(16), "b1")],
+    )
+
+
+@pytest.mark.parametrize("trans_a, trans_b, alpha, beta", [(0, 1, 1.0, 1.0), (0, 1, 0.5, 2.0), (1, 0, 1.0, 1.0),
+                                                           (1, 1, 0.5, 0.0)])
+def test_every_gemm_is_a_linear(trans_a, trans_b, alpha, beta):
+    report = check_parallel(_gemm_model(trans_a, trans_b, alpha, beta), 2)
+    assert report.status == MATCH, report.error
+    assert "layers: 1 column, 1 row" in report.error and "1 collective " in report.error
+
+
+def _embedding_then_linear(tied_head: bool) -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+        helper.make_node("MatMul", ["e", "w0"], ["h"], name="proj"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w1"], ["o"], name="out"),
+    ]
+    y = "o"
+    if tied_head:  # the LM head reads the embedding's table, transposed
+        nodes += [helper.make_node("Transpose", ["table"], ["tt"], name="tie", perm=[1, 0]),
+                  helper.make_node("MatMul", ["o", "tt"], ["y"], name="lm_head")]
+        y = "y"
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 5, 64 if tied_head else 16])],
+        [numpy_helper.from_array(_f32(64, 16), "table"), numpy_helper.from_array(_f32(16, 32), "w0"),
+         numpy_helper.from_array(_f32(32, 16), "w1")],
+    )
+
+
+def test_the_linear_after_a_vocab_parallel_embedding_is_column_parallel(tmp_path):
+    ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
+    report = check_parallel(_embedding_then_linear(False), 2, ids)
+    assert report.status == MATCH, report.error
+    assert "layers: 1 vocab, 1 column, 1 row" in report.error
+    plan = tmp_path / "plan.json"  # pinned so, as the plan file says it
+    plan.write_text(json.dumps({"layers": {"proj": {"axis": 1}}}))
+    assert check_parallel(_embedding_then_linear(False), 2, ids, plan=str(plan)).status == MATCH
+
+
+def test_an_lm_head_tied_to_the_embedding():
+    ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
+    report = check_parallel(_embedding_then_linear(True), 2, ids)
+    assert report.status == MATCH, report.error
+    assert "layers: 1 vocab, 2 column, 1 row" in report.error

@@ -102,7 +102,12 @@ def read_plan(path: str) -> dict[str, Pin]:
 
 
 def _constant_2d(v: SSAValue) -> bool:
-    return isinstance(v.owner, tir.ConstantOp) and len(shape(v)) == 2
+    """A 2-d weight: a constant, or one laid out by a transpose, reshape or
+    cast of one (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input)."""
+    op = v.owner
+    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp):
+        op = op.input.owner
+    return isinstance(op, tir.ConstantOp) and len(shape(v)) == 2
 
 
 def _pairs(past: SSAValue, present: SSAValue, axis: int) -> bool:
@@ -303,8 +308,8 @@ class _Annotator:
             wanted, layer.reason = REPLICATE, f"{w[0] * w[1]} weight elements, under min-size {self.min_size}"
         elif x == split(last):
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
-        elif x == REPLICATED:
-            wanted, layer.reason = COLUMN, "its input is replicated"
+        elif x == REPLICATED or x.partial:  # a partial input (an Embedding's rows) all-reduced first
+            wanted, layer.reason = COLUMN, f"its input is {x}"
             if (heads := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
                 wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"

@@ -125,10 +125,10 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
         return _replicated(op)
     x, w = given
     xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
+    if w.axis is not None and w.axis == wr - 1 and wr == 2:  # column-parallel (x gathered or all-reduced first)
+        return Rule([REPLICATED, w], [split(rank - 1)])
     if x.partial or w.partial:
         return _replicated(op)
-    if w.axis is not None and w.axis == wr - 1 and wr == 2:  # column-parallel (x gathered if split)
-        return Rule([REPLICATED, w], [split(rank - 1)])
     if w.axis is not None and w.axis == wr - 2 and wr == 2:  # row-parallel: contract over the split
         return Rule([split(xr - 1), w], [PARTIAL])
     if x.axis is not None and x.axis == xr - 2 and w.axis is None:  # rows of x
@@ -164,6 +164,15 @@ def _widens(op: tir.CastOp) -> bool:
     return a == b or (isinstance(a, AnyFloat) and isinstance(b, Float32Type | Float64Type) and a.bitwidth <= b.bitwidth)
 
 
+def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
+    """A partial value times (or over) a replicated one that does not widen
+    it: the product of the sum is the sum of the products."""
+    fn = op.fn.data.value
+    if given == [PARTIAL, REPLICATED]:
+        return fn in ("mul", "div") and shape(op.lhs) == shape(op.output)
+    return given == [REPLICATED, PARTIAL] and fn == "mul" and shape(op.rhs) == shape(op.output)
+
+
 def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
     """The shardings `op` runs with locally, given its operands' current
     ones. Ops not named here run replicated."""
@@ -174,6 +183,8 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
         return _replicated(op) if s.partial else Rule([s], [s])
     if isinstance(op, tir.BinaryOp) and op.fn.data.value in ("add", "sub") and all(g.partial for g in given):
         return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
+    if isinstance(op, tir.BinaryOp) and _scales_a_sum(op, given):
+        return Rule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)
     if isinstance(op, tir.BinaryOp | tir.WhereOp):
         return _elementwise(op, given)
     if isinstance(op, tir.MatmulOp):

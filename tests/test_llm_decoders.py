@@ -147,3 +147,64 @@ def test_one_device_matches(name):
 
     report = check_model(str(_path(name)), _feeds(name, DECODE), dims=DECODE)
     assert report.status == MATCH, report.format() + report.error
+
+
+@pytest.mark.parametrize("name, devices", [("llama", 1), ("llama", 2), ("phi3", 2), ("gpt2", 4)])
+def test_decode_8_tokens_equal_to_onnxruntimes(name, devices):
+    from forge_opt.check.decode import check_decode
+
+    report = check_decode(_path(name), 8, _feeds(name, DECODE), devices=devices)
+    assert report.status == MATCH, report.format()
+    assert "decode: 8/8 tokens equal to onnxruntime" in report.format()
+    assert "8 programs built, one per input shape" in report.format()
+    assert [r.shape for r in report.outputs] == [(1, 4, 128)] + [(1, 1, 128)] * 7
+
+
+def test_decode_under_mpi():
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    from forge_opt.check.decode import check_decode
+
+    report = check_decode(_path("qwen2"), 8, _feeds("qwen2", DECODE), devices=2, mpi=True)
+    assert report.status == MATCH, report.format()
+    assert "decode: 8/8 tokens equal to onnxruntime (2 devices under MPI" in report.format()
+
+
+def test_a_different_token_is_a_mismatch(monkeypatch):
+    """A program whose logits favour another token at step 2 makes the loop
+    a mismatch, though the step's logits alone are close."""
+    from forge_opt.check import decode
+
+    run = decode._Programs.run
+    calls = []
+
+    def nudged(self, feeds):
+        out = dict(run(self, feeds))
+        calls.append(1)
+        if len(calls) == 3:
+            logits = out["logits"].copy()
+            second = np.argsort(logits[0, -1])[-2]
+            logits[0, -1, second] = logits[0, -1].max() + 1e-6
+            out["logits"] = logits
+        return out
+
+    monkeypatch.setattr(decode._Programs, "run", nudged)
+    report = decode.check_decode(_path("llama"), 4, _feeds("llama", DECODE))
+    assert report.status == 1
+    steps = report.format().splitlines()
+    assert not any(line.endswith("differs") for line in steps if line.startswith(("0 ", "1 ")))
+    assert next(line for line in steps if line.startswith("2 ")).endswith("differs")
+    # from there the two loops feed different tokens forward
+    assert "decode: 2/4 tokens equal to onnxruntime" in report.format()
+
+
+def test_decode_names_what_it_needs(tmp_path):
+    from forge_opt.check.decode import check_decode
+    from forge_opt.tools import forge_check
+
+    model = onnx.load(MODELS / "tiny_cnn_opset17.onnx")
+    report = check_decode(model, 2)
+    assert report.status == 2 and "inputs 'input_ids' and 'past_key_values.*'" in report.error
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([str(_path("llama")), "--decode", "2", "--fallback"])
+    assert done.value.code == 2

@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         "--shape", metavar="NAME=D0,D1,...", action="append", default=[],
         help="the whole shape of input NAME (repeatable); --inputs fixes shapes by itself",
     )
+    parser.add_argument(
+        "--decode", type=int, metavar="N",
+        help="run N greedy decode steps of a decoder with its KV cache (token after token, the cache fed back) "
+        "and the same loop on onnxruntime; a match when every token and the logits agree",
+    )
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -76,10 +81,20 @@ def main(argv: list[str] | None = None) -> None:
         chosen = InputShapes.parse(args.shape, args.dim)
         if (args.mpi or args.plan) and args.devices is None:
             raise ForgeOptError("--mpi and --plan go with --devices P")
-        if args.devices is not None:
-            if args.devices < 2:
-                raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
-                                    "(leave --devices out to check on one device)")
+        if args.devices is not None and args.devices < 2:
+            raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
+                                "(leave --devices out to check on one device)")
+        if args.decode is not None:
+            if args.freeze or args.bisect or args.emit or args.fallback:
+                raise ForgeOptError("--decode does not combine with --freeze, --bisect, --emit or --fallback")
+            from forge_opt.check.decode import check_decode
+
+            report = check_decode(
+                args.model, args.decode, inputs, devices=args.devices or 1, mpi=args.mpi, plan=args.plan,
+                rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes,
+                dims=chosen.dims,
+            )
+        elif args.devices is not None:
             if args.freeze or args.bisect or args.emit or args.fallback:
                 raise ForgeOptError("--devices does not combine with --freeze, --bisect, --emit or --fallback")
             from forge_opt.split.check import check_parallel

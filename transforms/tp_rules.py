@@ -165,12 +165,14 @@ def _widens(op: tir.CastOp) -> bool:
 
 
 def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
-    """A partial value times (or over) a replicated one that does not widen
-    it: the product of the sum is the sum of the products."""
+    """A partial value times (or over) a constant that does not widen it:
+    the product of the sum is the sum of the products. (Not by a computed
+    value: a norm's scale is computed from the sum, all-reduced already.)"""
     fn = op.fn.data.value
     if given == [PARTIAL, REPLICATED]:
-        return fn in ("mul", "div") and shape(op.lhs) == shape(op.output)
-    return given == [REPLICATED, PARTIAL] and fn == "mul" and shape(op.rhs) == shape(op.output)
+        return fn in ("mul", "div") and shape(op.lhs) == shape(op.output) and isinstance(op.rhs.owner, tir.ConstantOp)
+    return (given == [REPLICATED, PARTIAL] and fn == "mul" and shape(op.rhs) == shape(op.output)
+            and isinstance(op.lhs.owner, tir.ConstantOp))
 
 
 def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:

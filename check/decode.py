@@ -1,0 +1,170 @@
+"""`forge-check --decode N`: greedy decoding, as a generation loop runs a
+decoder exported with its KV cache (Optimum's `text-generation-with-past`),
+checked step by step against the same loop on onnxruntime.
+
+Each step feeds the argmax of the last position's logits as the next
+`input_ids`, each `present.*` output as the matching `past_key_values.*`
+input, `attention_mask` one column longer and `position_ids` one further.
+Our loop and onnxruntime's each feed their own outputs forward, so an error
+that changes a token shows at that step. The cache grows every step, so
+every step has new input shapes and needs a program of its own: programs
+are built once per shape and the report says how many were.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
+from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
+from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import load_model
+from forge_opt.frontends.onnx_shapes import InputShapes
+from forge_opt.interpreters.forge_standin import ForgeCallError
+from forge_opt.interpreters.run import main_func
+from forge_opt.targets.forge_python import output_names
+
+Feeds = dict[str, np.ndarray]
+PAST, PRESENT = "past_key_values", "present"
+
+
+def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:
+    """Each `present<suffix>` output's `past_key_values<suffix>` input."""
+    names = set(inputs)
+    return {o: PAST + o[len(PRESENT):] for o in outputs if o.startswith(PRESENT) and PAST + o[len(PRESENT):] in names}
+
+
+def next_feeds(feeds: Feeds, outputs: Mapping[str, np.ndarray], pairs: Mapping[str, str]) -> tuple[Feeds, np.ndarray]:
+    """The next step's inputs, and the tokens chosen (greedy: the argmax of
+    the last position's logits)."""
+    logits = outputs["logits"]
+    tokens = np.argmax(logits[:, -1, :], axis=-1)
+    ids = feeds["input_ids"]
+    new = dict(feeds)
+    new["input_ids"] = tokens.astype(ids.dtype).reshape(ids.shape[0], 1)
+    for present, past in pairs.items():
+        new[past] = np.asarray(outputs[present])
+    if "attention_mask" in feeds:
+        mask = feeds["attention_mask"]
+        new["attention_mask"] = np.concatenate([mask, np.ones((mask.shape[0], 1), mask.dtype)], axis=1)
+    if "position_ids" in feeds:
+        new["position_ids"] = feeds["position_ids"][:, -1:] + 1
+    return new, tokens
+
+
+class _Programs:
+    """Our side of the loop: one program per set of input shapes, built
+    on first use (one device, or P tensor-parallel ones)."""
+
+    def __init__(self, model, base, devices: int, mpi: bool, plan: str, folder: Path):
+        self.model, self.base, self.devices, self.mpi, self.plan, self.folder = model, base, devices, mpi, plan, folder
+        self.built: dict[tuple, Callable[[Feeds], dict[str, np.ndarray]]] = {}
+
+    def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        key = tuple((name, a.shape) for name, a in feeds.items())
+        if key not in self.built:
+            self.built[key] = self._build({name: a.shape for name, a in feeds.items()})
+        return self.built[key](feeds)
+
+    def _build(self, shapes: dict[str, tuple[int, ...]]) -> Callable[[Feeds], dict[str, np.ndarray]]:
+        chosen = InputShapes.of(shapes)
+        if self.devices < 2:
+            compiled = compile_model(self.model, self.base, shapes=chosen)
+            outs = output_names(main_func(compiled.module))
+
+            def one(feeds: Feeds) -> dict[str, np.ndarray]:
+                return dict(zip(outs, run_compiled(compiled, [feeds[n] for n in compiled.input_names])))
+
+            return one
+        from forge_opt.split.api import tensor_parallel
+        from forge_opt.split.check import run_mpi
+        from forge_opt.split.runner import assemble, run_parallel
+
+        folder = self.folder / f"program_{len(self.built)}"
+        infos = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
+                                base=self.base)
+
+        def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
+            per_device = run_mpi(folder, feeds, self.devices) if self.mpi else run_parallel(folder, feeds)
+            whole, differ = assemble(infos, per_device)
+            if differ:
+                raise ForgeOptError(f"the devices' outputs differ ({', '.join(differ)})")
+            return whole
+
+        return parallel
+
+
+def check_decode(
+    source,
+    steps: int,
+    inputs: Feeds | None = None,
+    *,
+    devices: int = 1,
+    mpi: bool = False,
+    plan: str = "",
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    min_pcc: float = MIN_PCC,
+    seed: int = 0,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> CheckReport:
+    """`steps` greedy decode steps on the stand-in (one device, or `devices`
+    tensor-parallel ones, simulated or under MPI) and on onnxruntime, from
+    `inputs` (random ones if None). A match: every step's token equal to
+    onnxruntime's and its logits within tolerance."""
+    from forge_opt.split.check import _feeds
+
+    if steps < 1:
+        return CheckReport(NOT_COMPILED, error=f"--decode {steps}: decode at least one step")
+    try:
+        model, base = load_model(source)
+        in_names = [i.name for i in model.graph.input]
+        out_names = [o.name for o in model.graph.output]
+        pairs = cache_pairs(in_names, out_names)
+        if "input_ids" not in in_names or "logits" not in out_names or not pairs:
+            raise ForgeOptError(
+                "--decode runs a decoder with its KV cache: inputs 'input_ids' and 'past_key_values.*', outputs "
+                "'logits' and 'present.*' (as Optimum exports a text-generation-with-past model)"
+            )
+        chosen = InputShapes.of(shapes, dims)
+        if inputs is not None:
+            chosen = chosen.with_arrays(model.graph, inputs)
+        feeds, notes = _feeds(model, base, inputs, seed, chosen)
+        ours, theirs = feeds, dict(feeds)
+        lines = [f"{'step':<6} {'token':>10} {'onnxruntime':>12}"]
+        results: list[OutputResult] = []
+        equal = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            programs = _Programs(model, base, devices, mpi, plan, Path(tmp))
+            for step in range(steps):
+                try:
+                    got = programs.run(ours)
+                except ForgeCallError as e:
+                    return CheckReport(MISMATCH, error=f"step {step}: the program failed on Forge: {e}")
+                want = dict(zip(out_names, expected_outputs(model, base, theirs).outputs))
+                result = compare_output(f"logits (step {step})", want["logits"], got["logits"], rtol=rtol, atol=atol,
+                                        min_pcc=min_pcc)
+                results.append(result)
+                ours, token = next_feeds(ours, got, pairs)
+                theirs, expected = next_feeds(theirs, want, pairs)
+                same = bool(np.array_equal(token, expected))
+                equal += same
+                lines.append(f"{step:<6} {_tokens(token):>10} {_tokens(expected):>12}{'' if same else '  differs'}")
+    except ForgeOptError as e:
+        return CheckReport(NOT_COMPILED, error=str(e))
+    built = len(programs.built)
+    where = f"{devices} devices" + (" under MPI" if mpi else "") if devices > 1 else "one device"
+    lines.append(f"decode: {equal}/{steps} tokens equal to onnxruntime ({where}; "
+                 f"{built} program{'' if built == 1 else 's'} built, one per input shape)")
+    status = MATCH if equal == steps and all(r.ok for r in results) else MISMATCH
+    return CheckReport(status, results, notes=[*notes, *lines])
+
+
+def _tokens(t: np.ndarray) -> str:
+    return str(int(t[0])) if t.size == 1 else ",".join(str(int(x)) for x in t)

@@ -140,6 +140,7 @@ def tensor_parallel(
     *,
     min_size: int = 0,
     plan: str = "",
+    require_sharded: bool = False,
     force: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
@@ -148,7 +149,8 @@ def tensor_parallel(
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file
-    pinning layers (`transforms/tensor_parallel.py`); `base`: the folder of
+    pinning layers (`transforms/tensor_parallel.py`); `require_sharded`:
+    a larger layer left replicated is an error; `base`: the folder of
     a loaded model's external data."""
     from forge_opt.split.parallel import write_parallel
     from forge_opt.transforms.pipelines import run_pipeline
@@ -162,7 +164,7 @@ def tensor_parallel(
     model, loaded_from = load_model(source)
     module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
     run_pipeline(module, "onnx-to-tir")
-    layers = annotate(module, devices, min_size, plan)
+    layers = annotate(module, devices, min_size, plan, require_sharded)
     run_pipeline(module, "tp-partition")
     return write_parallel(module, out, layers)
 
@@ -206,7 +208,7 @@ def parallel_report(infos: dict) -> str:
     if cases:
         lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
     for layer in infos["layers"]:
-        if layer["case"] == "replicated" and "min-size" not in layer.get("reason", ""):
+        if layer.get("unshared"):
             why = layer.get("reason") or "pinned"
             lines.append(f"warning: {layer['node']} stays replicated on every device: {why}")
     return "\n".join(lines)

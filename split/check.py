@@ -99,6 +99,7 @@ def check_parallel(
     mpi: bool = False,
     plan: str = "",
     min_size: int = 0,
+    require_sharded: bool = False,
     rtol: float = RTOL,
     atol: float = ATOL,
     min_pcc: float = MIN_PCC,
@@ -122,7 +123,7 @@ def check_parallel(
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "tp"
             infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
-                                    shapes=chosen.shapes, dims=chosen.dims, base=base)
+                                    require_sharded=require_sharded, shapes=chosen.shapes, dims=chosen.dims, base=base)
             try:
                 per_device = run_mpi(folder, feeds, devices) if mpi else run_parallel(folder, feeds)
             except ForgeCallError as e:

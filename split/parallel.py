@@ -40,6 +40,7 @@ from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.pipelines import run_passes
+from forge_opt.transforms.tensor_parallel import layer_entries
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp_partition import grid_info, split_axes
 
@@ -360,11 +361,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         "grid": {"name": program.grid, "shape": [p]},
         "collectives": collectives,
         "devices": devices,
-        "layers": [
-            {"node": layer.name, "kind": layer.kind, "case": layer.case, "packed": layer.packed,
-             "padded_rows": layer.padded_rows, "reason": layer.reason}
-            for layer in layers or []
-        ],
+        "layers": [layer.entry() for layer in layers] if layers is not None else layer_entries(module),
     }
     (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
     return infos

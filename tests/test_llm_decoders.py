@@ -208,3 +208,33 @@ def test_decode_names_what_it_needs(tmp_path):
     with pytest.raises(SystemExit) as done:
         forge_check.main([str(_path("llama")), "--decode", "2", "--fallback"])
     assert done.value.code == 2
+
+
+def test_require_sharded_turns_the_warning_into_an_error(tmp_path, capsys):
+    from forge_opt.tools import forge_check
+
+    x = tmp_path / "x.npz"
+    np.savez(x, **_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([str(_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "4 layers of at least min-size 0 weight elements would stay replicated on every device" in err
+    assert "node '/model/layers.0/self_attn/k_proj/MatMul' (tir.matmul): its 2 heads do not divide by 4" in err
+    with pytest.raises(SystemExit) as done:  # K and V have 512 weight elements each: under min-size 1000
+        forge_check.main([str(_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded",
+                          "--min-size", "1000"])
+    assert done.value.code == 0
+
+
+def test_forge_opt_writes_each_layers_case_into_the_plan(tmp_path):
+    from forge_opt.tools import forge_opt as forge_opt_tool
+
+    out = tmp_path / "tp"
+    assert forge_opt_tool.run([str(_path("phi3")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
+                               "past_sequence_length=3", "-p", "onnx-to-forge{devices=2}", "-t", "forge-python",
+                               "-o", f"{out}/"]) == 0
+    layers = json.loads((out / "graph_infos.json").read_text())["layers"]
+    qkv = next(layer for layer in layers if layer["node"] == "/model/layers.0/self_attn/qkv_proj/MatMul")
+    assert qkv == {"node": "/model/layers.0/self_attn/qkv_proj/MatMul", "kind": "linear", "case": "column",
+                   "packed": 3, "padded_rows": 0, "reason": "its input is replicated", "unshared": False}

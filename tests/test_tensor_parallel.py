@@ -303,7 +303,7 @@ def test_forge_check_device_flags_as_a_user_gives_them(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         forge_check([str(model), "--mpi"])
     assert done.value.code == 2
-    assert "--mpi and --plan go with --devices P" in capsys.readouterr().err
+    assert "--mpi, --plan, --min-size and --require-sharded go with --devices P" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         forge_check([str(model), "--devices", "2", "--bisect"])
     assert done.value.code == 2

@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--mpi", action="store_true", help="with --devices: run one MPI process per device (mpiexec)")
     parser.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
+    parser.add_argument("--min-size", type=int, default=0, metavar="N",
+                        help="with --devices: layers of fewer weight elements stay replicated (default 0)")
+    parser.add_argument("--require-sharded", action="store_true",
+                        help="with --devices: a layer of at least --min-size weight elements left replicated is an "
+                        "error, not a warning")
     parser.add_argument(
         "--dim", metavar="SYMBOL=N", action="append", default=[],
         help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)",
@@ -79,8 +84,8 @@ def main(argv: list[str] | None = None) -> None:
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
         chosen = InputShapes.parse(args.shape, args.dim)
-        if (args.mpi or args.plan) and args.devices is None:
-            raise ForgeOptError("--mpi and --plan go with --devices P")
+        if (args.mpi or args.plan or args.min_size or args.require_sharded) and args.devices is None:
+            raise ForgeOptError("--mpi, --plan, --min-size and --require-sharded go with --devices P")
         if args.devices is not None and args.devices < 2:
             raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
                                 "(leave --devices out to check on one device)")
@@ -100,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
             from forge_opt.split.check import check_parallel
 
             report = check_parallel(
-                args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, rtol=args.rtol, atol=args.atol,
+                args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
+                require_sharded=args.require_sharded, rtol=args.rtol, atol=args.atol,
                 min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes, dims=chosen.dims,
             )
         elif args.fallback:

@@ -64,6 +64,7 @@ class OnnxToForgePass(ModulePass):
     devices: int = 1
     min_size: int = 0
     plan: str = ""
+    require_sharded: bool = False
 
     # `onnx-to-forge{verify-each=true}` verifies between its steps, naming the
     # step that produced invalid IR.
@@ -71,7 +72,8 @@ class OnnxToForgePass(ModulePass):
 
     def passes(self) -> list[ModulePass]:
         if self.devices > 1:
-            return [OnnxToTirPass(), TensorParallelPass(self.devices, self.min_size, self.plan), TPPartitionPass()]
+            annotate = TensorParallelPass(self.devices, self.min_size, self.plan, self.require_sharded)
+            return [OnnxToTirPass(), annotate, TPPartitionPass()]
         return [OnnxToTirPass(), FusePatternsPass(), LowerSplitPass(), TirToForgePass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

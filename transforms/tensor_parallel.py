@@ -32,9 +32,18 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BoolAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i1,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
@@ -66,6 +75,12 @@ class Layer:
     packed: int = 0  # parts of a packed column layer
     padded_rows: int = 0
     reason: str = ""  # why this case
+    unshared: bool = False  # replicated, though large enough to share and not pinned so
+
+    def entry(self) -> dict:
+        """The layer as `graph_infos.json`'s `layers` lists it."""
+        return {"node": self.name, "kind": self.kind, "case": self.case, "packed": self.packed,
+                "padded_rows": self.padded_rows, "reason": self.reason, "unshared": self.unshared}
 
     @property
     def name(self) -> str:
@@ -298,6 +313,7 @@ class _Annotator:
                 layer.reason = "a table of rows" if vocab else f"its indices are {indices}"
             if vocab:
                 self.vocab(layer)
+            layer.unshared = not vocab and pin is None and not small
             return
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
@@ -317,6 +333,7 @@ class _Annotator:
             wanted, layer.reason = REPLICATE, f"its input is {x}"
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
         if dim is None:
+            layer.unshared = pin is None and not small
             return
         if w[dim] % self.devices:
             what = "output columns" if dim else "input rows"
@@ -431,8 +448,16 @@ class _Annotator:
         self.annotate_weight(layer, [[0], []])
 
 
-def annotate(module: ModuleOp, devices: int, min_size: int = 0, plan: str = "") -> list[Layer]:
-    """Annotate `module` for `devices` devices; the layers, each with its case."""
+#: the module attribute that carries the layers' cases to the plan writer
+LAYERS_ATTR = "tensor_parallel.layers"
+
+
+def annotate(
+    module: ModuleOp, devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False
+) -> list[Layer]:
+    """Annotate `module` for `devices` devices; the layers, each with its
+    case. `require_sharded`: a layer left replicated though large enough to
+    share (and not pinned so) is an error."""
     if devices < 2:
         return []
     pins = read_plan(plan) if plan else {}
@@ -440,12 +465,47 @@ def annotate(module: ModuleOp, devices: int, min_size: int = 0, plan: str = "") 
     layers: list[Layer] = []
     for func in funcs:
         layers += _Annotator(func, devices, min_size, pins).run()
+    unshared = [layer for layer in layers if layer.unshared]
+    if require_sharded and unshared:
+        listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)
+        raise TPError(f"{len(unshared)} layer{'s' if len(unshared) > 1 else ''} of at least min-size {min_size} "
+                      f"weight elements would stay replicated on every device (--require-sharded): {listed}")
     block = module.body.block
     if block.first_op is None:
         block.add_op(shard.grid(GRID, [devices]))
     else:
         block.insert_op_before(shard.grid(GRID, [devices]), block.first_op)
+    module.attributes[LAYERS_ATTR] = layers_attr([layer.entry() for layer in layers])
     return layers
+
+
+def layers_attr(entries: list[dict]) -> ArrayAttr:
+    def value(v) -> Attribute:
+        if isinstance(v, bool):
+            return BoolAttr.from_bool(v)
+        return IntegerAttr(v, 64) if isinstance(v, int) else StringAttr(str(v))
+
+    return ArrayAttr([DictionaryAttr({k: value(v) for k, v in e.items()}) for e in entries])
+
+
+def layer_entries(module: ModuleOp) -> list[dict]:
+    """The layers `annotate` recorded on the module."""
+    attr = module.attributes.get(LAYERS_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return []
+    out = []
+    for d in attr.data:
+        assert isinstance(d, DictionaryAttr)
+        entry = {}
+        for k, v in d.data.items():
+            if isinstance(v, IntegerAttr) and v.type == i1:
+                entry[k] = bool(v.value.data)
+            elif isinstance(v, IntegerAttr):
+                entry[k] = v.value.data
+            elif isinstance(v, StringAttr):
+                entry[k] = v.data
+        out.append(entry)
+    return out
 
 
 @dataclass(frozen=True)
@@ -457,6 +517,7 @@ class TensorParallelPass(ModulePass):
     devices: int = 2
     min_size: int = 0
     plan: str = ""
+    require_sharded: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        annotate(op, self.devices, self.min_size, self.plan)
+        annotate(op, self.devices, self.min_size, self.plan, self.require_sharded)

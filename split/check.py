@@ -177,3 +177,29 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
         with np.load(folder / f"outputs_{rank}.npz") as data:
             outputs.append({k: data[k] for k in data.files})
     return outputs
+
+
+def size_devices(
+    source,
+    memory: int,
+    max_devices: int = 8,
+    inputs: dict[str, np.ndarray] | None = None,
+    *,
+    min_size: int = 0,
+    plan: str = "",
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+):
+    """`--device-memory BYTES`: the smallest device count whose per-device
+    parameters and KV cache fit (`transforms/tp_sizing.py`), at the sizes
+    the inputs or `shapes`/`dims` give."""
+    from forge_opt.transforms.pipelines import run_pipeline
+    from forge_opt.transforms.tp_sizing import choose_devices
+
+    model, base = load_model(source)
+    chosen = InputShapes.of(shapes, dims)
+    if inputs is not None:
+        chosen = chosen.with_arrays(model.graph, inputs)
+    module = import_model(model, base, shapes=chosen)
+    run_pipeline(module, "onnx-to-tir")
+    return choose_devices(module, memory, max_devices, min_size, plan)

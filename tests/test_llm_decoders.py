@@ -238,3 +238,51 @@ def test_forge_opt_writes_each_layers_case_into_the_plan(tmp_path):
     qkv = next(layer for layer in layers if layer["node"] == "/model/layers.0/self_attn/qkv_proj/MatMul")
     assert qkv == {"node": "/model/layers.0/self_attn/qkv_proj/MatMul", "kind": "linear", "case": "column",
                    "packed": 3, "padded_rows": 0, "reason": "its input is replicated", "unshared": False}
+
+
+def test_device_memory_chooses_the_smallest_count_that_fits(tmp_path, capsys):
+    from forge_opt.tools import forge_check
+
+    x = tmp_path / "x.npz"
+    np.savez(x, **_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([str(_path("llama")), "--inputs", str(x), "--device-memory", "60000"])
+    assert done.value.code == 0
+    captured = capsys.readouterr()
+    assert "2                53,376          896         54,272  yes" in captured.err and "devices: 2" in captured.err
+    assert "6 segments on 2 devices" in captured.err and captured.out.strip().endswith("match")
+    with pytest.raises(SystemExit) as done:  # too small for any count: the table says why
+        forge_check.main([str(_path("llama")), "--inputs", str(x), "--device-memory", "1KB", "--max-devices", "2"])
+    assert done.value.code == 2
+    assert "no device count up to 2 fits the model in 1,000 bytes per device" in capsys.readouterr().err
+
+
+def test_device_memory_as_a_pass_option(tmp_path, capsys):
+    from forge_opt.tools import forge_opt as forge_opt_tool
+
+    sizes = ["--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim", "past_sequence_length=3"]
+    out = tmp_path / "tp"
+    assert forge_opt_tool.run([str(_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=60000}", "-t",
+                               "forge-python", "-o", f"{out}/"]) == 0
+    assert json.loads((out / "graph_infos.json").read_text())["grid"]["shape"] == [2]
+    assert "devices: 2" in capsys.readouterr().err
+    one = tmp_path / "one.py"  # enough for one device: an ordinary module
+    assert forge_opt_tool.run([str(_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=1MiB}", "-t",
+                               "forge-python", "-o", str(one)]) == 0
+    assert "class " in one.read_text() and "devices: 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, size", [("12000", 12000), ("512MiB", 512 * 2**20), ("24GB", 24 * 10**9),
+                                        ("1.5k", 1500)])
+def test_sizes_in_bytes(text, size):
+    from forge_opt.transforms.tp_sizing import parse_bytes
+
+    assert parse_bytes(text) == size
+
+
+def test_a_size_that_is_not_one():
+    from forge_opt.diagnostics import ForgeOptError
+    from forge_opt.transforms.tp_sizing import parse_bytes
+
+    with pytest.raises(ForgeOptError, match="'lots' is not a size in bytes"):
+        parse_bytes("lots")

@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--mpi", action="store_true", help="with --devices: run one MPI process per device (mpiexec)")
     parser.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
+    parser.add_argument("--device-memory", metavar="BYTES",
+                        help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
+                        "BYTES (e.g. 512MiB, 24GB), with the table of each count tried")
+    parser.add_argument("--max-devices", type=int, default=8, metavar="N",
+                        help="with --device-memory: the most devices to consider (default 8)")
     parser.add_argument("--min-size", type=int, default=0, metavar="N",
                         help="with --devices: layers of fewer weight elements stay replicated (default 0)")
     parser.add_argument("--require-sharded", action="store_true",
@@ -84,8 +89,23 @@ def main(argv: list[str] | None = None) -> None:
             except (OSError, ValueError) as e:
                 raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
         chosen = InputShapes.parse(args.shape, args.dim)
-        if (args.mpi or args.plan or args.min_size or args.require_sharded) and args.devices is None:
+        if (args.mpi or args.plan or args.min_size or args.require_sharded) and args.devices is None and \
+                args.device_memory is None:
             raise ForgeOptError("--mpi, --plan, --min-size and --require-sharded go with --devices P")
+        sizing = None
+        if args.device_memory is not None:
+            if args.devices is not None:
+                raise ForgeOptError("--device-memory chooses the device count: leave --devices out")
+            if args.freeze or args.bisect or args.emit or args.fallback:
+                raise ForgeOptError("--device-memory does not combine with --freeze, --bisect, --emit or --fallback")
+            from forge_opt.split.check import size_devices
+            from forge_opt.transforms.tp_sizing import parse_bytes
+
+            sizing = size_devices(args.model, parse_bytes(args.device_memory), args.max_devices, inputs,
+                                  min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims)
+            print("\n".join([*sizing.table, f"devices: {sizing.devices}"]), file=sys.stderr)
+            if sizing.devices > 1:
+                args.devices = sizing.devices
         if args.devices is not None and args.devices < 2:
             raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
                                 "(leave --devices out to check on one device)")

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Sequence
 from typing import IO
 
-from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.builtin import Builtin, ModuleOp, StringAttr
 from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ArgSpecParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -101,9 +101,13 @@ class ForgeOptMain(xDSLOptMain):
         from xdsl.utils.arg_spec import parse_spec
 
         from forge_opt.transforms.tp_partition import grid_info
+        from forge_opt.transforms.tp_sizing import SIZING_ATTR
 
         folder = self._output_folder()
         is_python = parse_spec(self.args.target).name == "forge-python"
+        sizing = prog.attributes.get(SIZING_ATTR)
+        if isinstance(sizing, StringAttr):  # device-memory=BYTES: the device count chosen, and why
+            print(sizing.data, file=sys.stderr)
         if is_python and grid_info(prog) is not None:
             from pathlib import Path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
@@ -66,18 +66,34 @@ class OnnxToForgePass(ModulePass):
     plan: str = ""
     require_sharded: bool = False
 
+    # `device-memory=BYTES` (a count, or `512MiB`, `24GB`): choose `devices`
+    # as the smallest count up to `max-devices` whose per-device share fits
+    # (`tp_sizing`).
+    device_memory: int | str = 0
+    max_devices: int = 8
+
     # `onnx-to-forge{verify-each=true}` verifies between its steps, naming the
     # step that produced invalid IR.
     verify_each: bool = False
 
-    def passes(self) -> list[ModulePass]:
-        if self.devices > 1:
-            annotate = TensorParallelPass(self.devices, self.min_size, self.plan, self.require_sharded)
+    def passes(self, devices: int | None = None) -> list[ModulePass]:
+        devices = self.devices if devices is None else devices
+        if devices > 1:
+            annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
             return [OnnxToTirPass(), annotate, TPPartitionPass()]
         return [OnnxToTirPass(), FusePatternsPass(), LowerSplitPass(), TirToForgePass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_passes(self.passes(), ctx, op, self.verify_each)
+        if not self.device_memory:
+            run_passes(self.passes(), ctx, op, self.verify_each)
+            return
+        from forge_opt.transforms.tp_sizing import SIZING_ATTR, choose_devices, parse_bytes
+
+        run_passes([OnnxToTirPass()], ctx, op, self.verify_each)
+        memory = parse_bytes(str(self.device_memory))
+        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan)
+        run_passes(self.passes(sizing.devices)[1:], ctx, op, self.verify_each)
+        op.attributes[SIZING_ATTR] = StringAttr("\n".join([*sizing.table, f"devices: {sizing.devices}"]))
 
 
 ALL_PASSES: dict[str, type[ModulePass]] = {

@@ -125,9 +125,9 @@ def _constant_2d(v: SSAValue) -> bool:
     return isinstance(op, tir.ConstantOp) and len(shape(v)) == 2
 
 
-def _pairs(past: SSAValue, present: SSAValue, axis: int) -> bool:
+def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -> bool:
     """Whether `past` is the cache `present` extends: the same type but for
-    the length of one axis, not the split one."""
+    the length of one axis (not `axis`, the split one)."""
     a, b = dtypes.tensor(past.type), dtypes.tensor(present.type)
     if a.element_type != b.element_type or len(a.get_shape()) != len(b.get_shape()):
         return False
@@ -255,7 +255,7 @@ class _Annotator:
         marked: set[SSAValue] = set()
         for v in dict.fromkeys(ret.arguments):
             s = self.of(v)
-            pasts = [a for a in block.args if s.axis is not None and _pairs(a, v, s.axis)]
+            pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
             if isinstance(v.owner, tir.ConcatOp):
                 pasts = [a for a in pasts if a in v.owner.operands]
             if not pasts:

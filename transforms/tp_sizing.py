@@ -1,0 +1,117 @@
+"""Choose the device count for the user (`device-memory=BYTES`): the
+smallest P, up to `max-devices`, whose per-device share of the parameters
+plus its share of the KV cache fits. Each P is measured on the program it
+would run (annotated and partitioned, as `tensor-parallel` and
+`tp-partition` make it), so replicated layers, padded vocabularies and a
+replicated cache count as they will.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Operation, SSAValue
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects import shard, tir
+from forge_opt.transforms.tensor_parallel import annotate, pairs_as_cache
+from forge_opt.transforms.tp_partition import TPPartitionPass
+
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """`24GB`, `16GiB`, `512MiB` or a plain count of bytes."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", text.lower())
+    if not found:
+        raise ForgeOptError(f"'{text}' is not a size in bytes (e.g. 12000000, 512MiB, 24GB)")
+    return int(float(found.group(1)) * _UNITS[found.group(2) or ""])
+
+
+def _bytes(t) -> int:
+    t = dtypes.tensor(t)
+    return math.prod(t.get_shape()) * np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
+
+
+def device_bytes(module: ModuleOp) -> tuple[int, int]:
+    """What one device holds of a (per-device) program: its weights (a
+    constant read through `shard.all_slice` counts as its block) and its
+    KV cache (the results that extend an input of the same kind)."""
+    params = cache = 0
+    for op in module.walk():
+        if isinstance(op, tir.ConstantOp) and op.weight_name is not None:
+            params += math.ceil(_bytes(op.output.type) * _share(op.output))
+    for func in module.ops:
+        if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
+            args = func.body.block.args
+            cache += sum(_bytes(v.type) for v in ret.arguments if any(pairs_as_cache(a, v) for a in args))
+    return params, cache
+
+
+def _share(v: SSAValue) -> float:
+    """The fraction of constant `v` one device holds: what its blocks
+    (`shard.all_slice`) keep of it, through the constant layout ops before
+    them (a fused projection's column permutation); all of it if any use
+    reads it whole."""
+    share = 0.0
+    for use in v.uses:
+        op = use.operation
+        if isinstance(op, shard.AllSliceOp):
+            share = max(share, _bytes(op.result.type) / max(_bytes(op.input.type), 1))
+        elif op.results and all(_constant(o) for o in op.operands):
+            share = max([share, *(_share(r) for r in op.results)])
+        else:
+            return 1.0
+    return share if v.uses else 1.0
+
+
+def _constant(v: SSAValue) -> bool:
+    """Made of constants alone, none of them a device's block."""
+    op = v.owner
+    if isinstance(op, tir.ConstantOp):
+        return True
+    return isinstance(op, Operation) and not isinstance(op, shard.AllSliceOp) and all(_constant(o) for o in op.operands)
+
+
+#: the module attribute carrying the sizing table to the driver's report
+SIZING_ATTR = "tensor_parallel.sizing"
+
+
+@dataclass
+class Sizing:
+    devices: int
+    table: list[str]
+
+
+def choose_devices(
+    module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = ""
+) -> Sizing:
+    """The smallest P whose per-device bytes fit in `memory`, for `module`
+    as onnx-to-tir leaves it; the table of every P tried."""
+    table = [f"{'devices':<8} {'parameters':>14} {'kv cache':>12} {'per device':>14}  fits {memory:,} bytes"]
+    for p in range(1, max_devices + 1):
+        program = module.clone()
+        try:
+            if p > 1:
+                annotate(program, p, min_size, plan)
+                TPPartitionPass().apply(Context(), program)
+        except ForgeOptError as e:
+            table.append(f"{p:<8} {'':>14} {'':>12} {'':>14}  no: {e}")
+            continue
+        params, cache = device_bytes(program)
+        fits = params + cache <= memory
+        table.append(f"{p:<8} {params:>14,} {cache:>12,} {params + cache:>14,}  {'yes' if fits else 'no'}")
+        if fits:
+            return Sizing(p, table)
+    raise ForgeOptError(
+        f"no device count up to {max_devices} fits the model in {memory:,} bytes per device "
+        f"(raise --max-devices or the memory):\n" + "\n".join(table)
+    )

@@ -33,11 +33,16 @@ def _forge() -> Dialect:
 
 
 def shard_dialect() -> Dialect:
-    """MLIR's `shard` with the collectives xDSL lacks. Not in the universe:
-    stock xdsl-opt has its own `shard` (without them) under that name."""
+    """MLIR's `shard` with the collectives xDSL lacks: xDSL's own dialect,
+    which they join when `forge_opt.dialects.shard` is imported. Not in the
+    universe under its name (xDSL's universe has it); this plug-in imports
+    that module when it loads, so stock xdsl-opt knows them too."""
     from forge_opt.dialects.shard import SHARD
 
     return SHARD
+
+
+shard_dialect()  # stock xdsl-opt loads this module before it parses: the collectives join xDSL's `shard`
 
 
 def _pass(name: str) -> Callable[[], type[ModulePass]]:

@@ -23,6 +23,7 @@ Private state used, by which functions, and the test guarding it:
   guarded by `test_accessors_read_the_operand`
 - `SSAValues` being a tuple: `item`; guarded by `test_ssavalues_is_a_tuple`
 - `InterpreterFunctions._impls`: `interpreted_ops`; guarded by `test_interpreted_ops_lists_impls`
+- `Dialect._operations` being a list: `extend_dialect`; guarded by `test_extend_dialect_adds_ops`
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
 from xdsl.interpreter import InterpreterFunctions
-from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.ir import Attribute, Block, Dialect, Operation, OpResult, SSAValue, SSAValues, Use
 from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct  # private: internal module
 
 # SSAValues overrides __getitem__ in Python (for slices); tuple's own is a C call.
@@ -216,3 +217,12 @@ def name_loc(name: str) -> NameLoc:
 def interpreted_ops(functions: type[InterpreterFunctions]) -> set[type[Operation]]:
     """The op classes an `InterpreterFunctions` class implements."""
     return {op for op, _ in functions._impls()}  # private: _impls
+
+
+def extend_dialect(dialect: Dialect, ops: Sequence[type[Operation]]) -> Dialect:
+    """`dialect` with `ops` added (once), in place: every context that loads
+    it, stock xdsl-opt's too, then knows them. xDSL has no public way to add
+    ops to a dialect another package defines."""
+    known = dialect._operations  # private: Dialect._operations is a list
+    known.extend(op for op in ops if op not in known)
+    return dialect

@@ -26,9 +26,11 @@ from xdsl.dialects.builtin import (
     TensorType,
     i16,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue, VerifyException
+from xdsl.ir import Attribute, Operation, SSAValue, VerifyException
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure, SymbolTable
+
+from forge_opt.xdsl_internals import extend_dialect
 
 AllReduceOp = xshard.AllReduceOp
 GridOp = xshard.GridOp
@@ -208,8 +210,7 @@ def split_axes(op: ShardingOp) -> list[list[int]]:
 
 COLLECTIVES = (AllReduceOp, AllGatherOp, ReduceScatterOp)
 
-SHARD = Dialect(
-    "shard",
-    [*xshard.Shard.operations, AllGatherOp, AllSliceOp, ReduceScatterOp],
-    list(xshard.Shard.attributes),
-)
+#: xDSL's `shard` with our collectives added in place, so that every context
+#: loading xDSL's own dialect (stock xdsl-opt through our `xdsl.universe`
+#: plug-in, which imports this module) reads what tp-partition writes
+SHARD = extend_dialect(xshard.Shard, [AllGatherOp, AllSliceOp, ReduceScatterOp])

@@ -158,3 +158,19 @@ def test_trait_cache_matches_xdsl(cls):
 def test_interpreted_ops_lists_impls():
     ops = internals.interpreted_ops(TirFunctions)
     assert tir.MatmulOp in ops and all(isinstance(op, type) for op in ops)
+
+
+def test_extend_dialect_adds_ops():
+    """A stock context loading xDSL's own `shard` knows our collectives."""
+    from xdsl.context import Context
+    from xdsl.dialects.shard import Shard
+
+    from forge_opt.dialects import shard
+
+    assert shard.SHARD is Shard
+    assert internals.extend_dialect(Shard, [shard.AllGatherOp]) is Shard  # twice: still once
+    names = [op.name for op in Shard.operations]
+    assert names.count("shard.all_gather") == 1 and "shard.all_slice" in names and "shard.reduce_scatter" in names
+    ctx = Context()
+    ctx.load_dialect(Shard)
+    assert ctx.get_op("shard.all_slice") is shard.AllSliceOp

@@ -1,5 +1,7 @@
 // RUN: forge-opt %s -p 'tensor-parallel{devices=2},tp-partition' | filecheck %s
 // RUN: forge-opt %s -p 'tensor-parallel{devices=2},tp-partition' | forge-opt | filecheck %s
+// RUN: forge-opt %s -p 'tensor-parallel{devices=2},tp-partition' | xdsl-opt | filecheck %s
+// RUN: forge-opt %s -p 'tensor-parallel{devices=2}' | xdsl-opt -p tp-partition | filecheck %s
 
 // Grouped-query attention with a KV cache, as Optimum's LLaMA export lowers
 // to tir: 4 query heads over 2 KV heads (head size 2), the past joined to the

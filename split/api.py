@@ -13,7 +13,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
-from forge_opt.split.folder import converted_module, read_split, write_split
+from forge_opt.split.folder import INFOS, converted_module, parallel_dir, read_split, write_split
 from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
 
@@ -29,23 +29,27 @@ def split_model(
     force: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    devices: int = 1,
 ) -> tuple[Plan, dict]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`.
     `shapes` and `dims` fix symbolic input sizes (as `import_onnx`); the
     split is of the model with its shapes folded and known control flow
-    resolved."""
+    resolved. `devices` (P > 1): each device sub-model is converted for P
+    devices, tensor-parallel (the plan's `parallel`)."""
+    if devices < 1:
+        raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
     model, base = load_model(source)
     model = resolved_model(model, InputShapes.of(shapes, dims))
     require_static_inputs(model)
     out = Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ForgeOptError(f"{out}: exists and is not empty (--force replaces its split)")
-    return _split(model, base, out, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True)
+    return _split(model, base, out, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices)
 
 
 def _split(
     model: ModelProto, base: Path | None, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...],
-    min_device_ops: int, layout: str, check_pins: bool,
+    min_device_ops: int, layout: str, check_pins: bool, devices: int = 1,
 ) -> tuple[Plan, dict]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
@@ -61,9 +65,11 @@ def _split(
         folders = {which: f"graph_{n}_{which}" for which in models}
         for which, sub_model in models.items():
             # pins name nodes of the whole model: a subgraph holds some of them
-            _split(sub_model, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False)
+            _split(sub_model, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False,
+                   devices)
         control[n] = control_flow_entry(node, folders, models)
-    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, control=control)
+    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, control=control,
+                        parallel=devices)
     return plan, infos
 
 
@@ -106,10 +112,15 @@ def convert(folder: str | os.PathLike) -> list[Path]:
     from forge_opt.targets.forge_python import save_constants
 
     written = []
-    for g in read_split(Path(folder))[1]:
+    infos, graphs = read_split(Path(folder))
+    for g in graphs:
         for sub_folder in g.subgraphs.values():
             written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
+            continue
+        if infos.get("parallel", 1) > 1:  # a tensor-parallel plan of its own, run by the host runner
+            tensor_parallel(g.model_path, parallel_dir(g), infos["parallel"], force=True, base=g.model_path.parent)
+            written.append(parallel_dir(g) / INFOS)
             continue
         compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)
         g.context_dir.mkdir(parents=True, exist_ok=True)

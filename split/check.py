@@ -49,10 +49,12 @@ def check_fallback(
     freeze: tuple[str, ...] = (),
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    devices: int = 1,
 ) -> CheckReport:
     """The model split (device where Forge can, CPU elsewhere), converted,
     run as converted and compared with onnxruntime on the whole model;
-    `freeze` as `check_model`'s."""
+    `freeze` as `check_model`'s; `devices` (P > 1): each device sub-model
+    tensor-parallel on P simulated devices."""
     try:
         model, base = load_model(source)
         model, inputs = frozen(model, inputs, freeze)
@@ -66,7 +68,7 @@ def check_fallback(
         reference = expected_outputs(original, base, feeds)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "split"
-            _, infos = split_model(model, folder, min_device_ops=min_device_ops)
+            _, infos = split_model(model, folder, min_device_ops=min_device_ops, devices=devices)
             convert(folder)  # the check runs what ships: the converted modules
             layout = describe_split(folder)
             try:
@@ -85,6 +87,8 @@ def check_fallback(
     status, why = verdict(results, len(want))
     count = infos["graph_num"]
     summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
+    if devices > 1:
+        summary += f"; each device sub-model tensor-parallel on {devices} devices"
     return CheckReport(
         status, results, error="\n".join(filter(None, [summary, why])),
         oracle=reference.oracle, oracle_note=reference.why, notes=notes,

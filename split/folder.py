@@ -80,18 +80,21 @@ class _Weights:
 
 def write_split(
     folder: Path, model: ModelProto, plan: Plan, *, base: Path | None = None, force: bool = False,
-    layout: str = "NCHW", control: dict[int, tuple[str, dict]] | None = None,
+    layout: str = "NCHW", control: dict[int, tuple[str, dict]] | None = None, parallel: int = 1,
 ) -> dict:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
     folder the model's external data is in; `control`: by sub-model, the
-    field of a run-time If's or Loop's entry, `control_flow.py`); a folder
-    that exists and is not empty is refused unless `force`."""
+    field of a run-time If's or Loop's entry, `control_flow.py`; `parallel`:
+    the devices each device sub-model runs on); a folder that exists and is
+    not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")
     folder.mkdir(parents=True, exist_ok=True)
     infos = graph_infos(plan, layout)
     for n, (key, entry) in (control or {}).items():
         infos["graphs"][n][key] = entry
+    if parallel > 1:
+        infos["parallel"] = parallel
     weights = _Weights(folder, base)
     for n, entry in enumerate(infos["graphs"]):
         onnx.save(sub_model(model, plan, n, weights), folder / entry["model_info"]["model_path"])
@@ -126,6 +129,13 @@ class SplitGraph:
         assert path is not None
         return SplitGraph(self.index, self.device, self.inputs, self.outputs, path, at(self.context_dir),
                           at(self.module_path), self.subgraphs, self.branch_info, self.loop_info)
+
+
+def parallel_dir(g: SplitGraph) -> Path:
+    """Where `convert` writes device sub-model `g`'s tensor-parallel plan,
+    in a split for several devices (`parallel` in `graph_infos.json`)."""
+    assert g.context_dir is not None
+    return g.context_dir / "parallel"
 
 
 def converted_module(g: SplitGraph) -> Path | None:

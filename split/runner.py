@@ -12,11 +12,14 @@ bug (they differ only in the device mode).
 
 A tensor-parallel plan (`graph_infos.json` with a `grid`) runs its
 segments device by device and its collectives between them
-(`run_parallel`): simulated here, or one MPI process per device.
+(`run_parallel`): simulated here, or one MPI process per device. A split
+for several devices (`parallel`: P) runs each device sub-model as its own
+tensor-parallel plan (simulated), the CPU ones as always.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +29,7 @@ from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, block, run_threads
-from forge_opt.split.folder import SplitGraph, converted_module, read_split
+from forge_opt.split.folder import INFOS, SplitGraph, converted_module, parallel_dir, read_split
 from forge_opt.split.plan import DEVICE
 
 
@@ -112,7 +115,9 @@ def run_split(
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
-        if g.device == DEVICE and mode == "device" and recompile:
+        if g.device == DEVICE and mode == "device" and infos.get("parallel", 1) > 1:
+            outputs = _run_parallel_graph(g, infos["parallel"], feeds, recompile)
+        elif g.device == DEVICE and mode == "device" and recompile:
             compiled = compile_model(model, g.model_path.parent)
             compiled.model = _with_weights(model, g.model_path.parent)  # what Forge loads its parameters from
             outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
@@ -127,6 +132,30 @@ def run_split(
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
     return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+
+
+def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray], recompile: bool):
+    """A device sub-model of a split for several devices: its own
+    tensor-parallel plan (written by `convert`), every device simulated."""
+    if recompile:
+        from forge_opt.split.api import tensor_parallel
+
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "parallel"
+            tensor_parallel(g.model_path, folder, devices, base=g.model_path.parent)
+            return _parallel_outputs(g, folder, feeds)
+    folder = parallel_dir(g)
+    if not (folder / INFOS).exists():
+        raise ForgeOptError(f"{g.model_path.name}: not converted for {devices} devices: no {folder / INFOS} "
+                            "(run forge-split convert)")
+    return _parallel_outputs(g, folder, feeds)
+
+
+def _parallel_outputs(g: SplitGraph, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    whole, differ = assemble(read_split(folder)[0], run_parallel(folder, feeds))
+    if differ:
+        raise ForgeOptError(f"{g.model_path.name}: the devices' outputs differ ({', '.join(differ)})")
+    return [whole[name] for name in g.outputs]
 
 
 def _flag(g: SplitGraph, what: str, value) -> bool:

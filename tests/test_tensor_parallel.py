@@ -418,3 +418,94 @@ def test_an_lm_head_tied_to_the_embedding():
     report = check_parallel(_embedding_then_linear(True), 2, ids)
     assert report.status == MATCH, report.error
     assert "layers: 1 vocab, 2 column, 1 row" in report.error
+
+
+def _model_with_a_cpu_op() -> onnx.ModelProto:
+    """Two Linear pairs around an op of another domain, which Forge lacks
+    and onnxruntime runs (com.microsoft FastGelu)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["a"], name="fc0"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu0"),
+        helper.make_node("MatMul", ["b", "w1"], ["c"], name="fc1"),
+        helper.make_node("FastGelu", ["c"], ["d"], name="fast_gelu", domain="com.microsoft"),
+        helper.make_node("MatMul", ["d", "w2"], ["e"], name="fc2"),
+        helper.make_node("Relu", ["e"], ["f"], name="relu1"),
+        helper.make_node("MatMul", ["f", "w3"], ["y"], name="fc3"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [numpy_helper.from_array(_f32(16, 32), "w0"), numpy_helper.from_array(_f32(32, 16), "w1"),
+         numpy_helper.from_array(_f32(16, 32), "w2"), numpy_helper.from_array(_f32(32, 16), "w3")],
+        value_info=[helper.make_tensor_value_info("d", TensorProto.FLOAT, [4, 16])],  # as an exporter records it
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
+    """The op Forge lacks runs in a CPU sub-model; each device sub-model is
+    its own tensor-parallel plan, run by the one host runner."""
+    from forge_opt.split.api import convert, run_split, split_model
+    from forge_opt.split.folder import read_split
+
+    model = _model_with_a_cpu_op()
+    _, infos = split_model(model, tmp_path / "split", devices=2)
+    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"] and infos["parallel"] == 2
+    convert(tmp_path / "split")
+    for g in read_split(tmp_path / "split")[1]:
+        if g.device == "tt":
+            assert g.context_dir is not None
+            sub = json.loads((g.context_dir / "parallel" / "graph_infos.json").read_text())
+            assert [c["op"] for c in sub["collectives"]] == ["all_reduce"]
+            assert [layer["case"] for layer in sub["layers"]] == ["column", "row"]
+    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
+    from forge_opt.check.engine import onnxruntime_outputs
+
+    got = run_split(tmp_path / "split", x)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_forge_check_devices_with_fallback(tmp_path, capsys):
+    from forge_opt.tools.forge_check import main as forge_check
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_model_with_a_cpu_op(), str(path))
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(path), "--devices", "2", "--fallback"])
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    assert "split into 3 sub-models (tt, cpu, tt); each device sub-model tensor-parallel on 2 devices" in out.err
+    assert out.out.strip().endswith("match")
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(path), "--devices", "2", "--fallback", "--mpi"])
+    assert done.value.code == 2
+    assert "nor (with --devices) with --mpi" in capsys.readouterr().err
+
+
+def test_a_split_for_several_devices_not_converted_asks_for_convert(tmp_path):
+    from forge_opt.split.api import run_split, split_model
+
+    split_model(_model_with_a_cpu_op(), tmp_path / "split", devices=2)
+    with pytest.raises(ForgeOptError, match=r"not converted for 2 devices.*run forge-split convert"):
+        run_split(tmp_path / "split", {"x": np.zeros((4, 16), np.float32)})
+
+
+def test_forge_split_devices(tmp_path, capsys):
+    from forge_opt.tools.forge_split import main as forge_split
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_model_with_a_cpu_op(), str(path))
+    folder = tmp_path / "split"
+
+    def run(*argv) -> int:
+        with pytest.raises(SystemExit) as done:
+            forge_split([str(a) for a in argv])
+        return done.value.code  # pyright: ignore[reportReturnType]
+
+    assert run(path, "-o", folder, "--devices", "2", "--convert") == 0
+    out = capsys.readouterr().out
+    assert "each device sub-model is converted tensor-parallel for 2 devices" in out
+    assert "graph_ir_0/parallel/graph_infos.json" in out
+    assert run("run", folder, "--check", "--model", path) == 0
+    assert capsys.readouterr().out.strip().endswith("match")

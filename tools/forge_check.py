@@ -119,24 +119,25 @@ def main(argv: list[str] | None = None) -> None:
                 rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes,
                 dims=chosen.dims,
             )
+        elif args.fallback:
+            if args.bisect or args.emit or (args.devices and (args.mpi or args.plan or args.require_sharded)):
+                raise ForgeOptError("--fallback does not combine with --bisect or --emit, nor (with --devices) with "
+                                    "--mpi, --plan or --require-sharded")
+            from forge_opt.split.check import check_fallback
+
+            report = check_fallback(
+                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
+                freeze=tuple(args.freeze), shapes=chosen.shapes, dims=chosen.dims, devices=args.devices or 1,
+            )
         elif args.devices is not None:
-            if args.freeze or args.bisect or args.emit or args.fallback:
-                raise ForgeOptError("--devices does not combine with --freeze, --bisect, --emit or --fallback")
+            if args.freeze or args.bisect or args.emit:
+                raise ForgeOptError("--devices does not combine with --freeze, --bisect or --emit")
             from forge_opt.split.check import check_parallel
 
             report = check_parallel(
                 args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
                 require_sharded=args.require_sharded, rtol=args.rtol, atol=args.atol,
                 min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes, dims=chosen.dims,
-            )
-        elif args.fallback:
-            if args.bisect or args.emit:
-                raise ForgeOptError("--fallback does not combine with --bisect or --emit")
-            from forge_opt.split.check import check_fallback
-
-            report = check_fallback(
-                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
-                freeze=tuple(args.freeze), shapes=chosen.shapes, dims=chosen.dims,
             )
         else:
             report = check_model(

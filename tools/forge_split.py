@@ -3,7 +3,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 (`forge-split convert DIR`), run them in order (`forge-split run DIR`).
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
-                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why]
+                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--check [--model MODEL]]
 
@@ -46,6 +46,8 @@ def _split_parser() -> argparse.ArgumentParser:
                    help="size of every input dimension named SYMBOL, e.g. --dim batch=1 (repeatable)")
     p.add_argument("--shape", metavar="NAME=D0,D1,...", action="append", default=[],
                    help="the whole shape of input NAME (repeatable)")
+    p.add_argument("--devices", type=int, default=1, metavar="P",
+                   help="convert each device sub-model tensor-parallel for P devices (graph_infos.json's 'parallel')")
     return p
 
 
@@ -75,6 +77,8 @@ def _report(plan, infos, folder: Path) -> str:
             lines.append(f"  {which}: {branch}")
     across = "?" if math.isnan(total) else f"{int(total):,}"
     lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
+    if infos.get("parallel", 1) > 1:
+        lines.append(f"each device sub-model is converted tensor-parallel for {infos['parallel']} devices")
     return "\n".join(lines)
 
 
@@ -118,7 +122,7 @@ def _split(argv: list[str]) -> int:
     plan, infos = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
-        shapes=chosen.shapes, dims=chosen.dims,
+        shapes=chosen.shapes, dims=chosen.dims, devices=args.devices,
     )
     print(_report(plan, infos, Path(args.output)))
     if args.why:

@@ -14,6 +14,7 @@ from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import INFOS, converted_module, parallel_dir, read_split, write_split
+from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
 
@@ -142,42 +143,6 @@ def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile
     return runner.run_split(Path(folder), inputs, mode, recompile)
 
 
-
-
-def tensor_parallel(
-    source: str | os.PathLike | bytes | ModelProto,
-    folder: str | os.PathLike,
-    devices: int,
-    *,
-    min_size: int = 0,
-    plan: str = "",
-    require_sharded: bool = False,
-    force: bool = False,
-    shapes: Mapping[str, Iterable[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    base: Path | None = None,
-) -> dict:
-    """Compile the model for `devices` devices into `folder` (per-device
-    Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
-    layers of fewer weight elements stay replicated; `plan`: a JSON file
-    pinning layers (`transforms/tensor_parallel.py`); `require_sharded`:
-    a larger layer left replicated is an error; `base`: the folder of
-    a loaded model's external data."""
-    from forge_opt.split.parallel import write_parallel
-    from forge_opt.transforms.pipelines import run_pipeline
-    from forge_opt.transforms.tensor_parallel import annotate
-
-    if devices < 2:
-        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
-    out = Path(folder)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
-    model, loaded_from = load_model(source)
-    module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
-    run_pipeline(module, "onnx-to-tir")
-    layers = annotate(module, devices, min_size, plan, require_sharded)
-    run_pipeline(module, "tp-partition")
-    return write_parallel(module, out, layers)
 
 
 def _count(n: int, noun: str) -> str:

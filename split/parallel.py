@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import ModelProto
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -31,6 +33,8 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import forge, shard, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.shard import block
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
@@ -39,8 +43,8 @@ from forge_opt.targets.forge_python import emit_module, input_names, output_name
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
-from forge_opt.transforms.pipelines import run_passes
-from forge_opt.transforms.tensor_parallel import layer_entries
+from forge_opt.transforms.pipelines import run_passes, run_pipeline
+from forge_opt.transforms.tensor_parallel import annotate, layer_entries
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp_partition import grid_info, split_axes
 
@@ -373,3 +377,35 @@ def _save_weights(weights: dict[str, np.ndarray], dev: Path) -> None:
     model = onnx.helper.make_model(graph)
     onnx.save_model(model, dev / "weights.onnx", save_as_external_data=True, location="weights.bin",
                     size_threshold=0)
+
+
+def tensor_parallel(
+    source: str | os.PathLike | bytes | ModelProto,
+    folder: str | os.PathLike,
+    devices: int,
+    *,
+    min_size: int = 0,
+    plan: str = "",
+    require_sharded: bool = False,
+    force: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    base: Path | None = None,
+) -> dict:
+    """Compile the model for `devices` devices into `folder` (per-device
+    Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
+    layers of fewer weight elements stay replicated; `plan`: a JSON file
+    pinning layers (`transforms/tensor_parallel.py`); `require_sharded`:
+    a larger layer left replicated is an error; `base`: the folder of
+    a loaded model's external data."""
+    if devices < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
+    model, loaded_from = load_model(source)
+    module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
+    run_pipeline(module, "onnx-to-tir")
+    layers = annotate(module, devices, min_size, plan, require_sharded)
+    run_pipeline(module, "tp-partition")
+    return write_parallel(module, out, layers)

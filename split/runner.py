@@ -138,7 +138,7 @@ def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray
     """A device sub-model of a split for several devices: its own
     tensor-parallel plan (written by `convert`), every device simulated."""
     if recompile:
-        from forge_opt.split.api import tensor_parallel
+        from forge_opt.split.parallel import tensor_parallel
 
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "parallel"

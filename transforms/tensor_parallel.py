@@ -4,19 +4,32 @@ into the IR as `shard` annotations (the global program stays exact:
 `shard.shard` is the identity on values). Layers of fewer than `min-size`
 weight elements stay replicated.
 
-- A *Linear* is `tir.matmul(x, W)` with W a 2-d constant (ONNX MatMul and
-  Gemm, `Transpose(W)` and `Identity` aliases already folded). With x
-  replicated it is column-parallel (W split by columns: `split_axes =
-  [[], [0]]`); with x split along its last dim, as the output of a column
-  layer is after element-wise ops and head reshapes, it is row-parallel
-  (W split by rows) and its sum is all-reduced where first needed, before
-  the bias: Megatron's pairing, one all-reduce per MLP and per attention.
-- A column layer whose output is `Split` into k equal parts (GPT-2's fused
-  QKV) is packed: W's columns are permuted so device d holds part j's
-  d-th block for every j, and the split reads the parts per device.
+- A *Linear* is `tir.matmul(x, W)` with W a 2-d constant, or one laid
+  out by a transpose, reshape or cast (ONNX MatMul and Gemm with any
+  `transB`; an LM head reading the embedding's table). With x replicated
+  (or partial, all-reduced first) it is column-parallel (W split by
+  columns: `split_axes = [[], [0]]`); with x split along its last dim, as
+  the output of a column layer is after element-wise ops, head reshapes,
+  RoPE and the attention matmuls, it is row-parallel (W split by rows) and
+  its sum is all-reduced where first needed, before the bias: Megatron's
+  pairing, one all-reduce per MLP and per attention. A column layer whose
+  heads P does not divide (grouped-query attention's K/V) stays
+  replicated, as Megatron does.
+- A column layer whose output is taken apart by columns, by a `Split` or
+  by `Slice`s, in equal parts or not (GPT-2's `c_attn`, Phi-3's `qkv_proj`
+  and `gate_up_proj`), is packed: W's columns are permuted so device d
+  holds the d-th block of every part, and each part is read per device.
 - An *Embedding* is `tir.gather(T, idx)` on axis 0 of a 2-d constant: its
   rows are split (vocab-parallel). A vocabulary P does not divide is padded
   with zero rows to a multiple of P, which no index reaches.
+- A *KV cache*: a model input joined to keys or values split by heads,
+  and returned, arrives and leaves split (`shard.shard` on the argument,
+  and `annotate_for_users` before the return), so each device keeps its
+  heads of the cache.
+
+Each layer's case and its reason are recorded on the module
+(`tensor_parallel.layers`) for the plan; `require-sharded` makes a layer
+left replicated though large enough to share an error.
 
 `plan=FILE.json` pins layers by ONNX node name, in Paddle's terms:
 `{"layers": {"NODE": {"axis": 0 | 1 | null, "gather_out": true}}}` (axis 1:

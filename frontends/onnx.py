@@ -12,6 +12,7 @@ import functools
 import heapq
 import mmap
 import os
+import weakref
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -240,7 +241,33 @@ def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | byt
     if size == 0:
         return b""
     with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    _MAPPINGS.add(mapped)
+    return mapped
+
+
+_MAPPINGS: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+
+def release_mapped_pages(view: np.ndarray | None = None) -> None:
+    """Drop the pages of the mapped weight files from this process (they
+    stay in the file and the page cache, and are read again if touched):
+    all of them, or those under `view`, a contiguous array over one. A pass
+    over many weights, as the per-device plan writer makes, then holds
+    only what it is working on."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    for mapped in list(_MAPPINGS):
+        if mapped.closed:
+            continue
+        if view is None:
+            mapped.madvise(mmap.MADV_DONTNEED)
+            continue
+        start = view.__array_interface__["data"][0] - np.frombuffer(mapped, np.uint8).__array_interface__["data"][0]
+        if 0 <= start < len(mapped):
+            first = start - start % mmap.PAGESIZE
+            mapped.madvise(mmap.MADV_DONTNEED, first, min(start + view.nbytes, len(mapped)) - first)
+            return
 
 
 # -- attributes -----------------------------------------------------------------

@@ -13,6 +13,7 @@ model weight, saved in `dev{k}/weights.onnx`).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import forge, shard, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
-from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx import import_model, load_model, release_mapped_pages
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.shard import block
 from forge_opt.interpreters.tir import TirFunctions
@@ -161,10 +162,10 @@ class Program:
             )
         return self._per_device[v]
 
-    def segment_module(self, n: int, rank: int, weights: dict[str, np.ndarray]) -> ModuleOp:
+    def segment_module(self, n: int, rank: int, weights: WeightFile) -> ModuleOp:
         """Segment `n` as device `rank` runs it: a module of `tir` ops with
-        every block of a constant computed (and recorded in `weights` when
-        it is a model weight's)."""
+        every block of a constant computed (and written to `weights` when
+        it is a model weight's, the first time)."""
         seg = self.segments[n]
         arg_types = [v.type for v in seg.inputs]
         body = Block(arg_types=arg_types)
@@ -180,11 +181,12 @@ class Program:
             assert isinstance(op, Operation)
             if self.per_device(v):
                 # a parameter of its own, named for the weight (or the layer) it is a block of
-                array = interp.value(v)
-                name = _claim(weights, _weight_name(v) or node_name(op) or "block", array)
+                name = weights.claim(v, _weight_name(v) or node_name(op) or "block")
                 if name in params:  # the same block used twice in the segment
                     mapping[v] = params[name]
                     return params[name]
+                array = interp.value(v)
+                weights.add(name, array)
                 const = tir.ConstantOp(array_to_attr(array), name)
                 const.location = op.location
                 body.add_op(const)
@@ -264,14 +266,56 @@ def _weight_name(v: SSAValue) -> str | None:
     return None
 
 
-def _claim(weights: dict[str, np.ndarray], base: str, array: np.ndarray) -> str:
-    """A parameter name for device block `array` of weight `base`."""
-    name, n = f"{base}.shard", 0
-    while name in weights and not (weights[name].shape == array.shape and np.array_equal(weights[name], array)):
-        n += 1
-        name = f"{base}.shard{n}"
-    weights[name] = array
-    return name
+class WeightFile:
+    """A device's parameters, written as they are made: each block appended
+    to `weights.bin`, and `weights.onnx` indexing them as ONNX external
+    data, so that no device's weights are ever in memory at once."""
+
+    def __init__(self, dev: Path):
+        self.dev = dev
+        self.file = open(dev / "weights.bin", "wb")  # noqa: SIM115 (closed by close())
+        self.tensors: list[onnx.TensorProto] = []
+        self.names: dict[object, str] = {}  # the value a block is of, its name
+        self.written: set[str] = set()
+        self.nbytes = 0
+
+    def claim(self, key: object, base: str) -> str:
+        """The parameter name of the block of value `key`: the weight's
+        name, suffixed where another block already has it."""
+        if key not in self.names:
+            taken = set(self.names.values())
+            name, n = f"{base}.shard", 0
+            while name in taken:
+                n += 1
+                name = f"{base}.shard{n}"
+            self.names[key] = name
+        return self.names[key]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.written
+
+    def add(self, name: str, array: np.ndarray) -> None:
+        """Append `array` as parameter `name`, unless written already."""
+        if name in self.written:
+            return
+        data = np.ascontiguousarray(array)
+        t = onnx.TensorProto()
+        t.name = name
+        t.data_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+        t.dims.extend(data.shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(data.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        self.file.write(data.tobytes())
+        self.nbytes += data.nbytes
+        self.tensors.append(t)
+        self.written.add(name)
+
+    def close(self) -> None:
+        self.file.close()
+        graph = onnx.helper.make_graph([], "weights", [], [], self.tensors)
+        onnx.save_model(onnx.helper.make_model(graph), self.dev / "weights.onnx")
 
 
 class _ConstantEvaluator:
@@ -292,11 +336,66 @@ class _ConstantEvaluator:
         if isinstance(op, tir.ConstantOp):
             result = attr_to_array(op.value)
         elif isinstance(op, shard.AllSliceOp):
-            result = np.ascontiguousarray(block(args[0], op.axis, self.rank, self.devices))
+            result = _streamed_block(args[0], op.axis, self.rank, self.devices)
         else:
             result = np.asarray(self.interp.run_op(op, tuple(args))[0])
         self.memo[v] = result
         return result
+
+
+def _write_device(program: Program, folder: Path, rank: int) -> dict:
+    """Device `rank`'s segment modules and weights, streamed: each
+    segment's blocks are written and dropped before the next is made."""
+    constant_bytes = 0
+    dev = folder / f"dev{rank}"
+    dev.mkdir(exist_ok=True)
+    weights = WeightFile(dev)
+    for n in range(len(program.segments)):
+        seg_module = program.segment_module(n, rank, weights)
+        run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), seg_module, False)
+        for op in seg_module.walk():
+            if isinstance(op, forge.ParameterOp):
+                weights.add(op.parameter_name.data, attr_to_array(op.value))
+        emitted = emit_module(seg_module)
+        constant_bytes += sum(a.nbytes for a in emitted.constants.values())
+        (dev / f"segment_{n}.py").write_text(emitted.source)
+        save_constants(emitted, dev)
+        del seg_module, emitted
+        gc.collect()
+        release_mapped_pages()  # the weights this segment read stay in the file, not in this process
+    weights.close()
+    return {
+        "rank": rank,
+        "parameter_bytes": int(weights.nbytes),
+        "parameters": len(weights.tensors),
+        "constant_bytes": int(constant_bytes),
+    }
+
+
+#: bytes of a weight read at once when taking a device's block of it
+BAND_BYTES = 8 << 20
+
+
+def _streamed_block(x: np.ndarray, axis: int, rank: int, devices: int) -> np.ndarray:
+    """Device `rank`'s block of `x` along `axis`, read a band of rows at a
+    time, each band's pages released after: `x` may be a view of a mapped
+    weight file, and a block of columns reads every row of it."""
+    if x.ndim == 0 or not x.flags.c_contiguous:
+        return np.ascontiguousarray(block(x, axis, rank, devices))
+    out = np.empty([*x.shape[:axis], x.shape[axis] // devices, *x.shape[axis + 1:]], x.dtype)
+    n = out.shape[axis]
+    if axis == 0:
+        rows = x[rank * n:(rank + 1) * n]
+        out[...] = rows
+        release_mapped_pages(rows)
+        return out
+    cols = (slice(None),) * axis + (slice(rank * n, (rank + 1) * n),)
+    band = max(1, BAND_BYTES // max(1, x[0].nbytes))
+    for r in range(0, x.shape[0], band):
+        rows = x[r:r + band]
+        out[r:r + band] = rows[cols]
+        release_mapped_pages(rows)
+    return out
 
 
 def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, layout: str = "NCHW") -> dict:
@@ -307,30 +406,15 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
     p = program.devices
     folder.mkdir(parents=True, exist_ok=True)
     tensors = program.tensors()
+    # Each segment's module (IR is cyclic) and its blocks of the weights are garbage once written: a
+    # collection after each frees them, and costs little once everything older is frozen out of it.
+    # (forge-opt runs with the cyclic collector off.)
+    gc.freeze()
+    try:
+        devices = [_write_device(program, folder, rank) for rank in range(p)]
+    finally:
+        gc.unfreeze()
     graphs = []
-    devices = []
-    for rank in range(p):
-        weights: dict[str, np.ndarray] = {}
-        constant_bytes = 0
-        dev = folder / f"dev{rank}"
-        dev.mkdir(exist_ok=True)
-        for n in range(len(program.segments)):
-            seg_module = program.segment_module(n, rank, weights)
-            run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), seg_module, False)
-            for op in seg_module.walk():
-                if isinstance(op, forge.ParameterOp):
-                    weights.setdefault(op.parameter_name.data, attr_to_array(op.value))
-            emitted = emit_module(seg_module)
-            constant_bytes += sum(a.nbytes for a in emitted.constants.values())
-            (dev / f"segment_{n}.py").write_text(emitted.source)
-            save_constants(emitted, dev)
-        _save_weights(weights, dev)
-        devices.append({
-            "rank": rank,
-            "parameter_bytes": int(sum(a.nbytes for a in weights.values())),
-            "parameters": len(weights),
-            "constant_bytes": int(constant_bytes),
-        })
     for n, seg in enumerate(program.segments):
         graphs.append({
             "inputs": [program.names[v] for v in seg.inputs],
@@ -369,14 +453,6 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
     }
     (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
     return infos
-
-
-def _save_weights(weights: dict[str, np.ndarray], dev: Path) -> None:
-    initializers = [onnx.numpy_helper.from_array(np.ascontiguousarray(a), name) for name, a in weights.items()]
-    graph = onnx.helper.make_graph([], "weights", [], [], initializers)
-    model = onnx.helper.make_model(graph)
-    onnx.save_model(model, dev / "weights.onnx", save_as_external_data=True, location="weights.bin",
-                    size_threshold=0)
 
 
 def tensor_parallel(

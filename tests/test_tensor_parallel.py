@@ -509,3 +509,41 @@ def test_forge_split_devices(tmp_path, capsys):
     assert "graph_ir_0/parallel/graph_infos.json" in out
     assert run("run", folder, "--check", "--model", path) == 0
     assert capsys.readouterr().out.strip().endswith("match")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
+    """A device's block of a weight in a mapped external-data file, read a
+    few rows at a time with each band's pages dropped after, is its block."""
+    from forge_opt.dialects.elements import attr_to_array
+    from forge_opt.frontends.onnx import load_model, tensor_attr
+    from forge_opt.interpreters.shard import block
+    from forge_opt.split import parallel
+
+    w = _f32(8, 12, 4)
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 12, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    onnx.save(make_model(graph.node, [], list(graph.output), list(graph.initializer)), str(tmp_path / "m.onnx"),
+              save_as_external_data=True, location="m.data", size_threshold=0)
+    model, base = load_model(tmp_path / "m.onnx")
+    view = attr_to_array(tensor_attr(model.graph.initializer[0], base, "w"))
+    monkeypatch.setattr(parallel, "BAND_BYTES", 3 * 12 * 4 * 4)  # three rows a band
+    for rank in range(4 if axis == 2 else 2):
+        devices = 4 if axis == 2 else 2
+        np.testing.assert_array_equal(parallel._streamed_block(view, axis, rank, devices),
+                                      block(w, axis, rank, devices))
+    np.testing.assert_array_equal(view, w)  # dropped pages read again from the file
+
+
+def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
+    folder = tmp_path / "tp"
+    tensor_parallel(linear_model(2), folder, 2)
+    for rank in range(2):
+        index = onnx.load(str(folder / f"dev{rank}" / "weights.onnx"), load_external_data=False)
+        assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in index.graph.initializer)
+        weights = onnx.load(str(folder / f"dev{rank}" / "weights.onnx"))
+        sizes = {t.name: numpy_helper.to_array(t).shape for t in weights.graph.initializer}
+        assert sizes["w0.shard"] == (16, 8) and sizes["w1.shard"] == (8, 16)
+        total = sum(numpy_helper.to_array(t).nbytes for t in weights.graph.initializer)
+        assert (folder / f"dev{rank}" / "weights.bin").stat().st_size == total

@@ -1,0 +1,62 @@
+"""Tensor parallelism at LLM scale: a LLaMA-architecture decoder of about 1B
+parameters in float16 with external data, as Optimum exports it, compiled
+for P devices (`forge-opt MODEL -p 'onnx-to-forge{devices=P}' -o DIR/`).
+Prints wall time and peak RSS (medians of `--runs`) against copying the
+weight file once (the floor a compile that writes every weight once must
+pay) and against compiling for one device.
+
+    python benchmarks/tp_scale.py MODEL.onnx [--devices 8] [--runs 3] [--dim NAME=N ...]
+
+The model is built locally, not checked in (1.8 GB): with the export venv of
+tests/data/models/make_llm_decoders.py,
+
+    transformers.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+        num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8)
+    -> LlamaForCausalLM(config).half().save_pretrained(DIR)
+    optimum-cli export onnx --model DIR --task text-generation-with-past --dtype fp16 OUT
+    onnx.save(onnx.load(OUT/model.onnx), MODEL.onnx, save_as_external_data=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import medians
+
+_FORGE_OPT = "from forge_opt.tools.forge_opt import main\nsys.argv = ['forge-opt', sys.argv[1], {args}]\nmain()"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dim", action="append",
+                        default=["batch_size=1", "sequence_length=1", "past_sequence_length=16"])
+    args = parser.parse_args()
+    weights = next(args.model.parent.glob("*_data"))
+    data_mb = weights.stat().st_size / 2**20
+    dims = ", ".join(f"'--dim', '{d}'" for d in args.dim)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {}
+        copy = f"import shutil\nshutil.copyfile({str(weights)!r}, {tmp + '/copy'!r})"
+        rows["copy the weight file"] = medians(copy, args.model, args.runs)
+        one = _FORGE_OPT.format(args=f"{dims}, '-p', 'onnx-to-forge', '-t', 'forge-python', '-o', {tmp + '/1.py'!r}")
+        rows["forge-opt, 1 device"] = medians(one, args.model, args.runs)
+        pipeline = f"onnx-to-forge{{devices={args.devices}}}"
+        many = f"import shutil\nshutil.rmtree({tmp + '/tp'!r}, ignore_errors=True)\n" + _FORGE_OPT.format(
+            args=f"{dims}, '-p', {pipeline!r}, '-t', 'forge-python', '-o', {tmp + '/tp/'!r}")
+        rows[f"forge-opt, {args.devices} devices"] = medians(many, args.model, args.runs)
+    floor = rows["copy the weight file"][0]
+    print(f"{args.model.name}: {data_mb:,.0f} MB of weights; median of {args.runs}")
+    print(f"{'process':<24} {'wall s':>8} {'x copy':>7} {'peak RSS MB':>12} {'x weights':>10}")
+    for label, (wall, rss, _) in rows.items():
+        print(f"{label:<24} {wall:>8.2f} {wall / floor:>7.2f} {rss:>12.0f} {rss / data_mb:>10.3f}")
+
+
+if __name__ == "__main__":
+    main()

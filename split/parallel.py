@@ -14,6 +14,7 @@ model weight, saved in `dev{k}/weights.onnx`).
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import math
 import os
@@ -186,7 +187,10 @@ class Program:
                     mapping[v] = params[name]
                     return params[name]
                 array = interp.value(v)
-                weights.add(name, array)
+                name = weights.add(name, array)
+                if name in params:
+                    mapping[v] = params[name]
+                    return params[name]
                 const = tir.ConstantOp(array_to_attr(array), name)
                 const.location = op.location
                 body.add_op(const)
@@ -266,6 +270,10 @@ def _weight_name(v: SSAValue) -> str | None:
     return None
 
 
+#: blocks up to this size are compared by content, so equal ones are written once
+SAME_BLOCK_BYTES = 1 << 20
+
+
 class WeightFile:
     """A device's parameters, written as they are made: each block appended
     to `weights.bin`, and `weights.onnx` indexing them as ONNX external
@@ -277,6 +285,7 @@ class WeightFile:
         self.tensors: list[onnx.TensorProto] = []
         self.names: dict[object, str] = {}  # the value a block is of, its name
         self.written: set[str] = set()
+        self.digests: dict[tuple, str] = {}  # small blocks written, by weight and content
         self.nbytes = 0
 
     def claim(self, key: object, base: str) -> str:
@@ -294,11 +303,18 @@ class WeightFile:
     def __contains__(self, name: str) -> bool:
         return name in self.written
 
-    def add(self, name: str, array: np.ndarray) -> None:
-        """Append `array` as parameter `name`, unless written already."""
+    def add(self, name: str, array: np.ndarray) -> str:
+        """Append `array` as parameter `name`, unless written already; the
+        name it is under. A small block equal to one written already (the
+        same constant reached twice) is that one."""
         if name in self.written:
-            return
+            return name
         data = np.ascontiguousarray(array)
+        if data.nbytes <= SAME_BLOCK_BYTES:
+            digest = (name.rsplit(".shard", 1)[0], data.dtype.str, data.shape, hashlib.sha1(data.tobytes()).digest())
+            if digest in self.digests:
+                return self.digests[digest]
+            self.digests[digest] = name
         t = onnx.TensorProto()
         t.name = name
         t.data_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
@@ -311,6 +327,7 @@ class WeightFile:
         self.nbytes += data.nbytes
         self.tensors.append(t)
         self.written.add(name)
+        return name
 
     def close(self) -> None:
         self.file.close()

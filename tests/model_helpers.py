@@ -51,3 +51,22 @@ def assert_matches(model, inputs=None, **kwargs) -> None:
 
     report = check_model(model, inputs, **kwargs)
     assert report.status == MATCH, report.error or report.format()
+
+
+def relu_topk_sigmoid(y_shape=(2, 3)) -> onnx.ModelProto:
+    """Relu -> TopK (k=3 on axis 1) -> Sigmoid of a [2, 8] input: a model
+    whose middle op AutoSplit can pin to the CPU. `y_shape` None declares
+    the output without a shape."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
+        helper.make_node("Sigmoid", ["v"], ["y"], name="last"),
+    ]
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None if y_shape is None else list(y_shape))],
+        [numpy_helper.from_array(np.array([3], np.int64), "k")],
+    )

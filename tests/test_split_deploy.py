@@ -6,28 +6,16 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from model_helpers import relu_topk_sigmoid
 
 from forge_opt.tools.forge_split import main
 
 
 def _model():
     """Relu (device) -> TopK (CPU, pinned) -> Sigmoid (device)."""
-    nodes = [
-        helper.make_node("Relu", ["x"], ["a"], name="first"),
-        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
-        helper.make_node("Sigmoid", ["v"], ["y"], name="last"),
-    ]
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.array([3], np.int64), "k")],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    return relu_topk_sigmoid(None)
 
 
 def _run(*argv) -> int:

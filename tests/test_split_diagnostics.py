@@ -10,7 +10,8 @@ import json
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from model_helpers import relu_topk_sigmoid
+from onnx import TensorProto, helper
 
 from forge_opt.tools import forge_opt as forge_opt_tool
 from forge_opt.tools.forge_check import main as forge_check
@@ -18,18 +19,7 @@ from forge_opt.tools.forge_split import main as forge_split
 
 
 def _model():
-    nodes = [
-        helper.make_node("Relu", ["x"], ["a"], name="first"),
-        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
-        helper.make_node("Sigmoid", ["v"], ["y"], name="last"),
-    ]
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-        [numpy_helper.from_array(np.array([3], np.int64), "k")],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    return relu_topk_sigmoid()
 
 
 def _exit(main, *argv) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
+from model_helpers import relu_topk_sigmoid
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check.engine import onnxruntime_outputs
@@ -93,18 +94,7 @@ def test_convert_writes_each_device_module(tmp_path):
 
 
 def test_a_middle_cpu_op_gives_three_sub_models(tmp_path):
-    nodes = [
-        helper.make_node("Relu", ["x"], ["a"], name="first"),
-        helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk", axis=1),
-        helper.make_node("Sigmoid", ["v"], ["y"], name="last"),
-    ]
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.array([3], np.int64), "k")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    model = relu_topk_sigmoid(None)
     _, infos = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
     convert(tmp_path / "split")
     assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]

@@ -286,3 +286,19 @@ def test_a_size_that_is_not_one():
 
     with pytest.raises(ForgeOptError, match="'lots' is not a size in bytes"):
         parse_bytes("lots")
+
+
+def test_forge_split_runs_a_plan_with_a_split_cache(tmp_path, capsys):
+    """`forge-split run --check` on forge-opt's folder: its random past is
+    the whole cache, which each device gets its heads of."""
+    from forge_opt.tools import forge_opt as forge_opt_tool
+    from forge_opt.tools.forge_split import main as forge_split
+
+    out = tmp_path / "tp"
+    assert forge_opt_tool.run([str(_path("llama")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
+                               "past_sequence_length=3", "-p", "onnx-to-forge{devices=2}", "-t", "forge-python",
+                               "-o", f"{out}/"]) == 0
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(out), "--check", "--model", str(_path("llama"))])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip().endswith("match")

@@ -172,7 +172,10 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
             continue
         if any(d < 0 for d in t["shape"]):
             raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
-        inputs[name] = random_array(t["shape"], np.dtype(t["dtype"]), rng, bounds.get(name))
+        shape = list(t["shape"])
+        if "split_axis" in t:  # a KV cache's past: the plan lists one device's block
+            shape[t["split_axis"]] *= infos["grid"]["shape"][0]
+        inputs[name] = random_array(shape, np.dtype(t["dtype"]), rng, bounds.get(name))
     return inputs
 
 

@@ -127,8 +127,12 @@ def compare_output(
             # output's scale when the tolerance is (rounding anywhere upstream is at that scale), so the
             # tolerance shown is the bound applied
             eps = float(ml_dtypes.finfo(want.dtype).eps)
-            bound = bound + 2 * eps * (1 + (scale if scaled else np.abs(wide_want)))
-            tolerance += 2 * eps * (1 + scale)
+            if scaled:
+                bound = bound + 2 * eps * max(1.0, scale)
+                tolerance += 2 * eps * max(1.0, scale)
+            else:
+                bound = bound + 2 * eps * (1 + np.abs(wide_want))
+                tolerance += 2 * eps * (1 + scale)
         close = (diff <= bound) | (np.isnan(wide_want) & np.isnan(wide_got)) | (wide_want == wide_got)
     ok = bool(np.all(close))
     p = math.nan

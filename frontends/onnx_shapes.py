@@ -223,7 +223,7 @@ def dim_size(symbol: str, sizes: Mapping[str, int]) -> int | None:
 
     def value(node: ast.expr) -> int | None:
         if isinstance(node, ast.Constant):
-            return node.value
+            return node.value if isinstance(node.value, int) else None
         if isinstance(node, ast.Name):
             return sizes.get(node.id)
         assert isinstance(node, ast.BinOp)

@@ -225,7 +225,7 @@ class Program:
         inputs = set(args)
         results = list(self.ret.arguments) if self.ret else []
         # a KV cache's past and present: each device receives and returns its block
-        split = dict(zip(args, split_axes(self.func.arg_attrs, len(args))))
+        split: dict[SSAValue, int | None] = dict(zip(args, split_axes(self.func.arg_attrs, len(args))))
         split.update(zip(results, split_axes(self.func.res_attrs, len(results))))
         out = {}
         for v, name in self.names.items():

@@ -196,12 +196,12 @@ def _fused_parts(layer: Layer) -> _Fused | None:
             sizes = list(split_op.sections.get_values())
             offsets = [sum(sizes[:i]) for i in range(len(sizes))]
             return _Fused(biases, v, [split_op], list(zip(offsets, sizes)))
-        parts = [_slice_part(u, width) for u in users]
-        if len(users) > 1 and all(parts):
-            ordered = sorted(zip(parts, users), key=lambda pu: pu[0])  # pyright: ignore[reportArgumentType]
+        parts = [part for u in users if (part := _slice_part(u, width)) is not None]
+        if len(users) > 1 and len(parts) == len(users):
+            ordered = sorted(zip(parts, users), key=lambda pu: pu[0])
             ends = [0] + [b + n for (b, n), _ in ordered]
             if all(b == e for ((b, _), _), e in zip(ordered, ends)) and ends[-1] == width:
-                return _Fused(biases, v, [u for _, u in ordered], [p for p, _ in ordered])  # pyright: ignore
+                return _Fused(biases, v, [u for _, u in ordered], [p for p, _ in ordered])
             return None
         if len(users) != 1:
             return None
@@ -432,7 +432,8 @@ class _Annotator:
         blocks = self._insert(tir.ReshapeOp(z, [*outer, p, width // p]), first)
         last = len(outer) + 1
         if isinstance(first, tir.SplitOp):
-            pieces = self._insert(tir.SplitOp(blocks, last, [n // p for _, n in fused.parts]), first).owner
+            pieces = tir.SplitOp(blocks, last, [n // p for _, n in fused.parts])
+            self._insert(pieces, first)
             taken = list(zip(first.results, pieces.results, fused.parts))
         else:
             taken = []

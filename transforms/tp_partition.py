@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
@@ -63,11 +63,14 @@ def sharding_of(op: shard.ShardingOp) -> Sharding:
 SPLIT_AXIS = "shard.split_axis"
 
 
-def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Sharding]) -> ArrayAttr:
+def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Sharding]) -> ArrayAttr[DictionaryAttr]:
     """Argument or result attributes with `shard.split_axis` added to the
     entries `axes` names: what each device receives or returns is its
     block along that axis."""
-    entries = [dict(d.data) for d in attrs.data] if attrs is not None else [{} for _ in range(count)]
+    entries: list[dict[str, Attribute]] = [{} for _ in range(count)]
+    for i, d in enumerate(attrs.data if attrs is not None else []):
+        if isinstance(d, DictionaryAttr):
+            entries[i] = dict(d.data)
     for i, s in axes.items():
         assert s.axis is not None
         entries[i][SPLIT_AXIS] = IntegerAttr(s.axis, 64)

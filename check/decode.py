@@ -83,7 +83,7 @@ class _Programs:
             return one
         from forge_opt.split.api import tensor_parallel
         from forge_opt.split.check import run_mpi
-        from forge_opt.split.runner import assemble, run_parallel
+        from forge_opt.split.runner import agreed, run_parallel
 
         folder = self.folder / f"program_{len(self.built)}"
         infos = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
@@ -91,10 +91,7 @@ class _Programs:
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
             per_device = run_mpi(folder, feeds, self.devices) if self.mpi else run_parallel(folder, feeds)
-            whole, differ = assemble(infos, per_device)
-            if differ:
-                raise ForgeOptError(f"the devices' outputs differ ({', '.join(differ)})")
-            return whole
+            return agreed(infos, per_device, "the decode step's program")
 
         return parallel
 

@@ -93,10 +93,7 @@ def run_split(
     if "grid" in infos:  # a tensor-parallel plan: every device simulated here
         if mode == "cpu":
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
-        whole, differ = assemble(infos, run_parallel(folder, inputs))
-        if differ:
-            raise ForgeOptError(f"{folder}: the devices' outputs differ ({', '.join(differ)})")
-        return whole
+        return agreed(infos, run_parallel(folder, inputs), str(folder))
     tensors = infos["tensors"]
     wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
     missing = [name for name in wanted if name not in inputs]
@@ -152,9 +149,7 @@ def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray
 
 
 def _parallel_outputs(g: SplitGraph, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    whole, differ = assemble(read_split(folder)[0], run_parallel(folder, feeds))
-    if differ:
-        raise ForgeOptError(f"{g.model_path.name}: the devices' outputs differ ({', '.join(differ)})")
+    whole = agreed(read_split(folder)[0], run_parallel(folder, feeds), g.model_path.name)
     return [whole[name] for name in g.outputs]
 
 
@@ -313,3 +308,12 @@ def assemble(infos: dict, per_device: list[dict[str, np.ndarray]]) -> tuple[dict
             if any(not np.array_equal(d[name], value) for d in per_device[1:]):
                 differ.append(name)
     return whole, differ
+
+
+def agreed(infos: dict, per_device: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:
+    """`assemble`'s outputs, where the devices must agree: their
+    disagreement is an error naming `what` ran and the outputs."""
+    whole, differ = assemble(infos, per_device)
+    if differ:
+        raise ForgeOptError(f"{what}: the devices' outputs differ ({', '.join(differ)})")
+    return whole

@@ -45,11 +45,12 @@ COMPILE = (
 PROCESSES = {"onnx.load (floor)": FLOOR, "forge-opt import": IMPORT, "forge-opt to Forge": COMPILE}
 
 
-def whole_process(body: str, model: Path) -> tuple[float, float]:
-    """Wall seconds (interpreter start to exit) and peak RSS in MB."""
+def whole_process(body: str, model: Path, *args: str) -> tuple[float, float]:
+    """Wall seconds (interpreter start to exit) and peak RSS in MB; `body`
+    reads the model's path as `sys.argv[1]` and `args` after it."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", _MEASURE.format(body=body), str(model)], capture_output=True, text=True
+        [sys.executable, "-c", _MEASURE.format(body=body), str(model), *args], capture_output=True, text=True
     )
     wall = time.perf_counter() - start
     if proc.returncode != 0:

@@ -20,12 +20,14 @@ tests/data/models/make_llm_decoders.py,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import medians
+from measure import whole_process
 
 _FORGE_OPT = "from forge_opt.tools.forge_opt import main\nsys.argv = ['forge-opt', sys.argv[1], {args}]\nmain()"
 
@@ -41,20 +43,28 @@ def main() -> None:
     weights = next(args.model.parent.glob("*_data"))
     data_mb = weights.stat().st_size / 2**20
     dims = ", ".join(f"'--dim', '{d}'" for d in args.dim)
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = {}
-        copy = f"import shutil\nshutil.copyfile({str(weights)!r}, {tmp + '/copy'!r})"
-        rows["copy the weight file"] = medians(copy, args.model, args.runs)
-        one = _FORGE_OPT.format(args=f"{dims}, '-p', 'onnx-to-forge', '-t', 'forge-python', '-o', {tmp + '/1.py'!r}")
-        rows["forge-opt, 1 device"] = medians(one, args.model, args.runs)
-        pipeline = f"onnx-to-forge{{devices={args.devices}}}"
-        many = f"import shutil\nshutil.rmtree({tmp + '/tp'!r}, ignore_errors=True)\n" + _FORGE_OPT.format(
-            args=f"{dims}, '-p', {pipeline!r}, '-t', 'forge-python', '-o', {tmp + '/tp/'!r}")
-        rows[f"forge-opt, {args.devices} devices"] = medians(many, args.model, args.runs)
+    out = "os.path.join(sys.argv[2], 'out')"
+    bodies = {
+        "copy the weight file": f"import shutil\nshutil.copyfile({str(weights)!r}, {out})",
+        "forge-opt, 1 device": _FORGE_OPT.format(
+            args=f"{dims}, '-p', 'onnx-to-forge', '-t', 'forge-python', '-o', {out}"),
+        f"forge-opt, {args.devices} devices": _FORGE_OPT.format(
+            args=f"{dims}, '-p', 'onnx-to-forge{{devices={args.devices}}}', '-t', 'forge-python', '-o', {out} + '/'"),
+    }
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in bodies}
+    # Rounds interleave the processes. Each writes into an empty folder with the page cache's
+    # dirty pages flushed first, untimed: a run must not pay for the last one's writes or removal.
+    for _ in range(args.runs):
+        for label, body in bodies.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                os.sync()
+                samples[label].append(whole_process(body, args.model, tmp))
+            os.sync()
+    rows = {label: (median(w for w, _ in s), median(r for _, r in s)) for label, s in samples.items()}
     floor = rows["copy the weight file"][0]
     print(f"{args.model.name}: {data_mb:,.0f} MB of weights; median of {args.runs}")
     print(f"{'process':<24} {'wall s':>8} {'x copy':>7} {'peak RSS MB':>12} {'x weights':>10}")
-    for label, (wall, rss, _) in rows.items():
+    for label, (wall, rss) in rows.items():
         print(f"{label:<24} {wall:>8.2f} {wall / floor:>7.2f} {rss:>12.0f} {rss / data_mb:>10.3f}")
 
 

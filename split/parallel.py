@@ -14,7 +14,6 @@ model weight, saved in `dev{k}/weights.onnx`).
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import math
 import os
@@ -23,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import ModelProto
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
@@ -37,11 +35,11 @@ from forge_opt.dialects import forge, shard, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.frontends.onnx import import_model, load_model, release_mapped_pages
 from forge_opt.frontends.onnx_shapes import InputShapes
-from forge_opt.interpreters.shard import block
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
 from forge_opt.split.plan import DEVICE
-from forge_opt.targets.forge_python import emit_module, input_names, output_names, save_constants
+from forge_opt.split.weight_file import WeightBlock, WeightFile, value_of
+from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
@@ -55,6 +53,10 @@ COLLECTIVE_OPS = {
     shard.AllGatherOp: "all_gather",
     shard.ReduceScatterOp: "reduce_scatter",
 }
+
+
+#: a device's blocks a segment reads: each one's parameter name, and its value if kept
+Blocks = dict[SSAValue, tuple[str, "np.ndarray | None"]]
 
 
 @dataclass
@@ -140,8 +142,9 @@ class Program:
         if self.ret is not None:
             for v, name in zip(self.ret.arguments, output_names(self.func)):
                 self.names.setdefault(v, name)
+        order = {op: i for i, op in enumerate(body.ops)}
         steps = [*(op for seg in self.segments for op in seg.ops), *(c.op for c in self.collectives)]
-        for op in sorted(steps, key=body.get_operation_index):
+        for op in sorted(steps, key=order.__getitem__):
             for v in op.results:
                 if v not in self.names and (v in crossing or type(op) in COLLECTIVE_OPS):
                     self.names[v] = self._unique(_tensor_name(v, op) or f"t{len(self.names)}")
@@ -163,15 +166,54 @@ class Program:
             )
         return self._per_device[v]
 
-    def segment_module(self, n: int, rank: int, weights: WeightFile) -> ModuleOp:
-        """Segment `n` as device `rank` runs it: a module of `tir` ops with
-        every block of a constant computed (and written to `weights` when
-        it is a model weight's, the first time)."""
+    def blocks_read(self, n: int) -> list[SSAValue]:
+        """The values segment `n` reads that differ between devices (its
+        blocks of constants), in the order it first reads them."""
+        found: dict[SSAValue, None] = {}
+        seen: set[SSAValue] = set()
+
+        def visit(v: SSAValue) -> None:
+            if v in seen or v not in self.constant:
+                return
+            seen.add(v)
+            if self.per_device(v):
+                found[v] = None
+            elif isinstance(v.owner, Operation):
+                for o in v.owner.operands:
+                    visit(o)
+
+        for op in self.segments[n].ops:
+            for o in op.operands:
+                visit(o)
+        return list(found)
+
+    def write_blocks(self, n: int, rank: int, weights: WeightFile, keep: bool) -> Blocks:
+        """Device `rank`'s blocks that segment `n` reads, each written to
+        `weights` the first time: their parameter names, and with `keep`
+        their values (else each is streamed to the file, never whole)."""
+        interp = _ConstantEvaluator(self.devices, rank)
+        out: Blocks = {}
+        for v in self.blocks_read(n):
+            op = v.owner
+            assert isinstance(op, Operation)
+            # a parameter of its own, named for the weight (or the layer) it is a block of
+            name = weights.claim(v, _weight_name(v) or node_name(op) or "block")
+            if name in weights and not keep:
+                out[v] = (name, None)
+                continue
+            data = interp.value(v)
+            if keep:
+                data = value_of(data)
+            out[v] = (weights.add(name, data), data if keep else None)
+        return out
+
+    def segment_module(self, n: int, rank: int, blocks: Blocks) -> ModuleOp:
+        """Segment `n` as device `rank` runs it: a module of `tir` ops, with
+        its `blocks` (`write_blocks`, kept) as parameters."""
         seg = self.segments[n]
         arg_types = [v.type for v in seg.inputs]
         body = Block(arg_types=arg_types)
         mapping: dict[SSAValue, SSAValue] = dict(zip(seg.inputs, body.args))
-        interp = _ConstantEvaluator(self.devices, rank)
         params: dict[str, SSAValue] = {}
 
         def value(v: SSAValue) -> SSAValue:
@@ -180,22 +222,16 @@ class Program:
             assert v in self.constant, f"{v} is neither an input nor a constant"
             op = v.owner
             assert isinstance(op, Operation)
-            if self.per_device(v):
-                # a parameter of its own, named for the weight (or the layer) it is a block of
-                name = weights.claim(v, _weight_name(v) or node_name(op) or "block")
-                if name in params:  # the same block used twice in the segment
-                    mapping[v] = params[name]
-                    return params[name]
-                array = interp.value(v)
-                name = weights.add(name, array)
-                if name in params:
-                    mapping[v] = params[name]
-                    return params[name]
-                const = tir.ConstantOp(array_to_attr(array), name)
-                const.location = op.location
-                body.add_op(const)
-                params[name] = mapping[v] = const.output
-                return const.output
+            if v in blocks:
+                name, array = blocks[v]
+                if name not in params:  # else the same block, reached twice
+                    assert array is not None, f"block {name} was not kept"
+                    const = tir.ConstantOp(array_to_attr(array), name)
+                    const.location = op.location
+                    body.add_op(const)
+                    params[name] = const.output
+                mapping[v] = params[name]
+                return params[name]
             clone = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
             body.add_op(clone)
             mapping.update(zip(op.results, clone.results))
@@ -270,81 +306,18 @@ def _weight_name(v: SSAValue) -> str | None:
     return None
 
 
-#: blocks up to this size are compared by content, so equal ones are written once
-SAME_BLOCK_BYTES = 1 << 20
-
-
-class WeightFile:
-    """A device's parameters, written as they are made: each block appended
-    to `weights.bin`, and `weights.onnx` indexing them as ONNX external
-    data, so that no device's weights are ever in memory at once."""
-
-    def __init__(self, dev: Path):
-        self.dev = dev
-        self.file = open(dev / "weights.bin", "wb")  # noqa: SIM115 (closed by close())
-        self.tensors: list[onnx.TensorProto] = []
-        self.names: dict[object, str] = {}  # the value a block is of, its name
-        self.written: set[str] = set()
-        self.digests: dict[tuple, str] = {}  # small blocks written, by weight and content
-        self.nbytes = 0
-
-    def claim(self, key: object, base: str) -> str:
-        """The parameter name of the block of value `key`: the weight's
-        name, suffixed where another block already has it."""
-        if key not in self.names:
-            taken = set(self.names.values())
-            name, n = f"{base}.shard", 0
-            while name in taken:
-                n += 1
-                name = f"{base}.shard{n}"
-            self.names[key] = name
-        return self.names[key]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.written
-
-    def add(self, name: str, array: np.ndarray) -> str:
-        """Append `array` as parameter `name`, unless written already; the
-        name it is under. A small block equal to one written already (the
-        same constant reached twice) is that one."""
-        if name in self.written:
-            return name
-        data = np.ascontiguousarray(array)
-        if data.nbytes <= SAME_BLOCK_BYTES:
-            digest = (name.rsplit(".shard", 1)[0], data.dtype.str, data.shape, hashlib.sha1(data.tobytes()).digest())
-            if digest in self.digests:
-                return self.digests[digest]
-            self.digests[digest] = name
-        t = onnx.TensorProto()
-        t.name = name
-        t.data_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
-        t.dims.extend(data.shape)
-        t.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(data.nbytes))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
-        self.file.write(data.tobytes())
-        self.nbytes += data.nbytes
-        self.tensors.append(t)
-        self.written.add(name)
-        return name
-
-    def close(self) -> None:
-        self.file.close()
-        graph = onnx.helper.make_graph([], "weights", [], [], self.tensors)
-        onnx.save_model(onnx.helper.make_model(graph), self.dev / "weights.onnx")
-
-
 class _ConstantEvaluator:
     """Values made of constants, as device `rank` holds them."""
 
     def __init__(self, devices: int, rank: int):
         self.devices, self.rank = devices, rank
-        self.memo: dict[SSAValue, np.ndarray] = {}
+        self.memo: dict[SSAValue, np.ndarray | WeightBlock] = {}
         self.interp = Interpreter(ModuleOp([]))
         self.interp.register_implementations(TirFunctions())
 
-    def value(self, v: SSAValue) -> np.ndarray:
+    def value(self, v: SSAValue) -> np.ndarray | WeightBlock:
+        """Its value; a device's block of a constant stays unread (a
+        `WeightBlock`) until an op reads it."""
         if v in self.memo:
             return self.memo[v]
         op = v.owner
@@ -353,66 +326,98 @@ class _ConstantEvaluator:
         if isinstance(op, tir.ConstantOp):
             result = attr_to_array(op.value)
         elif isinstance(op, shard.AllSliceOp):
-            result = _streamed_block(args[0], op.axis, self.rank, self.devices)
+            result = WeightBlock(value_of(args[0]), op.axis, self.rank, self.devices)
         else:
-            result = np.asarray(self.interp.run_op(op, tuple(args))[0])
+            result = np.asarray(self.interp.run_op(op, tuple(value_of(a) for a in args))[0])
         self.memo[v] = result
         return result
 
 
-def _write_device(program: Program, folder: Path, rank: int) -> dict:
-    """Device `rank`'s segment modules and weights, streamed: each
-    segment's blocks are written and dropped before the next is made."""
-    constant_bytes = 0
-    dev = folder / f"dev{rank}"
-    dev.mkdir(exist_ok=True)
-    weights = WeightFile(dev)
-    for n in range(len(program.segments)):
-        seg_module = program.segment_module(n, rank, weights)
-        run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), seg_module, False)
-        for op in seg_module.walk():
-            if isinstance(op, forge.ParameterOp):
-                weights.add(op.parameter_name.data, attr_to_array(op.value))
-        emitted = emit_module(seg_module)
-        constant_bytes += sum(a.nbytes for a in emitted.constants.values())
-        (dev / f"segment_{n}.py").write_text(emitted.source)
-        save_constants(emitted, dev)
-        del seg_module, emitted
-        gc.collect()
-        release_mapped_pages()  # the weights this segment read stay in the file, not in this process
-    weights.close()
-    return {
-        "rank": rank,
-        "parameter_bytes": int(weights.nbytes),
-        "parameters": len(weights.tensors),
-        "constant_bytes": int(constant_bytes),
+@dataclass
+class _CompiledSegment:
+    emitted: ForgePythonModule
+    blocks: list[str]  # the device's own parameters, in order
+    others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
+    blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
+
+    def same_as(self, other: _CompiledSegment) -> bool:
+        mine, theirs = self.emitted.constants, other.emitted.constants
+        return (
+            self.blocks_untouched and other.blocks_untouched
+            and self.emitted.source == other.emitted.source
+            and [n for n, _ in self.others] == [n for n, _ in other.others]
+            and mine.keys() == theirs.keys()
+            and all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        )
+
+
+def _compile_segment(module: ModuleOp, blocks: list[str]) -> _CompiledSegment:
+    """Lower a segment's module and emit it, noting whether its blocks
+    reached Forge untouched."""
+    before = {
+        op.weight_name.data: op.value
+        for op in module.walk()
+        if isinstance(op, tir.ConstantOp) and op.weight_name is not None and op.weight_name.data in blocks
     }
+    run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), module, False)
+    params = [op for op in module.walk() if isinstance(op, forge.ParameterOp)]
+    after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
+    others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
+    untouched = after.keys() == before.keys() and all(after[k] is before[k] for k in after)
+    return _CompiledSegment(emit_module(module), blocks, others, untouched)
 
 
-#: bytes of a weight read at once when taking a device's block of it
-BAND_BYTES = 8 << 20
+def _write_devices(program: Program, folder: Path) -> list[dict]:
+    """Every device's segment modules and weights, streamed: a segment's
+    blocks are written and dropped before the next are made.
 
-
-def _streamed_block(x: np.ndarray, axis: int, rank: int, devices: int) -> np.ndarray:
-    """Device `rank`'s block of `x` along `axis`, read a band of rows at a
-    time, each band's pages released after: `x` may be a view of a mapped
-    weight file, and a block of columns reads every row of it."""
-    if x.ndim == 0 or not x.flags.c_contiguous:
-        return np.ascontiguousarray(block(x, axis, rank, devices))
-    out = np.empty([*x.shape[:axis], x.shape[axis] // devices, *x.shape[axis + 1:]], x.dtype)
-    n = out.shape[axis]
-    if axis == 0:
-        rows = x[rank * n:(rank + 1) * n]
-        out[...] = rows
-        release_mapped_pages(rows)
-        return out
-    cols = (slice(None),) * axis + (slice(rank * n, (rank + 1) * n),)
-    band = max(1, BAND_BYTES // max(1, x[0].nbytes))
-    for r in range(0, x.shape[0], band):
-        rows = x[r:r + band]
-        out[r:r + band] = rows[cols]
-        release_mapped_pages(rows)
-    return out
+    Devices 0 and 1 each lower the segment. When they compile to the same
+    module and lowering passed each block through as a parameter, as it
+    was, the other devices differ from device 0 only in their blocks'
+    values: they reuse its module, and their blocks go from the weight
+    file to theirs a band at a time, never whole. Lowering is most of the
+    compile, and otherwise repeated P times."""
+    p = program.devices
+    dirs = [folder / f"dev{rank}" for rank in range(p)]
+    for d in dirs:
+        d.mkdir(exist_ok=True)
+    files = [WeightFile(d) for d in dirs]
+    constant_bytes = [0] * p
+    for n in range(len(program.segments)):
+        first: _CompiledSegment | None = None
+        shared: _CompiledSegment | None = None
+        for rank in range(p):
+            blocks = program.write_blocks(n, rank, files[rank], keep=shared is None)
+            names = [name for name, _ in blocks.values()]
+            if shared is not None and shared.blocks == names:
+                compiled = shared
+            else:
+                if shared is not None:  # blocks that differ in kind (an equal small one written once): read again
+                    blocks = program.write_blocks(n, rank, files[rank], keep=True)
+                compiled = _compile_segment(program.segment_module(n, rank, blocks), names)
+                del blocks
+                gc.collect()  # the module (IR is cyclic) and the blocks it held
+            if first is None:
+                first = compiled
+            elif rank == 1 and compiled.same_as(first):
+                shared = first
+            for name, array in compiled.others:
+                files[rank].add(name, array)
+            (dirs[rank] / f"segment_{n}.py").write_text(compiled.emitted.source)
+            save_constants(compiled.emitted, dirs[rank])
+            constant_bytes[rank] += sum(a.nbytes for a in compiled.emitted.constants.values())
+            release_mapped_pages()  # the weights this segment read stay in the file, not in this process
+    for f in files:
+        f.close()
+    return [
+        {
+            "rank": rank,
+            "parameter_bytes": int(f.nbytes),
+            "parameters": len(f.tensors),
+            "constant_bytes": int(constant_bytes[rank]),
+        }
+        for rank, f in enumerate(files)
+    ]
 
 
 def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, layout: str = "NCHW") -> dict:
@@ -428,7 +433,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
     # (forge-opt runs with the cyclic collector off.)
     gc.freeze()
     try:
-        devices = [_write_device(program, folder, rank) for rank in range(p)]
+        devices = _write_devices(program, folder)
     finally:
         gc.unfreeze()
     graphs = []

@@ -518,7 +518,7 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
     from forge_opt.dialects.elements import attr_to_array
     from forge_opt.frontends.onnx import load_model, tensor_attr
     from forge_opt.interpreters.shard import block
-    from forge_opt.split import parallel
+    from forge_opt.split import weight_file
 
     w = _f32(8, 12, 4)
     graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
@@ -528,11 +528,17 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
               save_as_external_data=True, location="m.data", size_threshold=0)
     model, base = load_model(tmp_path / "m.onnx")
     view = attr_to_array(tensor_attr(model.graph.initializer[0], base, "w"))
-    monkeypatch.setattr(parallel, "BAND_BYTES", 3 * 12 * 4 * 4)  # three rows a band
+    monkeypatch.setattr(weight_file, "BAND_BYTES", 3 * 12 * 4 * 4)  # three rows a band
     for rank in range(4 if axis == 2 else 2):
         devices = 4 if axis == 2 else 2
-        np.testing.assert_array_equal(parallel._streamed_block(view, axis, rank, devices),
-                                      block(w, axis, rank, devices))
+        lazy = weight_file.WeightBlock(view, axis, rank, devices)
+        assert len(list(lazy.bands())) == (2 if axis == 0 else 3)  # 4 rows or 8 rows
+        np.testing.assert_array_equal(lazy.array(), block(w, axis, rank, devices))
+        bands = weight_file.WeightFile(tmp_path)
+        bands.add("w", lazy)
+        bands.close()
+        written = onnx.load(str(tmp_path / "weights.onnx")).graph.initializer[0]
+        np.testing.assert_array_equal(numpy_helper.to_array(written), block(w, axis, rank, devices))
     np.testing.assert_array_equal(view, w)  # dropped pages read again from the file
 
 

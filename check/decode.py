@@ -82,7 +82,7 @@ class _Programs:
 
             return one
         from forge_opt.split.api import tensor_parallel
-        from forge_opt.split.check import run_mpi
+        from forge_opt.split.mpi import run_mpi
         from forge_opt.split.runner import agreed, run_parallel
 
         folder = self.folder / f"program_{len(self.built)}"

@@ -94,6 +94,14 @@ class MpiMember:
         self.comm.Allgather(x, out)
         return np.concatenate(list(out), axis=axis)
 
+    def from_host(self, compute: Callable[[], Any]) -> Any:
+        """What the host computes (process 0, once), on every device."""
+        return self.comm.bcast(compute() if self.rank == 0 else None, root=0)
+
+    def from_each(self, value: Any) -> list[Any]:
+        """Every device's `value`, in rank order, on every device."""
+        return self.comm.allgather(value)
+
 
 def run_threads(size: int, work: Callable[[ThreadMember], Any]) -> list[Any]:
     """`work(member)` on `size` threads, one per device; their results in

@@ -18,6 +18,7 @@ from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import convert, describe_split, run_split, split_model
+from forge_opt.split.mpi import agreed_processes, run_mpi
 
 
 def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
@@ -50,11 +51,15 @@ def check_fallback(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     devices: int = 1,
+    mpi: bool = False,
 ) -> CheckReport:
     """The model split (device where Forge can, CPU elsewhere), converted,
     run as converted and compared with onnxruntime on the whole model;
     `freeze` as `check_model`'s; `devices` (P > 1): each device sub-model
-    tensor-parallel on P simulated devices."""
+    tensor-parallel on P devices, simulated or (`mpi`) one MPI process
+    each, which must all return the same outputs."""
+    if mpi and devices < 2:
+        return CheckReport(NOT_COMPILED, error="--mpi runs a split for several devices: give --devices P")
     try:
         model, base = load_model(source)
         model, inputs = frozen(model, inputs, freeze)
@@ -72,7 +77,10 @@ def check_fallback(
             convert(folder)  # the check runs what ships: the converted modules
             layout = describe_split(folder)
             try:
-                got = run_split(folder, feeds)
+                if mpi:
+                    got, differ = agreed_processes(run_mpi(folder, feeds, devices))
+                else:
+                    got, differ = run_split(folder, feeds), []
             except ForgeCallError as e:
                 return CheckReport(MISMATCH, error=f"a device sub-model failed on Forge: {e}")
     except ForgeOptError as e:
@@ -85,10 +93,13 @@ def check_fallback(
         if name in got
     ]
     status, why = verdict(results, len(want))
+    if differ:
+        differ_note = f"the MPI processes' outputs differ ({', '.join(differ)})"
+        status, why = MISMATCH, "\n".join(filter(None, [why, differ_note]))
     count = infos["graph_num"]
     summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
     if devices > 1:
-        summary += f"; each device sub-model tensor-parallel on {devices} devices"
+        summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
     return CheckReport(
         status, results, error="\n".join(filter(None, [summary, why])),
         oracle=reference.oracle, oracle_note=reference.why, notes=notes,
@@ -148,39 +159,6 @@ def check_parallel(
     if differ:
         status = MISMATCH
     return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)
-
-
-#: seconds an MPI run may take before forge-check stops waiting for it
-MPI_TIMEOUT = 600
-
-
-def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[dict[str, np.ndarray]]:
-    """Run the plan with `mpiexec -n P` (one process per device, from the
-    `distributed` extra); each device's outputs."""
-    import shutil
-    import subprocess
-    import sys
-
-    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
-    if mpiexec is None:
-        raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")
-    np.savez(folder / "inputs.npz", **feeds)  # pyright: ignore[reportArgumentType]
-    command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
-               "--inputs", str(folder / "inputs.npz"), "--output", str(folder / "outputs_{rank}.npz")]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=MPI_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise ForgeOptError(f"the MPI run did not finish in {MPI_TIMEOUT} s ({' '.join(command)})") from None
-    if done.returncode != 0:
-        # each failing device says so in one line; MPI's own teardown text follows, for the rest
-        named = [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
-        detail = "\n".join(named) if named else done.stderr.strip()
-        raise ForgeOptError(f"the MPI run failed (exit {done.returncode}):\n{detail}")
-    outputs = []
-    for rank in range(devices):
-        with np.load(folder / f"outputs_{rank}.npz") as data:
-            outputs.append({k: data[k] for k in data.files})
-    return outputs
 
 
 def size_devices(

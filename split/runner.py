@@ -14,12 +14,15 @@ A tensor-parallel plan (`graph_infos.json` with a `grid`) runs its
 segments device by device and its collectives between them
 (`run_parallel`): simulated here, or one MPI process per device. A split
 for several devices (`parallel`: P) runs each device sub-model as its own
-tensor-parallel plan (simulated), the CPU ones as always.
+tensor-parallel plan. Under MPI every process walks the split: the host's
+work (CPU sub-models, the choices of control flow's) is done by process 0
+and given to all, and each device sub-model's outputs are joined from all.
 """
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +31,7 @@ import onnx
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
-from forge_opt.interpreters.shard import Collectives, block, run_threads
+from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
 from forge_opt.split.folder import INFOS, SplitGraph, converted_module, parallel_dir, read_split
 from forge_opt.split.plan import DEVICE
 
@@ -83,17 +86,46 @@ def _run_module(g: SplitGraph, module, inputs: list[np.ndarray]) -> list[np.ndar
                             f"{type(e).__name__}: {e}") from None
 
 
+@dataclass(frozen=True)
+class _How:
+    mode: str = "device"
+    recompile: bool = False
+    member: MpiMember | None = None  # this process's device in an MPI job; else all simulated here
+
+    def on_host(self, compute, *args):
+        """`compute(*args)`, done once by the host."""
+        if self.member is None:
+            return compute(*args)
+        return self.member.from_host(lambda: compute(*args))
+
+    def every_device(self, folder: Path, inputs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+        """Each device's outputs of the tensor-parallel plan in `folder`."""
+        if self.member is None:
+            return run_parallel(folder, inputs)
+        return self.member.from_each(run_parallel(folder, inputs, self.member)[0])
+
+
 def run_split(
-    folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False
+    folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False,
+    member: MpiMember | None = None,
 ) -> dict[str, np.ndarray]:
-    """The model's outputs (by name) from its split in `folder`."""
+    """The model's outputs (by name) from its split in `folder`; with
+    `member`, as one process of an MPI job with one process per device."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
+    return _run(folder, inputs, _How(mode, recompile, member))
+
+
+def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
     infos, graphs = read_split(folder)
-    if "grid" in infos:  # a tensor-parallel plan: every device simulated here
-        if mode == "cpu":
+    if "grid" in infos:  # a tensor-parallel plan
+        if how.mode == "cpu":
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
-        return agreed(infos, run_parallel(folder, inputs), str(folder))
+        return agreed(infos, how.every_device(folder, inputs), str(folder))
+    devices = infos.get("parallel", 1)
+    if how.member is not None and devices != how.member.size:
+        raise ForgeOptError(f"{folder}: the split is for {devices} device{'s' * (devices > 1)} "
+                            f"but the run has {how.member.size}")
     tensors = infos["tensors"]
     wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
     missing = [name for name in wanted if name not in inputs]
@@ -103,53 +135,58 @@ def run_split(
     for g in graphs:
         if g.subgraphs:
             if g.branch_info is not None:
-                _run_branch(g, g.branch_info, values, mode, recompile)
+                _run_branch(g, g.branch_info, values, how)
             elif g.loop_info is not None:
-                _run_loop(g, g.loop_info, tensors, values, mode, recompile)
+                _run_loop(g, g.loop_info, tensors, values, how)
             for name in g.outputs:
                 values[name] = np.asarray(values[name]).astype(tensors[name]["dtype"], copy=False)
             continue
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
-        if g.device == DEVICE and mode == "device" and infos.get("parallel", 1) > 1:
-            outputs = _run_parallel_graph(g, infos["parallel"], feeds, recompile)
-        elif g.device == DEVICE and mode == "device" and recompile:
+        on_device = g.device == DEVICE and how.mode == "device"
+        if on_device and devices > 1:
+            outputs = _run_parallel_graph(g, devices, feeds, how)
+        elif on_device and how.recompile:
             compiled = compile_model(model, g.model_path.parent)
             compiled.model = _with_weights(model, g.model_path.parent)  # what Forge loads its parameters from
             outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
-        elif g.device == DEVICE and mode == "device":
+        elif on_device:
             initializers = {t.name for t in model.graph.initializer}
             order = [i.name for i in model.graph.input if i.name not in initializers]
             outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
-            outputs = expected_outputs(model, g.model_path.parent, feeds).outputs
+            outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
         for name, value in zip(g.outputs, outputs):
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
     return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
 
 
-def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray], recompile: bool):
+def _cpu_outputs(model: onnx.ModelProto, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return expected_outputs(model, folder, feeds).outputs
+
+
+def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray], how: _How):
     """A device sub-model of a split for several devices: its own
-    tensor-parallel plan (written by `convert`), every device simulated."""
-    if recompile:
+    tensor-parallel plan (written by `convert`)."""
+    if how.recompile:
         from forge_opt.split.parallel import tensor_parallel
 
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "parallel"
             tensor_parallel(g.model_path, folder, devices, base=g.model_path.parent)
-            return _parallel_outputs(g, folder, feeds)
+            return _parallel_outputs(g, folder, feeds, how)
     folder = parallel_dir(g)
     if not (folder / INFOS).exists():
         raise ForgeOptError(f"{g.model_path.name}: not converted for {devices} devices: no {folder / INFOS} "
                             "(run forge-split convert)")
-    return _parallel_outputs(g, folder, feeds)
+    return _parallel_outputs(g, folder, feeds, how)
 
 
-def _parallel_outputs(g: SplitGraph, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    whole = agreed(read_split(folder)[0], run_parallel(folder, feeds), g.model_path.name)
+def _parallel_outputs(g: SplitGraph, folder: Path, feeds: dict[str, np.ndarray], how: _How) -> list[np.ndarray]:
+    whole = agreed(read_split(folder)[0], how.every_device(folder, feeds), g.model_path.name)
     return [whole[name] for name in g.outputs]
 
 
@@ -160,18 +197,18 @@ def _flag(g: SplitGraph, what: str, value) -> bool:
     return bool(value.reshape(-1)[0])
 
 
-def _run_sub_split(folder: Path, values: dict[str, np.ndarray], mode: str, recompile: bool) -> dict[str, np.ndarray]:
+def _run_sub_split(folder: Path, values: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
     """A branch's or a body's split, fed the values it reads by name."""
     infos, _ = read_split(folder)
     reads = [x for x, t in infos["tensors"].items() if t["attr"] == "input"]
-    return run_split(folder, {x: values[x] for x in reads}, mode, recompile)
+    return _run(folder, {x: values[x] for x in reads}, how)
 
 
-def _run_branch(g: SplitGraph, info: dict, values: dict[str, np.ndarray], mode: str, recompile: bool) -> None:
+def _run_branch(g: SplitGraph, info: dict, values: dict[str, np.ndarray], how: _How) -> None:
     """A run-time If on the host: the condition picks a branch, whose split
     runs with the outer values it reads; its outputs become the If's."""
     which = "then" if _flag(g, f"If's condition '{info['condition']}'", values[info["condition"]]) else "else"
-    outputs = _run_sub_split(g.subgraphs[which], values, mode, recompile)
+    outputs = _run_sub_split(g.subgraphs[which], values, how)
     for result, inner in zip(info["results"], info[which]["outputs"]):
         if result:
             values[result] = outputs[inner]
@@ -182,7 +219,7 @@ LOOP_LIMIT = 1 << 20
 
 
 def _run_loop(
-    g: SplitGraph, info: dict, tensors: dict, values: dict[str, np.ndarray], mode: str, recompile: bool
+    g: SplitGraph, info: dict, tensors: dict, values: dict[str, np.ndarray], how: _How
 ) -> None:
     """A run-time Loop on the host, as ONNX runs it: while the iteration is
     below the trip count (if any) and the condition holds (if any), the
@@ -201,7 +238,7 @@ def _run_loop(
             raise ForgeOptError(f"graph_{g.index}: the Loop ran {LOOP_LIMIT} iterations and its condition still holds")
         feeds = dict(values)
         feeds.update(zip(body["inputs"], [np.array(step, np.int64), np.array(going), *carried]))
-        outputs = _run_sub_split(g.subgraphs["body"], feeds, mode, recompile)
+        outputs = _run_sub_split(g.subgraphs["body"], feeds, how)
         going = _flag(g, "Loop body's condition", outputs[body["outputs"][0]])
         carried = [outputs[x] for x in body["outputs"][1:1 + n]]
         for k, x in enumerate(body["outputs"][1 + n:]):

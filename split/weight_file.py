@@ -100,7 +100,7 @@ class WeightFile:
         if name in self.written:
             return name
         if data.nbytes <= SAME_BLOCK_BYTES:
-            data = np.ascontiguousarray(value_of(data))
+            data = np.asarray(value_of(data), order="C")  # (ascontiguousarray makes a scalar 1-d)
             digest = (name.rsplit(".shard", 1)[0], data.dtype.str, data.shape, hashlib.sha1(_bytes(data)).digest())
             if digest in self.digests:
                 return self.digests[digest]
@@ -113,7 +113,7 @@ class WeightFile:
         for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(data.nbytes))):
             entry = t.external_data.add()
             entry.key, entry.value = key, value
-        for band in data.bands() if isinstance(data, WeightBlock) else [np.ascontiguousarray(data)]:
+        for band in data.bands() if isinstance(data, WeightBlock) else [np.asarray(data, order="C")]:
             self.file.write(_bytes(band))
         self.nbytes += data.nbytes
         self.tensors.append(t)

@@ -225,3 +225,24 @@ def test_forge_split_reports_the_branches_and_the_body(tmp_path, capsys):
     assert "  else: graph_1_else/ (1 sub-model: tt), when 'c' is false" in out
     assert "  body: graph_1_body/ (1 sub-model: tt), run 'steps' times" in out
     assert "graph_1 (cpu): node 'loop': a Loop of a run-time trip count or condition" in out
+
+
+@pytest.mark.parametrize("mpi", [False, True])
+def test_a_run_time_if_in_a_split_for_two_devices(tmp_path, mpi):
+    """The chosen branch's device sub-models run tensor-parallel (its
+    scalar weight, `zero`, stays a scalar in each device's weights). Under
+    MPI every process takes the branch process 0's condition picks."""
+    import shutil
+    import sys
+
+    from forge_opt.split.mpi import run_split_mpi
+
+    if mpi and shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and \
+            shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    model = wake_word_style()
+    split_model(model, tmp_path / "split", devices=2)
+    convert(tmp_path / "split")
+    for sign in (1.0, -1.0):
+        got = (run_split_mpi if mpi else run_split)(tmp_path / "split", _x(sign))["y"]
+        np.testing.assert_allclose(got, onnxruntime_outputs(model, None, _x(sign))[0], rtol=1e-5, atol=1e-6)

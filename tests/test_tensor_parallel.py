@@ -18,7 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt.check.model import MATCH
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.api import tensor_parallel
-from forge_opt.split.check import check_parallel, run_mpi
+from forge_opt.split.check import check_parallel
+from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import ring_bytes
 from forge_opt.split.runner import run_parallel
 from forge_opt.tools import forge_opt as forge_opt_tool
@@ -335,8 +336,7 @@ def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message
     stops within seconds (MPI_Abort), the device is named, exit non-zero."""
     import time
 
-    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
-        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    _needs_mpiexec()
     folder = tmp_path / "tp"
     tensor_parallel(linear_model(2), folder, 2)
     module = folder / "dev1" / "segment_0.py"
@@ -477,10 +477,72 @@ def test_forge_check_devices_with_fallback(tmp_path, capsys):
     out = capsys.readouterr()
     assert "split into 3 sub-models (tt, cpu, tt); each device sub-model tensor-parallel on 2 devices" in out.err
     assert out.out.strip().endswith("match")
+    _needs_mpiexec()
     with pytest.raises(SystemExit) as done:
         forge_check([str(path), "--devices", "2", "--fallback", "--mpi"])
-    assert done.value.code == 2
-    assert "nor (with --devices) with --mpi" in capsys.readouterr().err
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    assert "each device sub-model tensor-parallel on 2 devices (MPI)" in out.err
+    assert out.out.strip().endswith("match")
+
+
+def _needs_mpiexec() -> None:
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+
+
+def test_a_split_for_several_devices_under_mpi(tmp_path, capsys):
+    """`forge-split run --mpi`: one process per device walks the split; the
+    CPU sub-model runs once, on process 0, and every process returns the
+    same outputs, those of the simulated run. The user's folder gains no file."""
+    from forge_opt.split.api import convert, run_split, split_model
+    from forge_opt.split.mpi import run_split_mpi
+    from forge_opt.tools.forge_split import main as forge_split
+
+    _needs_mpiexec()
+    model = _model_with_a_cpu_op()
+    folder = tmp_path / "split"
+    split_model(model, folder, devices=2)
+    convert(folder)
+    files = sorted(folder.rglob("*"))
+    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
+    np.testing.assert_array_equal(run_split_mpi(folder, x)["y"], run_split(folder, x)["y"])
+    assert sorted(folder.rglob("*")) == files
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(folder), "--mpi", "--check", "--model", str(tmp_path / "m.onnx")])
+    assert done.value.code == 0 and capsys.readouterr().out.strip().endswith("match")
+
+
+def test_a_fault_in_a_split_under_mpi_ends_every_process(tmp_path):
+    """A device sub-model's module that raises on device 1 ends the job,
+    device 0 waiting in its collective included, and names the device."""
+    import time
+
+    from forge_opt.split.api import convert, split_model
+    from forge_opt.split.mpi import run_split_mpi
+
+    _needs_mpiexec()
+    folder = tmp_path / "split"
+    split_model(_model_with_a_cpu_op(), folder, devices=2)
+    convert(folder)
+    module = next(folder.rglob("parallel/dev1/segment_0.py"))
+    head = "    def forward(self, x):\n"
+    assert head in module.read_text()
+    module.write_text(module.read_text().replace(head, f"{head}        raise RuntimeError('injected')\n"))
+    start = time.monotonic()
+    with pytest.raises(ForgeOptError, match=r"(?s)the MPI run failed.*tp_run \(device 1\): error: .*injected"):
+        run_split_mpi(folder, {"x": RNG.standard_normal((4, 16)).astype(np.float32)})
+    assert time.monotonic() - start < 10
+
+
+def test_a_split_for_one_device_has_nothing_for_mpi(tmp_path):
+    from forge_opt.split.api import split_model
+    from forge_opt.split.mpi import run_split_mpi
+
+    split_model(_model_with_a_cpu_op(), tmp_path / "split")
+    with pytest.raises(ForgeOptError, match="a split for one device has nothing to run under MPI"):
+        run_split_mpi(tmp_path / "split", {})
 
 
 def test_a_split_for_several_devices_not_converted_asks_for_convert(tmp_path):

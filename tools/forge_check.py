@@ -120,14 +120,15 @@ def main(argv: list[str] | None = None) -> None:
                 dims=chosen.dims,
             )
         elif args.fallback:
-            if args.bisect or args.emit or (args.devices and (args.mpi or args.plan or args.require_sharded)):
+            if args.bisect or args.emit or (args.devices and (args.plan or args.require_sharded)):
                 raise ForgeOptError("--fallback does not combine with --bisect or --emit, nor (with --devices) with "
-                                    "--mpi, --plan or --require-sharded")
+                                    "--plan or --require-sharded")
             from forge_opt.split.check import check_fallback
 
             report = check_fallback(
                 args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
                 freeze=tuple(args.freeze), shapes=chosen.shapes, dims=chosen.dims, devices=args.devices or 1,
+                mpi=args.mpi,
             )
         elif args.devices is not None:
             if args.freeze or args.bisect or args.emit:

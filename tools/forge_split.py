@@ -5,7 +5,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
                 [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P]
     forge-split convert DIR
-    forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--check [--model MODEL]]
+    forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--mpi] [--check [--model MODEL]]
 
 `run --check` compares the outputs with onnxruntime (exit 0 match, 1
 mismatch, 2 did not compile, as forge-check): with the whole model given by
@@ -190,6 +190,8 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--recompile", action="store_true",
                    help="compile each device sub-model from its ONNX instead of running its converted module "
                         "(debugging the compiler; a check of what ships runs the converted modules)")
+    p.add_argument("--mpi", action="store_true",
+                   help="a plan or a split for several devices: run one MPI process per device (mpiexec)")
     p.add_argument("--rtol", type=float, default=RTOL,
                    help=f"tolerance relative to each output's scale (default {RTOL})")
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
@@ -203,7 +205,14 @@ def _run(argv: list[str]) -> int:
 
     folder = Path(args.folder)
     inputs = _load_inputs(args.inputs, folder)
-    outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile)
+    if args.mpi:
+        if args.mode == "cpu" or args.recompile:
+            raise ForgeOptError("--mpi runs the converted modules on the devices: leave out --mode cpu and --recompile")
+        from forge_opt.split.mpi import run_split_mpi
+
+        outputs = run_split_mpi(folder, inputs)
+    else:
+        outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile)
     if not args.check:
         for name, value in outputs.items():
             print(f"{name}: shape {list(value.shape)} dtype {value.dtype}")

@@ -1,8 +1,10 @@
 """`mpiexec -n P python -m forge_opt.tools.tp_run FOLDER --inputs x.npz`:
 run a tensor-parallel plan (written by `forge-opt -p 'onnx-to-forge{devices=P}'
--t forge-python -o FOLDER`), this process being one device; the collectives
+-t forge-python -o FOLDER`) or a split for P devices (`forge-split MODEL
+--devices P --convert`), this process being one device; the collectives
 are MPI's (mpi4py). Rank 0 prints the outputs' shapes; `--output` saves
-each device's outputs (`{rank}` in the name is the device)."""
+each device's outputs (`{rank}` in the name is the device): its blocks of
+a plan's split outputs, a split's outputs whole."""
 
 from __future__ import annotations
 
@@ -22,13 +24,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", metavar="FILE", help="save this device's outputs ({rank} is the device)")
     args = p.parse_args(argv)
     from forge_opt.interpreters.shard import MpiMember
-    from forge_opt.split.runner import run_parallel
+    from forge_opt.split.folder import read_split
+    from forge_opt.split.runner import run_parallel, run_split
 
     member = MpiMember()
     try:
         with np.load(args.inputs) as data:
             inputs = {k: data[k] for k in data.files}
-        outputs = run_parallel(Path(args.folder), inputs, member)[0]
+        folder = Path(args.folder)
+        if "grid" in read_split(folder)[0]:
+            outputs = run_parallel(folder, inputs, member)[0]
+        else:
+            outputs = run_split(folder, inputs, member=member)
     except Exception as e:
         # Any failure on one device (a bad plan, inputs or weights file, a module that raises) ends
         # every device: the others would wait in their next collective forever. MPI_Abort ends the

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import import_model
+from forge_opt.frontends.onnx import import_model, with_external_data
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
@@ -37,6 +37,7 @@ class Compiled:
     module: ModuleOp
     emitted: ForgePythonModule
     input_names: list[str]
+    base: Path | None = None  # the folder of the model's external data
 
 
 def compile_model(
@@ -47,13 +48,14 @@ def compile_model(
     func = main_func(module)
     names = input_names(func)
     run_pipeline(module, pipeline)
-    return Compiled(model, module, emit_module(module), names)
+    return Compiled(model, module, emit_module(module), names, base)
 
 
 def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The emitted module's outputs on the Forge stand-in, its parameters
     loaded from the model."""
-    return run_forge_module(compiled.emitted.source, inputs, compiled.model, compiled.emitted)
+    model = with_external_data(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
+    return run_forge_module(compiled.emitted.source, inputs, model, compiled.emitted)
 
 
 #: random integer inputs are below this (valid as small indices and sizes)

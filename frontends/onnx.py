@@ -233,6 +233,23 @@ def _external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
     return memoryview(data)[offset:end]  # pyright: ignore[reportReturnType]  (a buffer serves as bytes)
 
 
+def with_external_data(model: ModelProto, base: Path | None) -> ModelProto:
+    """`model` with its external weights read in from `base` (what Forge's
+    `process_framework_parameters` is given: a model `onnx.load` read
+    whole); `model` itself when it has none."""
+    external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    if not external:
+        return model
+    loaded = ModelProto()
+    loaded.CopyFrom(model)
+    for t in loaded.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            t.raw_data = bytes(_external_bytes(t, base, f"initializer '{t.name}'"))
+            del t.external_data[:]
+            t.data_location = TensorProto.DEFAULT
+    return loaded
+
+
 @functools.lru_cache(maxsize=64)
 def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | bytes:
     """An external data file, memory-mapped once (read-only) per version of

@@ -30,29 +30,11 @@ import onnx
 
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
 from forge_opt.split.folder import INFOS, SplitGraph, converted_module, parallel_dir, read_split
 from forge_opt.split.plan import DEVICE
-
-
-def _with_weights(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
-    """A copy of `model` with its external weights read in (by offset and
-    length from the split folder's files, as onnxruntime reads them: onnx's
-    own reader refuses the hard links a split makes to the model's data)."""
-    loaded = onnx.ModelProto()
-    loaded.CopyFrom(model)
-    for t in loaded.graph.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        entries = {e.key: e.value for e in t.external_data}
-        with open(folder / entries["location"], "rb") as f:
-            f.seek(int(entries.get("offset", 0)))
-            length = entries.get("length")
-            t.raw_data = f.read(int(length)) if length is not None else f.read()
-        del t.external_data[:]
-        t.data_location = onnx.TensorProto.DEFAULT
-    return loaded
 
 
 def _load_converted(g: SplitGraph, model: onnx.ModelProto):
@@ -66,7 +48,7 @@ def _load_converted(g: SplitGraph, model: onnx.ModelProto):
             + ": run `forge-split convert` first (or `run --recompile` to compile the ONNX instead)"
         )
     try:
-        return forge_instance(path.read_text(), str(path), _with_weights(model, g.model_path.parent))
+        return forge_instance(path.read_text(), str(path), with_external_data(model, g.model_path.parent))
     except ForgeCallError as e:
         raise ForgeOptError(f"graph_{g.index}: the converted module {path} does not load: {e}") from None
     except Exception as e:  # whatever the module's own code raises: it is the user's file now
@@ -149,7 +131,6 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             outputs = _run_parallel_graph(g, devices, feeds, how)
         elif on_device and how.recompile:
             compiled = compile_model(model, g.model_path.parent)
-            compiled.model = _with_weights(model, g.model_path.parent)  # what Forge loads its parameters from
             outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
         elif on_device:
             initializers = {t.name for t in model.graph.initializer}

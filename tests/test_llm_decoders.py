@@ -322,3 +322,32 @@ def test_devices_past_the_second_reuse_its_lowered_modules(tmp_path, monkeypatch
     for path in sorted((tmp_path / "own").rglob("*")):
         if path.is_file():
             assert path.read_bytes() == (tmp_path / "shared" / path.relative_to(tmp_path / "own")).read_bytes(), path
+
+
+GQA_FORMS = {  # (form, devices): each of K and V's case and the words of its reason
+    ("interleave", 2): ("column", "its input is replicated"),
+    ("attention_op23", 2): ("column", "its input is replicated"),
+    ("tile", 2): ("replicated", "repeats its heads whole"),
+    ("interleave", 4): ("replicated", "its 2 heads do not divide by 4 devices"),
+    ("attention_op23", 4): ("replicated", "its 2 heads do not divide by 4 devices"),
+}
+
+
+@pytest.mark.parametrize("form, devices", list(GQA_FORMS))
+def test_grouped_query_attention_in_each_exported_form(tmp_path, form, devices):
+    """K/V repeated by `repeat_interleave` (Tile after Unsqueeze) or by an
+    opset-23 `Attention` are shared by KV-head groups; repeated by `repeat`
+    (Tile along the heads: query head j reads KV head j mod 2) every device
+    needs every KV head, so K and V stay replicated, with the reason. One
+    all-reduce either way, and the same outputs as onnxruntime."""
+    path = MODELS / f"gqa_{form}.onnx"
+    x = {"x": np.random.default_rng(0).standard_normal((1, 5, 32)).astype(np.float32)}
+    report = check_parallel(path, devices, x)
+    assert report.status == MATCH, report.error
+    infos = tensor_parallel(path, tmp_path / "tp", devices)
+    assert [c["op"] for c in infos["collectives"]] == ["all_reduce"]
+    case, reason = GQA_FORMS[form, devices]
+    q, k, v, o = infos["layers"]
+    assert (q["case"], o["case"]) == ("column", "row")
+    for layer in (k, v):
+        assert layer["case"] == case and reason in layer["reason"], layer

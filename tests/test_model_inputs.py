@@ -117,3 +117,18 @@ def test_indices_outside_their_table_are_named_not_raised(tmp_path, capsys):
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "graph_0 (tt): its Forge module failed on its inputs: IndexError" in err and "Traceback" not in err
+
+
+def test_a_model_with_external_data_checks_from_any_folder(tmp_path, monkeypatch):
+    """The Forge module loads its parameters from the model as `onnx.load`
+    gives it, external weights read in: not from a file named relative to
+    the current folder (torch's dynamo exporter writes `model.onnx.data`)."""
+    w = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [value_info("x", [2, 8])],
+                       [value_info("y", [2, 8])], [numpy_helper.from_array(w, "w")])
+    onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.onnx.data",
+              size_threshold=0)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert check_model(tmp_path / "m.onnx").status == MATCH

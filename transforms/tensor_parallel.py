@@ -342,6 +342,10 @@ class _Annotator:
             if (heads := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
                 wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"
+            elif (tile := self._tiled_whole(layer)) is not None:
+                wanted, layer.reason = REPLICATE, (
+                    f"{tile} repeats its heads whole (query head j reads KV head j mod the KV heads), so every "
+                    "device needs all of them")
         else:
             wanted, layer.reason = REPLICATE, f"its input is {x}"
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
@@ -374,6 +378,22 @@ class _Annotator:
                 if heads is not None and heads % self.devices and b != len(shape(user.output)) - 1:
                     return heads
             return None
+        return None
+
+    def _tiled_whole(self, layer: Layer) -> str | None:
+        """The Tile, if one, that repeats a column layer's output along the
+        axis it would be split on (GQA's K/V as `repeat` exports them:
+        each device would need every head, so an all-gather would follow)."""
+        v, s = layer.op.results[0], split(len(shape(layer.op.results[0])) - 1)
+        while v.uses.get_length() == 1 and s.axis is not None:
+            user = next(iter(v.uses)).operation
+            if isinstance(user, tir.MatmulOp) or not user.results:
+                return None
+            given = [s if o is v else self.of(o) for o in user.operands]
+            r = rule(user, given, self.devices)
+            if isinstance(user, tir.TileOp) and r.operands[0] == REPLICATED:
+                return describe(user)
+            v, s = user.results[0], r.results[0]
         return None
 
     def _insert(self, op: Operation, before: Operation) -> SSAValue:

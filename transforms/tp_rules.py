@@ -222,6 +222,8 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
         rank = len(shape(op.input))
         cut = {x % rank for x in op.axes.get_values()}
         return Rule([s], [s]) if a not in cut else _replicated(op)
+    if isinstance(op, tir.TileOp):  # repeated along other axes only (GQA's K/V: unsqueezed, tiled, reshaped)
+        return Rule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op)
     if isinstance(op, tir.BroadcastOp):
         b = a + len(shape(op.output)) - len(shape(op.input))
         return Rule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)

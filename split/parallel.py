@@ -17,7 +17,7 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
 from forge_opt.split.plan import DEVICE
-from forge_opt.split.weight_file import WeightBlock, WeightFile, value_of
+from forge_opt.split.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
@@ -187,24 +187,35 @@ class Program:
                 visit(o)
         return list(found)
 
-    def write_blocks(self, n: int, rank: int, weights: WeightFile, keep: bool) -> Blocks:
-        """Device `rank`'s blocks that segment `n` reads, each written to
-        `weights` the first time: their parameter names, and with `keep`
-        their values (else each is streamed to the file, never whole)."""
-        interp = _ConstantEvaluator(self.devices, rank)
-        out: Blocks = {}
+    def write_blocks(self, n: int, files: Mapping[int, WeightFile], keep: Set[int]) -> dict[int, Blocks]:
+        """The blocks that segment `n` reads, for each device of `files`,
+        each written to the device's file the first time: their parameter
+        names, and for the devices in `keep` their values (the others'
+        are streamed to the file, never whole)."""
+        interps = {r: _ConstantEvaluator(self.devices, r) for r in files}
+        out: dict[int, Blocks] = {r: {} for r in files}
         for v in self.blocks_read(n):
             op = v.owner
             assert isinstance(op, Operation)
             # a parameter of its own, named for the weight (or the layer) it is a block of
-            name = weights.claim(v, _weight_name(v) or node_name(op) or "block")
-            if name in weights and not keep:
-                out[v] = (name, None)
-                continue
-            data = interp.value(v)
-            if keep:
-                data = value_of(data)
-            out[v] = (weights.add(name, data), data if keep else None)
+            base = _weight_name(v) or node_name(op) or "block"
+            names = {r: f.claim(v, base) for r, f in files.items()}
+            todo = [r for r in files if r in keep or names[r] not in files[r]]
+            for r in files:
+                out[r][v] = (names[r], None)
+            lazy: dict[int, WeightBlock] = {}  # large blocks of a weight, read for all devices at once
+            for r in todo:
+                data = interps[r].value(v)
+                if isinstance(data, WeightBlock) and data.nbytes > SAME_BLOCK_BYTES and names[r] not in files[r]:
+                    lazy[r] = data
+                    continue
+                data = value_of(data) if r in keep else data
+                out[r][v] = (files[r].add(names[r], data), data if r in keep else None)
+                del data  # a computed block (the vocab table with its row of zeros): one device's at a time
+            kept = add_together([files[r] for r in lazy], [names[r] for r in lazy], list(lazy.values()),
+                                [r in keep for r in lazy])
+            for r, array in zip(lazy, kept):
+                out[r][v] = (names[r], array)
         return out
 
     def segment_module(self, n: int, rank: int, blocks: Blocks) -> ModuleOp:
@@ -329,6 +340,8 @@ class _ConstantEvaluator:
             result = WeightBlock(value_of(args[0]), op.axis, self.rank, self.devices)
         else:
             result = np.asarray(self.interp.run_op(op, tuple(value_of(a) for a in args))[0])
+            if result.nbytes > SAME_BLOCK_BYTES:
+                return result  # not kept: computed again if read again, rather than held for every device
         self.memo[v] = result
         return result
 
@@ -384,29 +397,29 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
     files = [WeightFile(d) for d in dirs]
     constant_bytes = [0] * p
     for n in range(len(program.segments)):
-        first: _CompiledSegment | None = None
-        shared: _CompiledSegment | None = None
+        blocks = program.write_blocks(n, dict(enumerate(files)), keep={0, 1})
+        names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
+        first = _compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
+        second = _compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
+        shared = first if second.same_as(first) else None
+        del blocks
+        gc.collect()  # the modules (IR is cyclic) and the blocks they held
         for rank in range(p):
-            blocks = program.write_blocks(n, rank, files[rank], keep=shared is None)
-            names = [name for name, _ in blocks.values()]
-            if shared is not None and shared.blocks == names:
+            if rank < 2:
+                compiled = (first, second)[rank]
+            elif shared is not None and shared.blocks == names[rank]:
                 compiled = shared
-            else:
-                if shared is not None:  # blocks that differ in kind (an equal small one written once): read again
-                    blocks = program.write_blocks(n, rank, files[rank], keep=True)
-                compiled = _compile_segment(program.segment_module(n, rank, blocks), names)
-                del blocks
-                gc.collect()  # the module (IR is cyclic) and the blocks it held
-            if first is None:
-                first = compiled
-            elif rank == 1 and compiled.same_as(first):
-                shared = first
+            else:  # its blocks differ in kind (an equal small one written once): read again
+                own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
+                compiled = _compile_segment(program.segment_module(n, rank, own), names[rank])
+                del own
+                gc.collect()
             for name, array in compiled.others:
                 files[rank].add(name, array)
             (dirs[rank] / f"segment_{n}.py").write_text(compiled.emitted.source)
             save_constants(compiled.emitted, dirs[rank])
             constant_bytes[rank] += sum(a.nbytes for a in compiled.emitted.constants.values())
-            release_mapped_pages()  # the weights this segment read stay in the file, not in this process
+        release_mapped_pages()  # the weights this segment read stay in the file, not in this process
     for f in files:
         f.close()
     return [

@@ -36,6 +36,19 @@ class WeightBlock:
         self.dtype = x.dtype
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * x.dtype.itemsize
 
+    def read_together(self, other: WeightBlock) -> bool:
+        """Whether `other` is another device's block of the same weight,
+        along the same axis, and both are read from it a band of rows
+        at a time (blocks of columns)."""
+        return (
+            self.axis == other.axis != 0 and self.x.flags.c_contiguous and self.x.ndim > 0
+            and self.x.__array_interface__ == other.x.__array_interface__
+        )
+
+    def columns(self) -> tuple[slice, ...]:
+        n = self.shape[self.axis]
+        return (slice(None),) * self.axis + (slice(self.rank * n, (self.rank + 1) * n),)
+
     def bands(self) -> Iterator[np.ndarray]:
         """The block as contiguous arrays of consecutive rows (its first
         axis), each valid until the next is asked for."""
@@ -43,15 +56,12 @@ class WeightBlock:
         if x.ndim == 0 or not x.flags.c_contiguous:  # not a weight's bytes: numpy's way
             yield np.ascontiguousarray(block(x, axis, self.rank, self.devices))
             return
-        n = self.shape[axis]
         if axis == 0:
+            n = self.shape[0]
             x = x[self.rank * n:(self.rank + 1) * n]
-        cols = (slice(None),) * axis + (slice(self.rank * n, (self.rank + 1) * n),)
-        step = max(1, BAND_BYTES // max(1, x[0].nbytes if len(x) else 1))
-        for r in range(0, x.shape[0], step):
-            rows = x[r:r + step]
+        cols = self.columns()
+        for rows in _row_bands(x):
             yield rows if axis == 0 else np.ascontiguousarray(rows[cols])
-            release_mapped_pages(rows)
 
     def array(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
@@ -60,6 +70,43 @@ class WeightBlock:
             out[at:at + len(band)] = band
             at += len(band)
         return out
+
+
+def _row_bands(x: np.ndarray) -> Iterator[np.ndarray]:
+    """`x` a band of rows at a time, each band's pages (of a mapped file)
+    released once the next is asked for."""
+    step = max(1, BAND_BYTES // max(1, x[0].nbytes if len(x) else 1))
+    for r in range(0, x.shape[0], step):
+        rows = x[r:r + step]
+        yield rows
+        release_mapped_pages(rows)
+
+
+def add_together(files: list[WeightFile], names: list[str], blocks: list[WeightBlock],
+                 keep: list[bool]) -> list[np.ndarray | None]:
+    """Several devices' blocks of one weight, each appended to its device's
+    file under its name; the values of those to `keep`. Blocks of columns
+    read every row of the weight, so each band of rows is read once for
+    all of them, not once a device."""
+    if len(blocks) < 2 or not all(blocks[0].read_together(b) for b in blocks[1:]):
+        out = []
+        for f, name, b, k in zip(files, names, blocks, keep):
+            data = b.array() if k else b
+            f.add(name, data)
+            out.append(data if k else None)
+        return out
+    kept = [np.empty(b.shape, b.dtype) if k else None for b, k in zip(blocks, keep)]
+    for f, name, b in zip(files, names, blocks):
+        f.index(name, b.shape, b.dtype, b.nbytes)
+    at = 0
+    for rows in _row_bands(blocks[0].x):
+        for f, b, out in zip(files, blocks, kept):
+            band = np.ascontiguousarray(rows[b.columns()])
+            f.file.write(_bytes(band))
+            if out is not None:
+                out[at:at + len(band)] = band
+        at += len(rows)
+    return kept
 
 
 def value_of(data: np.ndarray | WeightBlock) -> np.ndarray:
@@ -105,20 +152,24 @@ class WeightFile:
             if digest in self.digests:
                 return self.digests[digest]
             self.digests[digest] = name
-        t = onnx.TensorProto()
-        t.name = name
-        t.data_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
-        t.dims.extend(data.shape)
-        t.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(data.nbytes))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
+        self.index(name, data.shape, data.dtype, data.nbytes)
         for band in data.bands() if isinstance(data, WeightBlock) else [np.asarray(data, order="C")]:
             self.file.write(_bytes(band))
-        self.nbytes += data.nbytes
+        return name
+
+    def index(self, name: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> None:
+        """Parameter `name` as the next `nbytes` the file is given."""
+        t = onnx.TensorProto()
+        t.name = name
+        t.data_type = onnx.helper.np_dtype_to_tensor_dtype(dtype)
+        t.dims.extend(shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        self.nbytes += nbytes
         self.tensors.append(t)
         self.written.add(name)
-        return name
 
     def close(self) -> None:
         self.file.close()

@@ -601,6 +601,21 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
         bands.close()
         written = onnx.load(str(tmp_path / "weights.onnx")).graph.initializer[0]
         np.testing.assert_array_equal(numpy_helper.to_array(written), block(w, axis, rank, devices))
+    # every device's block at once, each band of rows read once for all (blocks of columns)
+    ranks = range(4 if axis == 2 else 2)
+    files = []
+    for rank in ranks:
+        (tmp_path / f"dev{rank}").mkdir()
+        files.append(weight_file.WeightFile(tmp_path / f"dev{rank}"))
+    lazy = [weight_file.WeightBlock(view, axis, rank, len(ranks)) for rank in ranks]
+    assert all(lazy[0].read_together(b) for b in lazy[1:]) == (axis != 0)
+    kept = weight_file.add_together(files, ["w"] * len(ranks), lazy, [rank == 0 for rank in ranks])
+    np.testing.assert_array_equal(kept[0], block(w, axis, 0, len(ranks)))
+    assert all(k is None for k in kept[1:])
+    for rank, f in zip(ranks, files):
+        f.close()
+        written = onnx.load(str(tmp_path / f"dev{rank}" / "weights.onnx")).graph.initializer[0]
+        np.testing.assert_array_equal(numpy_helper.to_array(written), block(w, axis, rank, len(ranks)))
     np.testing.assert_array_equal(view, w)  # dropped pages read again from the file
 
 

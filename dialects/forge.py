@@ -10,6 +10,7 @@ enforce the constraints Forge itself asserts. `forge.parameter` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar, cast
@@ -18,6 +19,8 @@ import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -266,18 +269,61 @@ def build(function: str, operands: Sequence[SSAValue | None], result_type: Attri
 # -- weights ----------------------------------------------------------------------
 
 
+#: the load-time steps a parameter's `layout` may list: each takes the shape before it to the shape after
+LAYOUT_STEPS = ("transpose", "reshape")
+
+
 @op_definition
 class ParameterOp(FastOp):
     """A model weight, loaded by name from the ONNX model by the emitted
-    `process_framework_parameters` (`self.get_parameter(name)`)."""
+    `process_framework_parameters` (`self.get_parameter(name)`). `layout`
+    lists steps applied once as it loads, in order: `{transpose = array<i64:
+    perm>}` or `{reshape = array<i64: shape>}` (`fold-weight-layouts`)."""
 
     name = "forge.parameter"
     output = result_def(TensorType)
     parameter_name = prop_def(StringAttr)
     value = prop_def(Attribute)
+    layout = opt_prop_def(ArrayAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$parameter_name attr-dict `:` type($output)"
+
+    def steps(self) -> list[tuple[str, tuple[int, ...]]]:
+        """`layout` as (kind, ints) pairs."""
+        return [] if self.layout is None else self.steps_of(self.layout)
+
+    @staticmethod
+    def steps_of(layout: ArrayAttr) -> list[tuple[str, tuple[int, ...]]]:
+        steps = []
+        for step in layout.data:
+            if not isinstance(step, DictionaryAttr) or len(step.data) != 1:
+                raise VerifyException(f"a layout step is one of {{{', '.join(LAYOUT_STEPS)} = array<i64: ...>}}")
+            ((kind, ints),) = step.data.items()
+            if kind not in LAYOUT_STEPS or not isinstance(ints, DenseArrayBase):
+                raise VerifyException(f"a layout step is one of {{{', '.join(LAYOUT_STEPS)} = array<i64: ...>}}")
+            steps.append((kind, tuple(cast(Sequence[int], ints.get_values()))))
+        return steps
+
+    def verify_(self) -> None:
+        if not isinstance(self.value, DenseIntOrFPElementsAttr):
+            return
+        shape = list(self.value.get_shape())
+        for kind, ints in self.steps():
+            if kind == "transpose" and sorted(ints) != list(range(len(shape))):
+                raise VerifyException(f"layout: transpose {list(ints)} is no permutation of {len(shape)} dims")
+            if kind == "reshape" and math.prod(ints) != math.prod(shape):
+                raise VerifyException(f"layout: reshape of {shape} to {list(ints)} changes the element count")
+            shape = [shape[i] for i in ints] if kind == "transpose" else list(ints)
+        if shape != list(dtypes.tensor(self.output.type).get_shape()):
+            raise VerifyException(
+                f"the weight laid out has shape {shape}, but the result is {self.output.type}"
+            )
+
+
+def layout_step(kind: str, ints: Sequence[int]) -> DictionaryAttr:
+    assert kind in LAYOUT_STEPS
+    return DictionaryAttr({kind: DenseArrayBase.from_list(i64, list(ints))})
 
 
 @op_definition

@@ -239,7 +239,8 @@ def _concat_axis(node, since, types, what):
 def _coerced_2d(node, since, types, what):
     """Before opset 13 these flattened the input to 2-D at `axis` (default 1)
     and normalised over the whole second half; the same as the newest form
-    when `axis` is the last dimension, otherwise Flatten, op, Reshape."""
+    along the one dimension from `axis` on that is not 1 (the last, or a
+    classifier's [N, 1000, 1, 1]), otherwise Flatten, op, Reshape."""
     axis = _pop_attr(node, "axis")
     axis = 1 if axis is None else int(axis)
     shape = _shape(types, node.input[0])
@@ -247,8 +248,9 @@ def _coerced_2d(node, since, types, what):
         raise ForgeOptError(f"{what}: {node.op_type}-{since} needs an input of known rank")
     rank = len(shape)
     axis = axis + rank if axis < 0 else axis
-    if axis == rank - 1:
-        node.attribute.append(helper.make_attribute("axis", -1))
+    wide = [d for d in range(axis, rank) if shape[d] != 1]
+    if axis == rank - 1 or (len(wide) <= 1 and all(d > 0 for d in shape[axis:])):
+        node.attribute.append(helper.make_attribute("axis", wide[0] if wide else axis))
         return [node]
     base = _base(node)
     flat, normed, target = f"{base}/flat", f"{base}/normalized", f"{base}/shape"

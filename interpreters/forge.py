@@ -20,8 +20,15 @@ def fill_array(op: forge.ConstantOp) -> np.ndarray:
     return np.full(t.get_shape(), fill_value(op.fill), dtypes.numpy_dtype(t.element_type))
 
 
+def laid_out(array: np.ndarray, steps) -> np.ndarray:
+    """A weight as its parameter's `layout` steps leave it."""
+    for kind, ints in steps:
+        array = array.transpose(ints) if kind == "transpose" else array.reshape(ints)
+    return array
+
+
 def run_parameter(self, interp: Interpreter, op: forge.ParameterOp, args: tuple) -> tuple:
-    return (attr_to_array(op.value),)
+    return (laid_out(attr_to_array(op.value), op.steps()),)
 
 
 def run_constant(self, interp: Interpreter, op: forge.ConstantOp, args: tuple) -> tuple:

@@ -40,12 +40,9 @@ from forge_opt.split.folder import INFOS
 from forge_opt.split.plan import DEVICE
 from forge_opt.split.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
-from forge_opt.transforms.fuse_patterns import FusePatternsPass
-from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.lowering import erase_dead_ops
-from forge_opt.transforms.pipelines import run_passes, run_pipeline
+from forge_opt.transforms.pipelines import run_passes, run_pipeline, segment_passes
 from forge_opt.transforms.tensor_parallel import annotate, layer_entries
-from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp_partition import grid_info, split_axes
 
 COLLECTIVE_OPS = {
@@ -372,7 +369,7 @@ def _compile_segment(module: ModuleOp, blocks: list[str]) -> _CompiledSegment:
         for op in module.walk()
         if isinstance(op, tir.ConstantOp) and op.weight_name is not None and op.weight_name.data in blocks
     }
-    run_passes([FusePatternsPass(), LowerSplitPass(), TirToForgePass()], Context(), module, False)
+    run_passes(segment_passes(), Context(), module, False)
     params = [op for op in module.walk() if isinstance(op, forge.ParameterOp)]
     after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
     others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]

@@ -180,6 +180,7 @@ class _Emitter:
         # bfloat16 values: torch.from_numpy cannot read ml_dtypes' arrays, so
         # they travel as float32 (exactly) and become bfloat16 in torch
         self.narrow: dict[str, str] = {}
+        self.layouts: dict[str, list[tuple[str, tuple[int, ...]]]] = {}  # a weight's load-time steps
         self.op_labels: dict[str, int] = {}
         self.uses_torch = False
 
@@ -237,6 +238,8 @@ class _Emitter:
             self.weight_constants.append(name)
             self.expr[op.output] = f"self.get_constant({_quote(name)})"
         self.weight_names.add(name)
+        if op.layout is not None:
+            self.layouts[name] = op.steps()
         if dtypes.is_narrow_float(dtypes.numpy_dtype(t.element_type)):
             self.narrow[name] = _torch_dtype(t.element_type)
 
@@ -306,7 +309,8 @@ class _Emitter:
         if weights:
             load.append("initializers = {t.name: t for t in model.graph.initializer}")
             for name, kind in weights:
-                array = f"onnx.numpy_helper.to_array(initializers[{_quote(name)}])"
+                array = f"onnx.numpy_helper.to_array(initializers[{_quote(name)}])" + "".join(
+                    f".{kind}({ints!r})" for kind, ints in self.layouts.get(name, ()))
                 if name in self.narrow:
                     value = f"torch.from_numpy({array}.astype(np.float32)).to(torch.{self.narrow[name]})"
                 else:

@@ -391,9 +391,12 @@ def reduce(e: Emitter, fn: ReduceFn, x, axes, keepdims: bool):
 
 @lowers(onnx.GlobalAveragePoolOp, onnx.GlobalMaxPoolOp)
 def _global_pool(op: onnx.GlobalAveragePoolOp | onnx.GlobalMaxPoolOp, e: Emitter):
-    rank = len(static_shape(op.X, e))
-    fn = ReduceFn.MEAN if isinstance(op, onnx.GlobalAveragePoolOp) else ReduceFn.MAX
-    return [reduce(e, fn, op.X, list(range(2, rank)), True)]
+    shape = static_shape(op.X, e)
+    average = isinstance(op, onnx.GlobalAveragePoolOp)
+    if len(shape) == 4:  # one pool with the whole image as its window, as Forge's own path makes it
+        kind = PoolKind.AVG if average else PoolKind.MAX
+        return [e.value(tir.Pool2dOp(kind, op.X, shape[2:], [1, 1], [0, 0, 0, 0], [1, 1], False, True))]
+    return [reduce(e, ReduceFn.MEAN if average else ReduceFn.MAX, op.X, list(range(2, len(shape))), True)]
 
 
 @lowers(onnx.BatchNormalizationOp)

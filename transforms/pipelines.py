@@ -10,6 +10,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
@@ -51,10 +52,16 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
             verify_after(p, module)
 
 
+def segment_passes() -> list[ModulePass]:
+    """From `tir` to Forge: what follows onnx-to-tir, for a whole model or
+    one tensor-parallel segment."""
+    return [FusePatternsPass(), LowerSplitPass(), TirToForgePass(), FoldWeightLayoutsPass()]
+
+
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
     """The whole lowering: onnx-to-tir, fuse-patterns, lower-split,
-    tir-to-forge. With
+    tir-to-forge, fold-weight-layouts. With
     `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
     per-device program is lowered to Forge segment by segment, device by
     device, when forge-python writes it (`split/parallel.py`)."""
@@ -81,7 +88,7 @@ class OnnxToForgePass(ModulePass):
         if devices > 1:
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
             return [OnnxToTirPass(), annotate, TPPartitionPass()]
-        return [OnnxToTirPass(), FusePatternsPass(), LowerSplitPass(), TirToForgePass()]
+        return [OnnxToTirPass(), *segment_passes()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.device_memory:
@@ -99,8 +106,8 @@ class OnnxToForgePass(ModulePass):
 ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
-        OnnxToTirPass, FusePatternsPass, LowerSplitPass, TirToForgePass, OnnxToForgePass, PartitionForForgePass,
-        TensorParallelPass, TPPartitionPass,
+        OnnxToTirPass, FusePatternsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass, OnnxToForgePass,
+        PartitionForForgePass, TensorParallelPass, TPPartitionPass,
     )
 }
 

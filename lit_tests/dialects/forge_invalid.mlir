@@ -103,3 +103,35 @@ func.func @negative_stop_is_resolved(%x: tensor<10xf32>) -> tensor<9xf32> {
   func.return %y : tensor<9xf32>
 }
 // CHECK: result has shape [9], expected [8]
+
+// -----
+
+func.func @layout_changes_the_count() -> tensor<5x3xf32> {
+  %w = forge.parameter "w" {value = dense<1.0> : tensor<3x4xf32>, layout = [{reshape = array<i64: 5, 3>}]} : tensor<5x3xf32>
+  func.return %w : tensor<5x3xf32>
+}
+// CHECK: layout: reshape of [3, 4] to [5, 3] changes the element count
+
+// -----
+
+func.func @layout_not_a_permutation() -> tensor<4x4xf32> {
+  %w = forge.parameter "w" {value = dense<1.0> : tensor<4x4xf32>, layout = [{transpose = array<i64: 1, 1>}]} : tensor<4x4xf32>
+  func.return %w : tensor<4x4xf32>
+}
+// CHECK: layout: transpose [1, 1] is no permutation of 2 dims
+
+// -----
+
+func.func @laid_out_shape_is_not_the_result() -> tensor<3x4xf32> {
+  %w = forge.parameter "w" {value = dense<1.0> : tensor<3x4xf32>, layout = [{transpose = array<i64: 1, 0>}]} : tensor<3x4xf32>
+  func.return %w : tensor<3x4xf32>
+}
+// CHECK: the weight laid out has shape [4, 3], but the result is tensor<3x4xf32>
+
+// -----
+
+func.func @unknown_layout_step() -> tensor<3x4xf32> {
+  %w = forge.parameter "w" {value = dense<1.0> : tensor<3x4xf32>, layout = [{flip = array<i64: 0>}]} : tensor<3x4xf32>
+  func.return %w : tensor<3x4xf32>
+}
+// CHECK: a layout step is one of {transpose, reshape = array<i64: ...>}

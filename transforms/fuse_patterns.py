@@ -429,6 +429,26 @@ def _matmul_bias(root: tir.BinaryOp) -> Replacement | None:
     return None
 
 
+#: x op c is x where c is this everywhere (c on the right only, for sub and div)
+_IDENTITIES = {BinaryFn.MUL: (1.0, True), BinaryFn.ADD: (0.0, True), BinaryFn.SUB: (0.0, False),
+               BinaryFn.DIV: (1.0, False)}
+
+
+def _identity_arithmetic(root: Operation) -> Replacement | None:
+    """`x * 1`, `x + 0`, `x - 0`, `x / 1` by a constant the model computes
+    (Optimum's RoPE scales cos and sin by an attention scaling of 1.0): x.
+    Never by a model weight, which a user may load with other values."""
+    if not isinstance(root, tir.BinaryOp) or root.fn.data not in _IDENTITIES:
+        return None
+    value, either_side = _IDENTITIES[root.fn.data]
+    sides = [(root.lhs, root.rhs), (root.rhs, root.lhs)] if either_side else [(root.lhs, root.rhs)]
+    for x, c in sides:
+        weight = isinstance(c.owner, tir.ConstantOp) and c.owner.weight_name is not None
+        if not weight and x.type == root.output.type and _scalar(c, value, rel=0.0):
+            return [], [x]
+    return None
+
+
 def _binary_root(op: tir.BinaryOp) -> Replacement | None:
     if op.fn.data == BinaryFn.MUL:
         return _gelu_tanh(op) or _gelu_erf(op) or _conv_affine(op) or _norm_affine(op)
@@ -468,4 +488,6 @@ class FusePatternsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite_in_order(op, _located)
+        # after the fusions, which read the decompositions as exporters write them
+        rewrite_in_order(op, _identity_arithmetic)
         erase_dead_ops(op)

@@ -13,6 +13,7 @@ from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
+from forge_opt.transforms.merge_equal_ops import MergeEqualOpsPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
 from forge_opt.transforms.tensor_parallel import TensorParallelPass
@@ -55,13 +56,13 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
 def segment_passes() -> list[ModulePass]:
     """From `tir` to Forge: what follows onnx-to-tir, for a whole model or
     one tensor-parallel segment."""
-    return [FusePatternsPass(), LowerSplitPass(), TirToForgePass(), FoldWeightLayoutsPass()]
+    return [FusePatternsPass(), MergeEqualOpsPass(), LowerSplitPass(), TirToForgePass(), FoldWeightLayoutsPass()]
 
 
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
-    """The whole lowering: onnx-to-tir, fuse-patterns, lower-split,
-    tir-to-forge, fold-weight-layouts. With
+    """The whole lowering: onnx-to-tir, fuse-patterns, merge-equal-ops,
+    lower-split, tir-to-forge, fold-weight-layouts. With
     `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
     per-device program is lowered to Forge segment by segment, device by
     device, when forge-python writes it (`split/parallel.py`)."""
@@ -106,7 +107,8 @@ class OnnxToForgePass(ModulePass):
 ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
-        OnnxToTirPass, FusePatternsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass, OnnxToForgePass,
+        OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
+        OnnxToForgePass,
         PartitionForForgePass, TensorParallelPass, TPPartitionPass,
     )
 }

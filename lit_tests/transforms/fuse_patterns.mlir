@@ -105,3 +105,25 @@ func.func @linear(%x: tensor<2x3x8xf32>) -> tensor<2x3x5xf32> {
 }
 // CHECK:      %y = tir.matmul %x, %w bias %b : tensor<2x3x8xf32>, tensor<8x5xf32>, tensor<5xf32> -> tensor<2x3x5xf32>
 // CHECK-NEXT: func.return %y
+
+// -----
+
+// Identity arithmetic by a constant the model computes goes (Optimum's RoPE scales cos by
+// 1.0); by a model weight it stays, as does 1 / x and a sum that broadcasts x wider.
+// CHECK-LABEL: func.func @identities
+func.func @identities(%x: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %one = tir.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %zero = tir.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %zeros = tir.full 0.0 : f32 : tensor<4x8xf32>
+  %w = tir.constant {value = dense<1.0> : tensor<8xf32>, weight_name = "w"} : tensor<8xf32>
+  %a = tir.binary mul %one, %x : tensor<f32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %b = tir.binary sub %a, %zero : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %c = tir.binary mul %b, %w : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %d = tir.binary div %one, %c : tensor<f32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %e = tir.binary add %v, %zeros : tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %b, %c, %d, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+// CHECK:      %c = tir.binary mul %x, %w
+// CHECK-NEXT: %d = tir.binary div %one, %c
+// CHECK-NEXT: %e = tir.binary add %v, %zeros
+// CHECK-NEXT: func.return %x, %c, %d, %e

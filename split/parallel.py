@@ -206,8 +206,11 @@ class Program:
                 if isinstance(data, WeightBlock) and data.nbytes > SAME_BLOCK_BYTES and names[r] not in files[r]:
                     lazy[r] = data
                     continue
-                data = value_of(data) if r in keep else data
-                out[r][v] = (files[r].add(names[r], data), data if r in keep else None)
+                if r in keep:
+                    array = value_of(data)
+                    out[r][v] = (files[r].add(names[r], array), array)
+                else:
+                    out[r][v] = (files[r].add(names[r], data), None)
                 del data  # a computed block (the vocab table with its row of zeros): one device's at a time
             kept = add_together([files[r] for r in lazy], [names[r] for r in lazy], list(lazy.values()),
                                 [r in keep for r in lazy])

@@ -177,7 +177,7 @@ class WeightFile:
         onnx.save_model(onnx.helper.make_model(graph), self.dev / "weights.onnx")
 
 
-def _bytes(data: np.ndarray) -> np.ndarray:
+def _bytes(data: np.ndarray) -> memoryview:
     """A contiguous array's bytes, without a copy (narrow types such as
     bfloat16 have no buffer format of their own)."""
-    return data.reshape(-1).view(np.uint8)
+    return data.reshape(-1).view(np.uint8).data

@@ -1,23 +1,19 @@
 """The functions `tir`'s element-wise and reduction ops compute: one enum per
 kind (an `EnumAttribute` each, as xDSL's `linalg` does) and one table keyed
-by it. The interpreter reads `numpy` from it, `tir-to-forge` reads `forge`
-and `keywords`, and the docs read all of it; a function whose Forge form is
-more than one call says so in `instead`, which `tir-to-forge` implements.
+by it. `tir-to-forge` reads `forge` and `keywords`, and the docs read all of
+it; a function whose Forge form is more than one call says so in `instead`,
+which `tir-to-forge` implements. What each computes in numpy is the
+interpreter's (`interpreters/tir_kinds.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.utils.str_enum import StrEnum
-
-from forge_opt.interpreters import forge_kernels as k
 
 
 class UnaryFn(StrEnum):
@@ -94,7 +90,6 @@ class Function:
     """What one function kind computes and how Forge computes it."""
 
     doc: str
-    numpy: Callable[..., Any]
     forge: str | None = None  # the one Forge function that computes it
     keywords: dict = field(default_factory=dict)  # its keywords
     instead: str | None = None  # how tir-to-forge computes it without a function of its own
@@ -108,55 +103,53 @@ class Function:
 
 
 UNARY: dict[UnaryFn, Function] = {
-    UnaryFn.ABS: Function("|x|", np.abs, "Abs"),
-    UnaryFn.ATAN: Function("arctangent", np.arctan, "Atan"),
-    UnaryFn.COS: Function("cosine", np.cos, "Cosine"),
-    UnaryFn.ERF: Function("the error function", k.erf, "Erf"),
-    UnaryFn.EXP: Function("e^x", np.exp, "Exp"),
-    UnaryFn.GELU: Function("GELU, exact", k.gelu, "Gelu", {"approximate": "none"}),
-    UnaryFn.GELU_TANH: Function(
-        "GELU, tanh approximation", lambda x: k.gelu(x, "tanh"), "Gelu", {"approximate": "tanh"}
-    ),
-    UnaryFn.LOG: Function("natural logarithm", np.log, "Log"),
-    UnaryFn.NEG: Function("-x", np.negative, instead="Multiply by a constant -1"),
-    UnaryFn.NOT: Function("logical not", np.logical_not, "LogicalNot"),
-    UnaryFn.RECIPROCAL: Function("1 / x", np.reciprocal, "Reciprocal"),
-    UnaryFn.RELU: Function("max(x, 0)", k.relu, "Relu"),
-    UnaryFn.SIGMOID: Function("1 / (1 + e^-x)", k.KERNELS["Sigmoid"], "Sigmoid"),
-    UnaryFn.SIN: Function("sine", np.sin, "Sine"),
-    UnaryFn.SQRT: Function("square root", np.sqrt, "Sqrt"),
-    UnaryFn.TANH: Function("hyperbolic tangent", np.tanh, "Tanh"),
+    UnaryFn.ABS: Function("|x|", "Abs"),
+    UnaryFn.ATAN: Function("arctangent", "Atan"),
+    UnaryFn.COS: Function("cosine", "Cosine"),
+    UnaryFn.ERF: Function("the error function", "Erf"),
+    UnaryFn.EXP: Function("e^x", "Exp"),
+    UnaryFn.GELU: Function("GELU, exact", "Gelu", {"approximate": "none"}),
+    UnaryFn.GELU_TANH: Function("GELU, tanh approximation", "Gelu", {"approximate": "tanh"}),
+    UnaryFn.LOG: Function("natural logarithm", "Log"),
+    UnaryFn.NEG: Function("-x", instead="Multiply by a constant -1"),
+    UnaryFn.NOT: Function("logical not", "LogicalNot"),
+    UnaryFn.RECIPROCAL: Function("1 / x", "Reciprocal"),
+    UnaryFn.RELU: Function("max(x, 0)", "Relu"),
+    UnaryFn.SIGMOID: Function("1 / (1 + e^-x)", "Sigmoid"),
+    UnaryFn.SIN: Function("sine", "Sine"),
+    UnaryFn.SQRT: Function("square root", "Sqrt"),
+    UnaryFn.TANH: Function("hyperbolic tangent", "Tanh"),
 }
 
 BINARY: dict[BinaryFn, Function] = {
-    BinaryFn.ADD: Function("a + b", np.add, "Add"),
-    BinaryFn.SUB: Function("a - b", np.subtract, "Subtract"),
-    BinaryFn.MUL: Function("a * b", np.multiply, "Multiply"),
-    BinaryFn.DIV: Function("a / b, truncated toward zero for integers", k.divide, "Divide"),
-    BinaryFn.MAX: Function("the larger", np.maximum, "Max"),
-    BinaryFn.MIN: Function("the smaller", np.minimum, "Min"),
-    BinaryFn.POW: Function("a ^ b", np.power, "Power"),
-    BinaryFn.MOD: Function("remainder with the divisor's sign", np.mod, "Remainder"),
-    BinaryFn.EQ: Function("a == b", np.equal, "Equal", comparison=True),
-    BinaryFn.NE: Function("a != b", np.not_equal, "NotEqual", comparison=True),
-    BinaryFn.GT: Function("a > b", np.greater, "Greater", comparison=True),
-    BinaryFn.GE: Function("a >= b", np.greater_equal, "GreaterEqual", comparison=True),
-    BinaryFn.LT: Function("a < b", np.less, "Less", comparison=True),
-    BinaryFn.LE: Function("a <= b", np.less_equal, "LessEqual", comparison=True),
+    BinaryFn.ADD: Function("a + b", "Add"),
+    BinaryFn.SUB: Function("a - b", "Subtract"),
+    BinaryFn.MUL: Function("a * b", "Multiply"),
+    BinaryFn.DIV: Function("a / b, truncated toward zero for integers", "Divide"),
+    BinaryFn.MAX: Function("the larger", "Max"),
+    BinaryFn.MIN: Function("the smaller", "Min"),
+    BinaryFn.POW: Function("a ^ b", "Power"),
+    BinaryFn.MOD: Function("remainder with the divisor's sign", "Remainder"),
+    BinaryFn.EQ: Function("a == b", "Equal", comparison=True),
+    BinaryFn.NE: Function("a != b", "NotEqual", comparison=True),
+    BinaryFn.GT: Function("a > b", "Greater", comparison=True),
+    BinaryFn.GE: Function("a >= b", "GreaterEqual", comparison=True),
+    BinaryFn.LT: Function("a < b", "Less", comparison=True),
+    BinaryFn.LE: Function("a <= b", "LessEqual", comparison=True),
     # Forge holds booleans as Int32 0/1: and is their product, or their maximum
-    BinaryFn.AND: Function("logical and (of booleans)", np.logical_and, "Multiply"),
-    BinaryFn.OR: Function("logical or (of booleans)", np.logical_or, "Max"),
+    BinaryFn.AND: Function("logical and (of booleans)", "Multiply"),
+    BinaryFn.OR: Function("logical or (of booleans)", "Max"),
 }
 
 REDUCE: dict[ReduceFn, Function] = {
-    ReduceFn.SUM: Function("sum", np.sum, "ReduceSum"),
-    ReduceFn.MEAN: Function("mean", np.mean, "ReduceAvg"),
-    ReduceFn.MAX: Function("maximum", np.max, "ReduceMax"),
+    ReduceFn.SUM: Function("sum", "ReduceSum"),
+    ReduceFn.MEAN: Function("mean", "ReduceAvg"),
+    ReduceFn.MAX: Function("maximum", "ReduceMax"),
 }
 
 POOL: dict[PoolKind, Function] = {
-    PoolKind.MAX: Function("maximum of each window", k.max_pool2d, "MaxPool2d"),
-    PoolKind.AVG: Function("average of each window", k.avg_pool2d, "AvgPool2d"),
+    PoolKind.MAX: Function("maximum of each window", "MaxPool2d"),
+    PoolKind.AVG: Function("average of each window", "AvgPool2d"),
 }
 
 TABLES: dict[type[StrEnum], dict] = {UnaryFn: UNARY, BinaryFn: BINARY, ReduceFn: REDUCE, PoolKind: POOL}

@@ -8,8 +8,8 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from forge_opt import dtypes
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import attr_to_array, fill_value
-from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY
 from forge_opt.interpreters import forge_kernels as k
+from forge_opt.interpreters.tir_kinds import BINARY, POOL, REDUCE, UNARY
 
 
 def _dtype(value) -> np.dtype:
@@ -45,11 +45,11 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.UnaryOp)
     def run_unary(self, interp: Interpreter, op: tir.UnaryOp, args: tuple):
-        return (np.asarray(UNARY[op.fn.data].numpy(args[0])).astype(_dtype(op.output)),)
+        return (np.asarray(UNARY[op.fn.data](args[0])).astype(_dtype(op.output)),)
 
     @impl(tir.BinaryOp)
     def run_binary(self, interp: Interpreter, op: tir.BinaryOp, args: tuple):
-        return (np.asarray(BINARY[op.fn.data].numpy(*args)).astype(_dtype(op.output)),)
+        return (np.asarray(BINARY[op.fn.data](*args)).astype(_dtype(op.output)),)
 
     @impl(tir.WhereOp)
     def run_where(self, interp: Interpreter, op: tir.WhereOp, args: tuple):
@@ -98,7 +98,7 @@ class TirFunctions(InterpreterFunctions):
             common["dilation"] = _ints(op.dilations)
         else:
             common["count_include_pad"] = bool(op.count_include_pad.value.data)
-        return (POOL[op.kind.data].numpy(args[0], **common),)
+        return (POOL[op.kind.data](args[0], **common),)
 
     @impl(tir.BatchnormOp)
     def run_batchnorm(self, interp: Interpreter, op: tir.BatchnormOp, args: tuple):
@@ -127,7 +127,7 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.ReduceOp)
     def run_reduce(self, interp: Interpreter, op: tir.ReduceOp, args: tuple):
-        out = REDUCE[op.fn.data].numpy(args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
+        out = REDUCE[op.fn.data](args[0], axis=tuple(_ints(op.axes)), keepdims=bool(op.keepdims.value.data))
         return (np.asarray(out).astype(_dtype(op.output)),)
 
     @impl(tir.ArgmaxOp)

@@ -15,8 +15,8 @@ from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import INFOS, converted_module, parallel_dir, read_split, write_split
 from forge_opt.split.parallel import tensor_parallel
-from forge_opt.split.placement import place
 from forge_opt.split.plan import DEVICE, Plan, make_plan
+from forge_opt.transforms.placement import place
 
 
 def split_model(

@@ -20,8 +20,8 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
 from forge_opt.frontends.onnx_graph import node_reads
 from forge_opt.split.control_flow import is_host_control_flow
-from forge_opt.split.partition import Group, partition, read_through
-from forge_opt.split.placement import Placement, Where
+from forge_opt.transforms.partition import Group, partition, read_through
+from forge_opt.transforms.placement import Placement, Where
 
 DEVICE, CPU = "tt", "cpu"
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import forge_opt
 
 ROOT = Path(forge_opt.__file__).resolve().parent
@@ -76,3 +78,26 @@ def test_no_import_cycles():
 
 def test_a_cycle_is_found():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+#: the floors of the house: a package imports nothing from those above it
+FORBIDDEN = {
+    "dialects": ("interpreters", "transforms", "split", "check", "frontends", "tools", "targets"),
+    "transforms": ("split", "check", "tools"),
+}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+@pytest.mark.parametrize("package", list(FORBIDDEN))
+def test_a_floor_imports_nothing_from_above(package):
+    graph = import_graph()
+    above = [
+        f"{module} imports {target}"
+        for module, targets in graph.items() if _package(module) == package
+        for target in targets if _package(target) in FORBIDDEN[package]
+    ]
+    assert not above, "\n".join(above)

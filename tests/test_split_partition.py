@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_opt.split.partition import Group, partition, placement_changes
+from forge_opt.transforms.partition import Group, partition, placement_changes
 
 
 @st.composite

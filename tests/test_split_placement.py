@@ -7,7 +7,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.frontends.onnx import import_model
-from forge_opt.split.placement import Where, place
+from forge_opt.transforms.placement import Where, place
 
 
 def _model():

@@ -17,6 +17,7 @@ from forge_opt.dialects.tir_functions import TABLES, BinaryFn, PoolKind, ReduceF
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import run_module
 from forge_opt.interpreters.tir import TirFunctions
+from forge_opt.interpreters.tir_kinds import NUMPY
 from forge_opt.targets.forge_python import emit_module
 from forge_opt.transforms import tir_to_forge
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
@@ -46,7 +47,7 @@ def test_every_tir_op_has_a_builder_an_interpreter_and_a_forge_lowering(op):
 )
 def test_every_function_kind_has_a_meaning_and_a_forge_form(enum, member):
     entry = TABLES[enum][member]
-    assert callable(entry.numpy) and entry.doc
+    assert callable(NUMPY[enum][member]) and entry.doc
     assert (entry.forge is None) != (entry.instead is None), "one Forge function, or how it is done instead"
     if entry.forge is not None:
         assert entry.forge in forge_api.BY_NAME

@@ -3,8 +3,8 @@ function becomes `func.func private @graph_<n>` with `forge.device` "tt" or "cpu
 and the main function calls them in order, so the split prints, parses and
 runs on the interpreters as a whole (tt-mlir's shape for CPU-hoisted ops).
 
-Placement and grouping are AutoSplit's (`split/placement.py`,
-`split/partition.py`). Constants and ops that fold belong to no sub-model:
+Placement and grouping are AutoSplit's (`transforms/placement.py`,
+`transforms/partition.py`). Constants and ops that fold belong to no sub-model:
 each sub-model that reads one gets its own copy.
 """
 
@@ -20,8 +20,8 @@ from xdsl.passes import ModulePass
 
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import onnx_ops
-from forge_opt.split.partition import partition, read_through
-from forge_opt.split.placement import Where, place
+from forge_opt.transforms.partition import partition, read_through
+from forge_opt.transforms.placement import Where, place
 
 DEVICE_ATTR = "forge.device"
 

@@ -1,3 +1,4 @@
+# pyright: reportPrivateUsage=false
 """Every place forge-opt reaches into xDSL's internals, and nowhere else.
 
 xDSL's public API does each of these things, at a cost that dominates
@@ -24,19 +25,79 @@ Private state used, by which functions, and the test guarding it:
 - `SSAValues` being a tuple: `item`; guarded by `test_ssavalues_is_a_tuple`
 - `InterpreterFunctions._impls`: `interpreted_ops`; guarded by `test_interpreted_ops_lists_impls`
 - `Dialect._operations` being a list: `extend_dialect`; guarded by `test_extend_dialect_adds_ops`
+- IRDL's definitions and constraint classes (`OpDef`'s operand, result, property and attribute
+  definitions; `RangeOf`, `RangeLengthConstraint`, `BaseAttr`, `EqAttrConstraint`,
+  `ParamAttrConstraint`, `AnyAttr`): `attr_check`, `range_check`, `definition_kind`,
+  `definition_defaults`, which `dialects/irdl_fast.py` builds its fast paths from; guarded by
+  `test_checks_agree_with_irdl_constraints`
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import NameLoc, StringAttr, TensorType, UnknownLoc
 from xdsl.interpreter import InterpreterFunctions
-from xdsl.ir import Attribute, Block, Dialect, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.ir import Attribute, Block, Dialect, Operation, OpResult, ParametrizedAttribute, SSAValue, SSAValues, Use
+from xdsl.irdl import AnyAttr, BaseAttr, EqAttrConstraint, OptionalDef, ParamAttrConstraint, VariadicDef
+from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
 from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct  # private: internal module
 
 # SSAValues overrides __getitem__ in Python (for slices); tuple's own is a C call.
 item = tuple.__getitem__  # private: SSAValues is a tuple
+
+
+# -- reading IRDL definitions ------------------------------------------------------------
+
+Check = Callable[[Attribute], bool]
+SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
+
+
+class UnsupportedDefinition(Exception):
+    """A definition the fast paths do not cover; the class keeps xDSL's."""
+
+
+def attr_check(constr) -> Check | None:
+    """A predicate equivalent to `constr` (None: anything passes)."""
+    if isinstance(constr, AnyAttr):
+        return None
+    if isinstance(constr, BaseAttr):
+        base = constr.attr
+        if base is TensorType:  # most operands: skip the ABC machinery of isinstance
+            return lambda a: type(a) is TensorType or isinstance(a, base)
+        return lambda a: isinstance(a, base)
+    if isinstance(constr, EqAttrConstraint):
+        value = constr.attr
+        return lambda a: a == value
+    if isinstance(constr, ParamAttrConstraint):
+        base: type[ParametrizedAttribute] = constr.base_attr
+        checks = [(i, attr_check(c)) for i, c in enumerate(constr.param_constrs)]
+        params = [(i, c) for i, c in checks if c is not None]
+        return lambda a: isinstance(a, base) and all(c(a.parameters[i]) for i, c in params)
+    raise UnsupportedDefinition(constr)
+
+
+def range_check(constr) -> Check | None:
+    """The per-element predicate of an operand or result definition."""
+    if isinstance(constr, RangeLengthConstraint):
+        if not (isinstance(constr.length, EqIntConstraint) and constr.length.value == 1):
+            raise UnsupportedDefinition(constr)
+        constr = constr.constraint
+    if isinstance(constr, RangeOf):
+        return attr_check(constr.constr)
+    raise UnsupportedDefinition(constr)
+
+
+def definition_defaults(defs) -> tuple[tuple[str, Attribute], ...]:
+    return tuple(
+        (name, d.default_value)
+        for name, d in defs.items()
+        if not isinstance(d, OptionalDef) and d.default_value is not None
+    )
+
+
+def definition_kind(d) -> int:
+    return OPTIONAL if isinstance(d, OptionalDef) else VARIADIC if isinstance(d, VariadicDef) else SINGLE
 
 
 # -- building ops ---------------------------------------------------------------------
@@ -106,12 +167,12 @@ def types_hold(op: Operation, operand_checks, result_checks) -> bool:
     return True
 
 
-class _OperandAccessor(BeforeVariadicSingleAccessor):
+class OperandAccessor(BeforeVariadicSingleAccessor):
     def __get__(self, op, objtype=None):
         return self if op is None else item(op._operands, self.idx)  # private: _operands
 
 
-class _ResultAccessor(BeforeVariadicSingleAccessor):
+class ResultAccessor(BeforeVariadicSingleAccessor):
     def __get__(self, op, objtype=None):
         return self if op is None else item(op.results, self.idx)
 
@@ -122,9 +183,9 @@ def index_single_accessors(cls) -> None:
     for name, accessor in list(vars(cls).items()):
         if type(accessor) is BeforeVariadicSingleAccessor:
             if accessor.construct == VarIRConstruct.OPERAND:
-                setattr(cls, name, _OperandAccessor(accessor.construct, accessor.idx))
+                setattr(cls, name, OperandAccessor(accessor.construct, accessor.idx))
             elif accessor.construct == VarIRConstruct.RESULT:
-                setattr(cls, name, _ResultAccessor(accessor.construct, accessor.idx))
+                setattr(cls, name, ResultAccessor(accessor.construct, accessor.idx))
 
 
 # -- rewriting ------------------------------------------------------------------------

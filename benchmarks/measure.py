@@ -89,7 +89,7 @@ def stages(path: Path) -> dict[str, float]:
         model, base, weights = timed("load", lambda: importer.load_model_lazily(path))
         inferred = timed("shape inference", lambda: importer.infer_types(model))
         module = timed(
-            "import", lambda: importer.ModuleOp([importer._Importer(model, base, inferred, weights).import_main()])
+            "import", lambda: importer.ModuleOp([importer.Importer(model, base, inferred, weights).import_main()])
         )
         timed("verify", module.verify)
         ctx = make_context()

@@ -57,7 +57,7 @@ def next_feeds(feeds: Feeds, outputs: Mapping[str, np.ndarray], pairs: Mapping[s
     return new, tokens
 
 
-class _Programs:
+class Programs:
     """Our side of the loop: one program per set of input shapes, built
     on first use (one device, or P tensor-parallel ones)."""
 
@@ -115,7 +115,7 @@ def check_decode(
     tensor-parallel ones, simulated or under MPI) and on onnxruntime, from
     `inputs` (random ones if None). A match: every step's token equal to
     onnxruntime's and its logits within tolerance."""
-    from forge_opt.split.check import _feeds
+    from forge_opt.split.check import model_feeds
 
     if steps < 1:
         return CheckReport(NOT_COMPILED, error=f"--decode {steps}: decode at least one step")
@@ -132,13 +132,13 @@ def check_decode(
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
             chosen = chosen.with_arrays(model.graph, inputs)
-        feeds, notes = _feeds(model, base, inputs, seed, chosen)
+        feeds, notes = model_feeds(model, base, inputs, seed, chosen)
         ours, theirs = feeds, dict(feeds)
         lines = [f"{'step':<6} {'token':>10} {'onnxruntime':>12}"]
         results: list[OutputResult] = []
         equal = 0
         with tempfile.TemporaryDirectory() as tmp:
-            programs = _Programs(model, base, devices, mpi, plan, Path(tmp))
+            programs = Programs(model, base, devices, mpi, plan, Path(tmp))
             for step in range(steps):
                 try:
                     got = programs.run(ours)

@@ -13,81 +13,38 @@ goes to xDSL's own builder or verifier, so errors read exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import cast
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, i32
-from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, BlockArgument, ErasedSSAValue, Operation, OpResult, SSAValue
 from xdsl.irdl import (
-    AnyAttr,
     AttrSizedOperandSegments,
     AttrSizedResultSegments,
-    BaseAttr,
-    EqAttrConstraint,
     IRDLOperation,
     OpDef,
     OptionalDef,
-    ParamAttrConstraint,
     ParsePropInAttrDict,
-    VariadicDef,
     irdl_op_definition,
 )
-from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
 from xdsl.traits import OpTrait
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.xdsl_internals import index_single_accessors, init_operation, plain_operands, types_hold
-
-Check = Callable[[Attribute], bool]
-SINGLE, OPTIONAL, VARIADIC = 0, 1, 2
-
-
-class _Unsupported(Exception):
-    """A definition the fast paths do not cover; the class keeps xDSL's."""
-
-
-def _attr_check(constr) -> Check | None:
-    """A predicate equivalent to `constr` (None: anything passes)."""
-    if isinstance(constr, AnyAttr):
-        return None
-    if isinstance(constr, BaseAttr):
-        base = constr.attr
-        if base is TensorType:  # most operands: skip the ABC machinery of isinstance
-            return lambda a: type(a) is TensorType or isinstance(a, base)
-        return lambda a: isinstance(a, base)
-    if isinstance(constr, EqAttrConstraint):
-        value = constr.attr
-        return lambda a: a == value
-    if isinstance(constr, ParamAttrConstraint):
-        base: type[ParametrizedAttribute] = constr.base_attr
-        checks = [(i, _attr_check(c)) for i, c in enumerate(constr.param_constrs)]
-        params = [(i, c) for i, c in checks if c is not None]
-        return lambda a: isinstance(a, base) and all(c(a.parameters[i]) for i, c in params)
-    raise _Unsupported(constr)
-
-
-def _range_check(constr) -> Check | None:
-    """The per-element predicate of an operand or result definition."""
-    if isinstance(constr, RangeLengthConstraint):
-        if not (isinstance(constr.length, EqIntConstraint) and constr.length.value == 1):
-            raise _Unsupported(constr)
-        constr = constr.constraint
-    if isinstance(constr, RangeOf):
-        return _attr_check(constr.constr)
-    raise _Unsupported(constr)
-
-
-def _defaults(defs) -> tuple[tuple[str, Attribute], ...]:
-    return tuple(
-        (name, d.default_value)
-        for name, d in defs.items()
-        if not isinstance(d, OptionalDef) and d.default_value is not None
-    )
-
-
-def _kind(d) -> int:
-    return OPTIONAL if isinstance(d, OptionalDef) else VARIADIC if isinstance(d, VariadicDef) else SINGLE
+from forge_opt.xdsl_internals import (
+    OPTIONAL,
+    SINGLE,
+    VARIADIC,
+    UnsupportedDefinition,
+    attr_check,
+    definition_defaults,
+    definition_kind,
+    index_single_accessors,
+    init_operation,
+    plain_operands,
+    range_check,
+    types_hold,
+)
 
 
 class _Layout:
@@ -95,11 +52,11 @@ class _Layout:
 
     def __init__(self, op_def: OpDef):
         if op_def.regions or op_def.successors:
-            raise _Unsupported("regions or successors")
-        self.operand_kinds = tuple(_kind(d) for _, d in op_def.operands)
-        self.result_kinds = tuple(_kind(d) for _, d in op_def.results)
-        self.operand_checks = tuple(_range_check(d.constr) for _, d in op_def.operands)
-        self.result_checks = tuple(_range_check(d.constr) for _, d in op_def.results)
+            raise UnsupportedDefinition("regions or successors")
+        self.operand_kinds = tuple(definition_kind(d) for _, d in op_def.operands)
+        self.result_kinds = tuple(definition_kind(d) for _, d in op_def.results)
+        self.operand_checks = tuple(range_check(d.constr) for _, d in op_def.operands)
+        self.result_checks = tuple(range_check(d.constr) for _, d in op_def.results)
         self.operand_segments = self.result_segments = None
         self.segments_as_property = True
         for option in op_def.options:
@@ -110,7 +67,7 @@ class _Layout:
                 self.result_segments = option.attribute_name
                 self.segments_as_property = option.as_property
             elif not isinstance(option, ParsePropInAttrDict):
-                raise _Unsupported(option)
+                raise UnsupportedDefinition(option)
         # one operand per operand definition, one result per result definition
         self.fixed = (
             all(k == SINGLE for k in self.operand_kinds + self.result_kinds)
@@ -119,17 +76,17 @@ class _Layout:
         )
         for kinds, segments in ((self.operand_kinds, self.operand_segments), (self.result_kinds, self.result_segments)):
             if segments is None and sum(k != SINGLE for k in kinds) > 1:
-                raise _Unsupported("several variadics without segment sizes")
+                raise UnsupportedDefinition("several variadics without segment sizes")
         self.properties = {
-            name: (isinstance(d, OptionalDef), _attr_check(d.constr)) for name, d in op_def.properties.items()
+            name: (isinstance(d, OptionalDef), attr_check(d.constr)) for name, d in op_def.properties.items()
         }
         self.attributes = {
-            name: (isinstance(d, OptionalDef), _attr_check(d.constr)) for name, d in op_def.attributes.items()
+            name: (isinstance(d, OptionalDef), attr_check(d.constr)) for name, d in op_def.attributes.items()
         }
         self.traits = tuple(t for t in op_def.traits if type(t).verify is not OpTrait.verify)
         # what IRDLOperation.__post_init__ fills in when the builder omits it
-        self.property_defaults = _defaults(op_def.properties)
-        self.attribute_defaults = _defaults(op_def.attributes)
+        self.property_defaults = definition_defaults(op_def.properties)
+        self.attribute_defaults = definition_defaults(op_def.attributes)
 
     # -- building ------------------------------------------------------------
 
@@ -233,14 +190,14 @@ class _Layout:
 _LAYOUTS: dict[type, _Layout | None] = {}  # by class: not inherited, each class has its own
 
 
-def _layout(cls: type[Operation]) -> _Layout | None:
+def layout_of(cls: type[Operation]) -> _Layout | None:
     try:
         return _LAYOUTS[cls]
     except KeyError:
         pass
     try:
         layout = _Layout(cls.get_irdl_definition()) if issubclass(cls, IRDLOperation) else None
-    except _Unsupported:
+    except UnsupportedDefinition:
         layout = None
     _LAYOUTS[cls] = layout
     return layout
@@ -288,7 +245,7 @@ class FastOp(IRDLOperation):
         successors=None,
         regions=None,
     ):
-        layout = _layout(type(self)) if not regions and not successors else None
+        layout = layout_of(type(self)) if not regions and not successors else None
         if layout is not None and layout.fixed:
             operands = operands or ()
             result_types = result_types or ()
@@ -371,7 +328,7 @@ def op_definition(cls):
     custom = getattr(cls, "verify_", None)
     cls = irdl_op_definition(cls)
     index_single_accessors(cls)
-    layout = _layout(cls)
+    layout = layout_of(cls)
     if layout is None:
         return cls
     generic = cls.verify_

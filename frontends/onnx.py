@@ -388,7 +388,7 @@ def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeP
     return nodes
 
 
-class _Importer:
+class Importer:
     def __init__(
         self,
         model: ModelProto,
@@ -459,7 +459,7 @@ class _Importer:
         block = Block(arg_types=arg_types)
         env: dict[str, SSAValue] = {}
         for arg, i in zip(block.args, inputs):
-            _hint(arg, i.name)
+            set_name_hint(arg, i.name)
             env[i.name] = arg
         resolved = self.inferred.graph if self.resolved else None
         # the inferred copy's nodes: their subgraphs carry the inferred types of their own values
@@ -520,7 +520,7 @@ class _Importer:
             )
             op.location = name_loc(text(t.name))
             block.add_op(op)
-            _hint(op.results[0], t.name)
+            set_name_hint(op.results[0], t.name)
             env[t.name] = op.results[0]
         known = set(env) | outer
         for node in _toposort(list(nodes), known, g.name):
@@ -595,7 +595,7 @@ class _Importer:
             raise ForgeOptError(f"{describe_node(node)}: {e}") from None
         op.location = name_loc(node_label(node))
         for name, value in zip([o for o in out_names if o], op.results):
-            _hint(value, name)
+            set_name_hint(value, name)
             env[name] = value
         return op
 
@@ -634,7 +634,7 @@ class _Importer:
             block = Block(arg_types=arg_types)
             inner = dict(env)
             for arg, i in zip(block.args, g.input):
-                _hint(arg, i.name)
+                set_name_hint(arg, i.name)
                 inner[i.name] = arg
             results = self._import_body(g, block, inner, outer=set(env))
         finally:
@@ -664,7 +664,7 @@ class _Importer:
         )
         op.location = name_loc(node_label(node))
         for name, value in zip(outs, op.results):
-            _hint(value, name)
+            set_name_hint(value, name)
             env[name] = value
         return op
 
@@ -693,7 +693,7 @@ def _unknown_type() -> Attribute:
     return UnrankedTensorType(NoneType())
 
 
-def _hint(value: SSAValue, name: str) -> None:
+def set_name_hint(value: SSAValue, name: str) -> None:
     """Name the SSA value after the ONNX value, by the one naming rule."""
     hint = ssa_name(name)
     if hint is not None:
@@ -740,15 +740,15 @@ def infer_types(model: ModelProto, chosen: InputShapes | None = None) -> ModelPr
 
 def _importer(
     model: ModelProto, base: Path | None, weights: WeightMap | None, chosen: InputShapes | None
-) -> _Importer:
+) -> Importer:
     """The importer of the model with its types inferred and, where needed,
     its graph resolved at compile time."""
     inferred = _infer(_without_large_weights(model, chosen))
-    importer = _Importer(model, base, inferred, weights)
+    importer = Importer(model, base, inferred, weights)
     if importer.needs_resolution():
         resolved = resolve(inferred, _infer)
         if resolved is not inferred:
-            return _Importer(model, base, resolved, weights, resolved=True)
+            return Importer(model, base, resolved, weights, resolved=True)
     return importer
 
 

@@ -66,6 +66,9 @@ class Tensor:
     def value(self) -> np.ndarray:
         return self._value
 
+    def set_value(self, value: np.ndarray) -> None:
+        self._value = np.asarray(value)
+
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, dtype={self._value.dtype})"
 
@@ -189,7 +192,7 @@ class ForgeModule:
         array = np.asarray(data)
         if array.shape != param.shape:
             raise ForgeCallError(f"set_parameter: '{name}' has shape {param.shape}, data has {array.shape}")
-        param._value = array
+        param.set_value(array)
 
     def set_constant(self, name: str, data) -> None:
         self.get_constant(name)

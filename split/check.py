@@ -21,7 +21,7 @@ from forge_opt.split.api import convert, describe_split, run_split, split_model
 from forge_opt.split.mpi import agreed_processes, run_mpi
 
 
-def _feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
+def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
     """The model's inputs by name: those given (each one there), or seeded
     random ones (indices inside the tables they index); and the report's
     note on how random ones were made."""
@@ -68,7 +68,7 @@ def check_fallback(
             chosen = chosen.with_arrays(model.graph, inputs)
         original = model
         model = resolved_model(model, chosen)
-        feeds, notes = _feeds(model, base, inputs, seed)
+        feeds, notes = model_feeds(model, base, inputs, seed)
         # first the reference: inputs the model itself cannot take are named by the oracle
         reference = expected_outputs(original, base, feeds)
         with tempfile.TemporaryDirectory() as tmp:
@@ -134,7 +134,7 @@ def check_parallel(
         chosen = InputShapes.of(shapes, dims)
         if inputs is not None:
             chosen = chosen.with_arrays(model.graph, inputs)
-        feeds, notes = _feeds(model, base, inputs, seed, chosen)
+        feeds, notes = model_feeds(model, base, inputs, seed, chosen)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "tp"
             infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,

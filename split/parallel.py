@@ -347,13 +347,13 @@ class _ConstantEvaluator:
 
 
 @dataclass
-class _CompiledSegment:
+class CompiledSegment:
     emitted: ForgePythonModule
     blocks: list[str]  # the device's own parameters, in order
     others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
     blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
 
-    def same_as(self, other: _CompiledSegment) -> bool:
+    def same_as(self, other: CompiledSegment) -> bool:
         mine, theirs = self.emitted.constants, other.emitted.constants
         return (
             self.blocks_untouched and other.blocks_untouched
@@ -364,7 +364,7 @@ class _CompiledSegment:
         )
 
 
-def _compile_segment(module: ModuleOp, blocks: list[str]) -> _CompiledSegment:
+def compile_segment(module: ModuleOp, blocks: list[str]) -> CompiledSegment:
     """Lower a segment's module and emit it, noting whether its blocks
     reached Forge untouched."""
     before = {
@@ -377,7 +377,7 @@ def _compile_segment(module: ModuleOp, blocks: list[str]) -> _CompiledSegment:
     after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
     others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
     untouched = after.keys() == before.keys() and all(after[k] is before[k] for k in after)
-    return _CompiledSegment(emit_module(module), blocks, others, untouched)
+    return CompiledSegment(emit_module(module), blocks, others, untouched)
 
 
 def _write_devices(program: Program, folder: Path) -> list[dict]:
@@ -399,8 +399,8 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
     for n in range(len(program.segments)):
         blocks = program.write_blocks(n, dict(enumerate(files)), keep={0, 1})
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
-        first = _compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
-        second = _compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
+        first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
+        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
         shared = first if second.same_as(first) else None
         del blocks
         gc.collect()  # the modules (IR is cyclic) and the blocks they held
@@ -411,7 +411,7 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
                 compiled = shared
             else:  # its blocks differ in kind (an equal small one written once): read again
                 own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
-                compiled = _compile_segment(program.segment_module(n, rank, own), names[rank])
+                compiled = compile_segment(program.segment_module(n, rank, own), names[rank])
                 del own
                 gc.collect()
             for name, array in compiled.others:

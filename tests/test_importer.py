@@ -103,10 +103,10 @@ def test_value_names_are_set_as_xdsls_setter_sets_them(name):
     from xdsl.dialects.builtin import TensorType, f32
     from xdsl.ir import Block
 
-    from forge_opt.frontends.onnx import _hint
+    from forge_opt.frontends.onnx import set_name_hint
 
     fast, slow = Block(arg_types=[TensorType(f32, [1])] * 2).args
-    _hint(fast, name)
+    set_name_hint(fast, name)
     # the rule's statement (frontends/onnx_names.py): other characters become _, leading non-letters go
     hint = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name).lstrip("_0123456789")
     if hint:

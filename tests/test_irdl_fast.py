@@ -9,12 +9,12 @@ from xdsl.irdl import IRDLOperation, OptionalDef, VariadicDef
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt.dialects import forge, tir
-from forge_opt.dialects.irdl_fast import FastOp, _layout
+from forge_opt.dialects.irdl_fast import FastOp, layout_of
 from forge_opt.dialects.onnx import ONNX
 
 T = TensorType(f32, [2, 3])
 OPS = [op for d in (ONNX, tir.TIR, forge.FORGE) for op in d.operations]
-FAST = [op for op in OPS if _layout(op) is not None]
+FAST = [op for op in OPS if layout_of(op) is not None]
 
 
 def _args(defs, one):
@@ -71,7 +71,7 @@ def test_fast_build_matches_irdl(cls):
 def test_fast_verifier_agrees_with_xdsl(cls):
     """On valid ops and on mutants of them, the fast check and xDSL's give
     the same verdict (and some mutant is invalid)."""
-    layout = _layout(cls)
+    layout = layout_of(cls)
     op, _ = _build_both(cls)
     mutants = [op]
     if op.results:
@@ -108,7 +108,7 @@ def test_fast_verifier_reports_xdsls_message():
 def test_plain_ops_pass_the_fast_verifier():
     x = Block(arg_types=[T]).args[0]
     for op in (tir.UnaryOp("relu", x), forge.build("Index", [x], TensorType(f32, [2, 1]), dim=-1, start=0, stop=1)):
-        layout = _layout(type(op))
+        layout = layout_of(type(op))
         assert layout is not None and layout.holds(op)
         op.verify()
 

@@ -176,7 +176,7 @@ def test_a_different_token_is_a_mismatch(monkeypatch):
     a mismatch, though the step's logits alone are close."""
     from forge_opt.check import decode
 
-    run = decode._Programs.run
+    run = decode.Programs.run
     calls = []
 
     def nudged(self, feeds):
@@ -189,7 +189,7 @@ def test_a_different_token_is_a_mismatch(monkeypatch):
             out["logits"] = logits
         return out
 
-    monkeypatch.setattr(decode._Programs, "run", nudged)
+    monkeypatch.setattr(decode.Programs, "run", nudged)
     report = decode.check_decode(_path("llama"), 4, _feeds("llama", DECODE))
     assert report.status == 1
     steps = report.format().splitlines()
@@ -311,12 +311,12 @@ def test_devices_past_the_second_reuse_its_lowered_modules(tmp_path, monkeypatch
     from forge_opt.split import parallel
 
     lowered = []
-    compile_segment = parallel._compile_segment
-    monkeypatch.setattr(parallel, "_compile_segment", lambda *a: lowered.append(1) or compile_segment(*a))
+    compile_segment = parallel.compile_segment
+    monkeypatch.setattr(parallel, "compile_segment", lambda *a: lowered.append(1) or compile_segment(*a))
     tensor_parallel(_path("phi3"), tmp_path / "shared", 4, dims=DECODE)
     segments = json.loads((tmp_path / "shared" / "graph_infos.json").read_text())["graph_num"]
     assert len(lowered) == 2 * segments
-    monkeypatch.setattr(parallel._CompiledSegment, "same_as", lambda self, other: False)
+    monkeypatch.setattr(parallel.CompiledSegment, "same_as", lambda self, other: False)
     tensor_parallel(_path("phi3"), tmp_path / "own", 4, dims=DECODE)
     assert len(lowered) == 2 * segments + 4 * segments
     for path in sorted((tmp_path / "own").rglob("*")):

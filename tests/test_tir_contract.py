@@ -37,7 +37,7 @@ def test_every_tir_op_has_a_builder_an_interpreter_and_a_forge_lowering(op):
     assert any("__init__" in vars(c) for c in op.__mro__ if issubclass(c, tir.TirOp) and c is not tir.TirOp)
     assert op.inferred is not tir.TirOp.inferred, "its verifier must infer its result types"
     assert op in interpreted_ops(TirFunctions), f"{op.name} has no numpy implementation"
-    assert op in tir_to_forge.LOWERINGS or op.name in tir_to_forge._DECOMPOSED_BY
+    assert op in tir_to_forge.LOWERINGS or op.name in tir_to_forge.DECOMPOSED_BY
 
 
 @pytest.mark.parametrize(

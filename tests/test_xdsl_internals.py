@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.builtin import NameLoc, StringAttr, TensorType, UnknownLoc, f32
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, NameLoc, StringAttr, TensorType, UnknownLoc, f32, f64, i1, i64
 from xdsl.ir import Block, SSAValues
-from xdsl.irdl import IRDLOperation
+from xdsl.irdl import IRDLOperation, VerificationContext
+from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import xdsl_internals as internals
 from forge_opt.dialects import forge, tir
@@ -23,7 +24,7 @@ T = TensorType(f32, [2, 3])
 ROOT = Path(internals.__file__).resolve().parent
 PRIVATE = re.compile(
     r"\.(_operands|_operand_uses|_successors|_type|_name|_first_op|_next_op|_prev_op|_next_use|_operation|_index|_impls)\b"
-    r"|xdsl\.irdl\.operations|object\.__setattr__"
+    r"|xdsl\.irdl\.operations|xdsl\.irdl\.constraints|object\.__setattr__"
 )
 
 
@@ -132,7 +133,7 @@ def test_accessors_match_xdsl(cls):
     for defs in (op_def.operands, op_def.results):
         for i, (name, _) in enumerate(defs):
             accessor = inspect.getattr_static(cls, name)
-            if type(accessor).__name__ in ("_OperandAccessor", "_ResultAccessor"):
+            if type(accessor).__name__ in ("OperandAccessor", "ResultAccessor"):
                 assert accessor.idx == i, f"{cls.name}.{name}"
 
 
@@ -141,8 +142,8 @@ def test_accessors_read_the_operand():
     op = tir.MatmulOp(block.args[0], tir.TransposeOp(block.args[1], [1, 0]).output)
     assert op.lhs is op.operands[0] and op.rhs is op.operands[1] and op.output is op.results[0]
     # xDSL's accessor class is still the one `index_single_accessors` replaces
-    assert type(inspect.getattr_static(tir.MatmulOp, "lhs")) is internals._OperandAccessor
-    assert type(inspect.getattr_static(tir.MatmulOp, "output")) is internals._ResultAccessor
+    assert type(inspect.getattr_static(tir.MatmulOp, "lhs")) is internals.OperandAccessor
+    assert type(inspect.getattr_static(tir.MatmulOp, "output")) is internals.ResultAccessor
 
 
 @pytest.mark.parametrize("cls", [*tir.TIR.operations, *list(ONNX.operations)[:40]], ids=lambda c: c.name)
@@ -174,3 +175,28 @@ def test_extend_dialect_adds_ops():
     ctx = Context()
     ctx.load_dialect(Shard)
     assert ctx.get_op("shard.all_slice") is shard.AllSliceOp
+
+
+SAMPLES = [T, TensorType(f32, [4]), TensorType(i64, [2]), TensorType(i1, []), StringAttr("x"), IntegerAttr(3, i64),
+           FloatAttr(1.0, f64), f32]
+
+
+@pytest.mark.parametrize("cls", [*tir.TIR.operations, *forge.FORGE.operations, *list(ONNX.operations)[:60]],
+                         ids=lambda c: c.name)
+def test_checks_agree_with_irdl_constraints(cls):
+    """The predicates read from IRDL's definitions (`range_check`,
+    `attr_check`) accept exactly what IRDL's own constraints accept."""
+    op_def = cls.get_irdl_definition()
+    defs = [*(d.constr for _, d in op_def.operands), *(d.constr for _, d in op_def.results)]
+    for constr in defs:
+        try:
+            check = internals.range_check(constr)
+        except internals.UnsupportedDefinition:
+            continue  # the op keeps xDSL's own building and verifying
+        for attr in SAMPLES:
+            try:
+                constr.verify((attr,), VerificationContext())
+                irdl = True
+            except VerifyException:
+                irdl = False
+            assert (check is None or check(attr)) == irdl, (constr, attr)

@@ -459,7 +459,7 @@ def _strided_slice(op: tir.StridedSliceOp, e: Emitter):
 
 
 # What lowers an op that reaches the end of `tir-to-forge` unlowered.
-_DECOMPOSED_BY = {"tir.split": "lower-split"}
+DECOMPOSED_BY = {"tir.split": "lower-split"}
 
 _ALLOWED_DIALECTS = ("forge.", "func.", "builtin.")
 
@@ -469,8 +469,8 @@ def check_lowered(module: ModuleOp) -> None:
     for op in module.walk():
         if op.name.startswith(_ALLOWED_DIALECTS):
             continue
-        if op.name in _DECOMPOSED_BY:
-            hint = f"run '{_DECOMPOSED_BY[op.name]}' before 'tir-to-forge'"
+        if op.name in DECOMPOSED_BY:
+            hint = f"run '{DECOMPOSED_BY[op.name]}' before 'tir-to-forge'"
         elif op.name.startswith("tir."):
             hint = "tir-to-forge has no Forge lowering for it"
         elif isinstance(op, CustomOp):

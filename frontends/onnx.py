@@ -8,11 +8,7 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
-import functools
-import heapq
-import mmap
 import os
-import weakref
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
@@ -25,18 +21,11 @@ import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BytesAttr,
-    DenseArrayBase,
-    DenseIntOrFPElementsAttr,
     DictionaryAttr,
-    FloatAttr,
-    IntegerAttr,
     ModuleOp,
     StringAttr,
     TensorType,
     UnrankedTensorType,
-    f32,
-    i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -44,14 +33,20 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
-from forge_opt.dialects.onnx_base import OnnxOp, OptType, SeqType, StringType
-from forge_opt.dialects.tir_shapes import DYNAMIC
+from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx_functions import expandable
 from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads
 from forge_opt.frontends.onnx_names import ssa_name
 from forge_opt.frontends.onnx_resolve import RESOLVED_OPS, resolve
 from forge_opt.frontends.onnx_shapes import InputShapes, clear_negative_dims, dim_names, specialise
+from forge_opt.frontends.onnx_toposort import check_text, toposort
+from forge_opt.frontends.onnx_values import (
+    attribute_value,
+    mlir_type,
+    tensor_attr,
+    tensor_type,
+)
 from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
 from forge_opt.xdsl_internals import name_loc, set_name
 
@@ -142,252 +137,6 @@ def freeze_inputs(model: ModelProto, values: dict[str, np.ndarray]) -> ModelProt
     return frozen
 
 
-# -- types --------------------------------------------------------------------
-
-
-def _element_type(elem: int, what: str) -> Attribute:
-    if elem == TensorProto.STRING:
-        return StringType()
-    t = dtypes.mlir_type(elem)
-    if t is None:
-        raise ForgeOptError(f"{what}: element type {dtypes.onnx_name(elem)} is not supported")
-    return t
-
-
-def _mlir_type(tp: TypeProto, what: str) -> Attribute:
-    kind = tp.WhichOneof("value")
-    if kind == "tensor_type":
-        tt = tp.tensor_type
-        elem = _element_type(tt.elem_type, what)
-        if not tt.HasField("shape"):
-            return UnrankedTensorType(elem)
-        dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
-        return dtypes.tensor_type(elem, dims)
-    if kind == "sequence_type":
-        return SeqType(_mlir_type(tp.sequence_type.elem_type, what))  # pyright: ignore[reportCallIssue]
-    if kind == "optional_type":
-        return OptType(_mlir_type(tp.optional_type.elem_type, what))  # pyright: ignore[reportCallIssue]
-    raise ForgeOptError(f"{what}: values of kind {kind or 'unknown'} are not supported")
-
-
-def _tensor_type(t: TensorProto, what: str) -> TensorType:
-    return dtypes.tensor_type(_element_type(t.data_type, what), t.dims)
-
-
-# -- constants ------------------------------------------------------------------
-
-
-def tensor_attr(t: TensorProto, base: Path | None, what: str, weights: WeightMap | None = None) -> Attribute:
-    """A builtin elements attribute over the tensor's bytes (never a list)."""
-    ttype = _tensor_type(t, what)
-    if weights is not None and t.name in weights and not t.HasField("raw_data"):
-        raw = weights.read(t.name)
-    elif t.data_location == TensorProto.EXTERNAL:
-        raw = _external_bytes(t, base, what)
-    elif t.HasField("raw_data"):
-        raw = t.raw_data
-    else:
-        if t.data_type == TensorProto.STRING:
-            raise ForgeOptError(f"{what}: string constants are not supported")
-        raw = onnx.numpy_helper.to_array(t).astype(dtypes.numpy_dtype(ttype.element_type)).tobytes()
-    np_dtype = _np_dtype(ttype.element_type, what)
-    count = int(np.prod(t.dims, dtype=np.int64))
-    if len(raw) != count * np_dtype.itemsize:
-        raise ForgeOptError(
-            f"{what}: holds {len(raw)} bytes, but {list(t.dims)} x {np_dtype} needs {count * np_dtype.itemsize}"
-        )
-    if t.data_type == TensorProto.BOOL:
-        raw = np.frombuffer(raw, np.uint8).astype(bool).tobytes()
-    # xDSL's annotations: a narrower TensorType than it checks, bytes where a buffer serves
-    return DenseIntOrFPElementsAttr(ttype, BytesAttr(raw))  # pyright: ignore[reportArgumentType]
-
-
-def _np_dtype(elem: Attribute, what: str) -> np.dtype:
-    try:
-        return dtypes.numpy_dtype(elem)
-    except ValueError:
-        raise ForgeOptError(f"{what}: constants of element type {elem} are not supported") from None
-
-
-def _external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
-    info = {e.key: e.value for e in t.external_data}
-    location = info.get("location")
-    if not location:
-        raise ForgeOptError(f"{what}: external data without a location")
-    if base is None:
-        raise ForgeOptError(f"{what}: external data '{location}' needs the model's folder; import from a path")
-    root = base.resolve()
-    path = (root / location).resolve()
-    if root not in path.parents:
-        raise ForgeOptError(f"{what}: external data location '{location}' escapes the model's folder")
-    if not path.is_file():
-        raise ForgeOptError(f"{what}: external data file '{location}' does not exist")
-    offset = int(info.get("offset", 0))
-    length = info.get("length")
-    st = path.stat()
-    data = _mapped(path, st.st_ino, st.st_mtime_ns, st.st_size)
-    end = len(data) if length is None else offset + int(length)
-    if end > len(data):
-        raise ForgeOptError(f"{what}: external data '{location}' ends at byte {len(data)}, before {end}")
-    # a view of the mapped file: pages are read only if something reads them
-    return memoryview(data)[offset:end]  # pyright: ignore[reportReturnType]  (a buffer serves as bytes)
-
-
-def with_external_data(model: ModelProto, base: Path | None) -> ModelProto:
-    """`model` with its external weights read in from `base` (what Forge's
-    `process_framework_parameters` is given: a model `onnx.load` read
-    whole); `model` itself when it has none."""
-    external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
-    if not external:
-        return model
-    loaded = ModelProto()
-    loaded.CopyFrom(model)
-    for t in loaded.graph.initializer:
-        if t.data_location == TensorProto.EXTERNAL:
-            t.raw_data = bytes(_external_bytes(t, base, f"initializer '{t.name}'"))
-            del t.external_data[:]
-            t.data_location = TensorProto.DEFAULT
-    return loaded
-
-
-@functools.lru_cache(maxsize=64)
-def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | bytes:
-    """An external data file, memory-mapped once (read-only) per version of
-    it (its inode, time and size are part of the key: a file rewritten in
-    place is mapped anew)."""
-    if size == 0:
-        return b""
-    with open(path, "rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    _MAPPINGS.add(mapped)
-    return mapped
-
-
-_MAPPINGS: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
-
-
-def release_mapped_pages(view: np.ndarray | None = None) -> None:
-    """Drop the pages of the mapped weight files from this process (they
-    stay in the file and the page cache, and are read again if touched):
-    all of them, or those under `view`, a contiguous array over one. A pass
-    over many weights, as the per-device plan writer makes, then holds
-    only what it is working on."""
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    for mapped in list(_MAPPINGS):
-        if mapped.closed:
-            continue
-        if view is None:
-            mapped.madvise(mmap.MADV_DONTNEED)
-            continue
-        start = view.__array_interface__["data"][0] - np.frombuffer(mapped, np.uint8).__array_interface__["data"][0]
-        if 0 <= start < len(mapped):
-            first = start - start % mmap.PAGESIZE
-            mapped.madvise(mmap.MADV_DONTNEED, first, min(start + view.nbytes, len(mapped)) - first)
-            return
-
-
-# -- attributes -----------------------------------------------------------------
-
-
-def _attribute(a: AttributeProto, base: Path | None, what: str) -> Attribute:
-    t = a.type
-    if t == AttributeProto.INT:
-        return IntegerAttr(a.i, i64)
-    if t == AttributeProto.FLOAT:
-        return FloatAttr(a.f, f32)
-    if t == AttributeProto.STRING:
-        return StringAttr(a.s.decode("utf-8", errors="replace"))
-    if t == AttributeProto.INTS:
-        return DenseArrayBase.from_list(i64, list(a.ints))
-    if t == AttributeProto.FLOATS:
-        return DenseArrayBase.from_list(f32, list(a.floats))
-    if t == AttributeProto.STRINGS:
-        return ArrayAttr([StringAttr(s.decode("utf-8", errors="replace")) for s in a.strings])
-    if t == AttributeProto.TENSOR:
-        return tensor_attr(a.t, base, f"{what}, attribute '{a.name}'")
-    if t == AttributeProto.TYPE_PROTO:
-        return _mlir_type(a.tp, f"{what}, attribute '{a.name}'")
-    kind = AttributeProto.AttributeType.Name(t)
-    raise ForgeOptError(f"{what}: attribute '{a.name}' of kind {kind} is not supported")
-
-
-# -- the graph --------------------------------------------------------------------
-
-
-def _in_order(nodes: list[NodeProto], known: set[str]) -> bool:
-    """Whether every node reads only values made before it and no value is
-    made twice: the order ONNX asks for, so the usual case. False too when a
-    name is not text, which the slow path then reports."""
-    made = set(known)
-    for node in nodes:
-        if type(node.op_type) is bytes or type(node.name) is bytes or type(node.domain) is bytes:
-            return False
-        for name in node.input:
-            if name and name not in made:
-                return False
-        if node.attribute and not made.issuperset(node_reads(node)):
-            return False
-        for out in node.output:
-            if out:
-                if out in made:
-                    return False
-                made.add(out)
-    return not any(type(name) is bytes for name in made)  # every name read is in `made`
-
-
-def _toposort(nodes: list[NodeProto], known: set[str], graph: str) -> list[NodeProto]:
-    """Nodes in an order where every value is produced before it is used;
-    diagnostics for undefined values, doubly produced values and cycles."""
-    if _in_order(nodes, known):
-        return nodes
-    _check_text(nodes, known)
-    producer: dict[str, int] = {}
-    for i, node in enumerate(nodes):
-        for out in node.output:
-            if not out:
-                continue
-            if out in producer or out in known:
-                first = nodes[producer[out]] if out in producer else None
-                by = describe_node(first) if first else "a graph input or initializer"
-                raise ForgeOptError(f"{describe_node(node)}: output '{out}' is already produced by {by}")
-            producer[out] = i
-    users: list[list[int]] = [[] for _ in nodes]
-    pending = [0] * len(nodes)
-    for i, node in enumerate(nodes):
-        deps = set()
-        for name in node_reads(node):
-            if name in producer:
-                deps.add(producer[name])
-            elif name not in known:
-                raise ForgeOptError(
-                    f"{describe_node(node)}: input '{name}' is not produced by any node, graph input or initializer"
-                )
-        if i in deps:
-            raise ForgeOptError(f"{describe_node(node)}: uses its own output (a cycle)")
-        pending[i] = len(deps)
-        for d in deps:
-            users[d].append(i)
-    # Kahn's algorithm, always taking the earliest ready node, so a graph
-    # that is already in order keeps its order.
-    ready = [i for i in range(len(nodes)) if pending[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            pending[u] -= 1
-            if pending[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(nodes):
-        stuck = next(n for i, n in enumerate(nodes) if pending[i] > 0)
-        raise ForgeOptError(f"graph '{graph}' has a cycle through {describe_node(stuck)}")
-    if order != sorted(order):
-        return [nodes[i] for i in order]
-    return nodes
-
-
 class Importer:
     def __init__(
         self,
@@ -427,7 +176,7 @@ class Importer:
             key = tp.SerializeToString()
             converted = self._converted.get(key)
             if converted is None:
-                converted = self._converted[key] = _mlir_type(tp, what if isinstance(what, str) else what())
+                converted = self._converted[key] = mlir_type(tp, what if isinstance(what, str) else what())
                 if not _static_and_filled(converted):
                     self.unresolved = True
         self._by_name[name] = converted
@@ -514,7 +263,7 @@ class Importer:
             what = f"initializer '{t.name}'"
             model_owned = i < len(initializers) - made
             op = ConstantOp.build(
-                result_types=[_tensor_type(t, what)],
+                result_types=[tensor_type(t, what)],
                 properties={"value": tensor_attr(t, self.base, what, self.weights)},
                 attributes={INITIALIZER_ATTR: StringAttr(text(t.name))} if model_owned else {},
             )
@@ -523,7 +272,7 @@ class Importer:
             set_name_hint(op.results[0], t.name)
             env[t.name] = op.results[0]
         known = set(env) | outer
-        for node in _toposort(list(nodes), known, g.name):
+        for node in toposort(list(nodes), known, g.name):
             for op in self._import_node(node, env):
                 block.add_op(op)
         missing = [o.name for o in g.output if o.name not in env]
@@ -616,7 +365,7 @@ class Importer:
                     f"{what}: attribute '{a.name}' is not an attribute of {node.op_type} "
                     f"(opset {cls.ONNX_SINCE_VERSION})"
                 )
-            props[a.name] = _attribute(a, self.base, what)
+            props[a.name] = attribute_value(a, self.base, what)
         regions: list[Region] = []
         for gname in cls.ONNX_GRAPHS:
             if gname not in graphs:
@@ -625,7 +374,7 @@ class Importer:
         return props, regions
 
     def _subgraph(self, g: GraphProto, env: dict[str, SSAValue], what: str) -> Region:
-        _check_text((), _graph_names(g))
+        check_text((), _graph_names(g))
         # the subgraph's value types over its enclosing scope's, while it is imported
         outer_types, outer_names = self.types, self._by_name
         self.types, self._by_name = ChainMap(_own_types(g), outer_types), {}
@@ -652,7 +401,7 @@ class Importer:
         attrs: dict[str, Attribute] = {}
         for a in node.attribute:
             try:
-                attrs[a.name] = _attribute(a, self.base, what)
+                attrs[a.name] = attribute_value(a, self.base, what)
             except ForgeOptError:
                 attrs[a.name] = StringAttr(f"<{AttributeProto.AttributeType.Name(a.type)}>")
         outs = [o for o in node.output if o]
@@ -807,15 +556,6 @@ def check_opsets(model: ModelProto) -> None:
         raise ForgeOptError("the model does not import an opset of the default domain")
 
 
-def _check_text(nodes: Iterable[NodeProto], names: Iterable[str | bytes]) -> None:
-    """Names must be text; protobuf returns bytes for invalid UTF-8."""
-    names = list(names)
-    for node in nodes:
-        names += [node.name, node.op_type, node.domain, *node.input, *node.output]
-    if any(isinstance(n, bytes) for n in names):
-        raise UnicodeError("invalid UTF-8")
-
-
 def _graph_names(g: GraphProto) -> list[str | bytes]:
     return [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
 
@@ -828,7 +568,7 @@ def import_model(
 ) -> ModuleOp:
     """`shapes`: sizes for the model's symbolic input dims (`--dim`, `--shape`)."""
     try:
-        _check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
+        check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
         check_opsets(model)
         func = _importer(model, base, weights, shapes).import_main()
     except UnicodeError:

@@ -33,8 +33,9 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import forge, shard, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
-from forge_opt.frontends.onnx import import_model, load_model, release_mapped_pages
+from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.frontends.onnx_shapes import InputShapes
+from forge_opt.frontends.onnx_values import release_mapped_pages
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
 from forge_opt.split.plan import DEVICE

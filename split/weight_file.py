@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from forge_opt.frontends.onnx import release_mapped_pages
+from forge_opt.frontends.onnx_values import release_mapped_pages
 from forge_opt.interpreters.shard import block
 
 #: bytes of a weight read at once when taking a device's block of it

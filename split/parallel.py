@@ -13,11 +13,13 @@ model weight, saved in `dev{k}/weights.onnx`).
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Set
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.frontends.onnx_values import release_mapped_pages
+from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import INFOS
 from forge_opt.split.plan import DEVICE
@@ -167,6 +170,11 @@ class Program:
     def blocks_read(self, n: int) -> list[SSAValue]:
         """The values segment `n` reads that differ between devices (its
         blocks of constants), in the order it first reads them."""
+        return self._constants_read(n)[0]
+
+    def _constants_read(self, n: int) -> tuple[list[SSAValue], set[SSAValue]]:
+        """Segment `n`'s blocks in the order it first reads them, and every
+        value made of constants it reads (blocks, weights, on the way)."""
         found: dict[SSAValue, None] = {}
         seen: set[SSAValue] = set()
 
@@ -183,7 +191,19 @@ class Program:
         for op in self.segments[n].ops:
             for o in op.operands:
                 visit(o)
-        return list(found)
+        return list(found), seen
+
+    @functools.cached_property
+    def readers(self) -> Counter:
+        """How many segments read each block (by value) and each model
+        weight (by name)."""
+        count: Counter = Counter()
+        for n in range(len(self.segments)):
+            for v in self._constants_read(n)[1]:
+                count[v] += 1
+                if isinstance(v.owner, tir.ConstantOp) and v.owner.weight_name is not None:
+                    count[v.owner.weight_name.data] += 1
+        return count
 
     def write_blocks(self, n: int, files: Mapping[int, WeightFile], keep: Set[int]) -> dict[int, Blocks]:
         """The blocks that segment `n` reads, for each device of `files`,
@@ -349,12 +369,23 @@ class _ConstantEvaluator:
 
 @dataclass
 class CompiledSegment:
-    emitted: ForgePythonModule
+    module: ModuleOp | None  # lowered; None once emitted
     blocks: list[str]  # the device's own parameters, in order
     others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
     blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
+    layouts: dict[str, list[tuple[str, tuple[int, ...]]]]  # each parameter's load-time steps
+    emitted: ForgePythonModule | None = None
+
+    def emit(self, laid_out: Collection[str]) -> ForgePythonModule:
+        """The module's Forge Python, the weights named in `laid_out`
+        stored in their layout already."""
+        assert self.module is not None
+        self.emitted = emit_module(self.module, laid_out)
+        self.module = None
+        return self.emitted
 
     def same_as(self, other: CompiledSegment) -> bool:
+        assert self.emitted is not None and other.emitted is not None
         mine, theirs = self.emitted.constants, other.emitted.constants
         return (
             self.blocks_untouched and other.blocks_untouched
@@ -366,8 +397,8 @@ class CompiledSegment:
 
 
 def compile_segment(module: ModuleOp, blocks: list[str]) -> CompiledSegment:
-    """Lower a segment's module and emit it, noting whether its blocks
-    reached Forge untouched."""
+    """Lower a segment's module, noting whether its blocks reached Forge
+    untouched and each parameter's layout."""
     before = {
         op.weight_name.data: op.value
         for op in module.walk()
@@ -378,7 +409,27 @@ def compile_segment(module: ModuleOp, blocks: list[str]) -> CompiledSegment:
     after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
     others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
     untouched = after.keys() == before.keys() and all(after[k] is before[k] for k in after)
-    return CompiledSegment(emit_module(module), blocks, others, untouched)
+    layouts = {p.parameter_name.data: p.steps() for p in params if p.layout is not None}
+    return CompiledSegment(module, blocks, others, untouched, layouts)
+
+
+def _stored_laid_out(program: Program, compiled: CompiledSegment, blocks: Blocks, weights: WeightFile) -> dict:
+    """The parameters whose layout the weight files take on (so the module
+    loads them as they are): a block or a weight this segment alone reads
+    (no other can want it in another layout), not a small block (those
+    may be written once for two)."""
+    value_of_block = {name: v for v, (name, _) in blocks.items()}
+    stored = {}
+    for name, steps in compiled.layouts.items():
+        v = value_of_block.get(name)
+        if v is not None:
+            alone = program.readers[v] == 1 and weights.places[name][1].itemsize * math.prod(
+                weights.places[name][2]) > SAME_BLOCK_BYTES
+        else:
+            alone = program.readers[name] == 1 and name not in weights
+        if alone:
+            stored[name] = steps
+    return stored
 
 
 def _write_devices(program: Program, folder: Path) -> list[dict]:
@@ -402,6 +453,9 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
         first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
         second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
+        stored = _stored_laid_out(program, first, blocks[0], files[0])
+        first.emit(stored)
+        second.emit(stored)
         shared = first if second.same_as(first) else None
         del blocks
         gc.collect()  # the modules (IR is cyclic) and the blocks they held
@@ -413,13 +467,22 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
             else:  # its blocks differ in kind (an equal small one written once): read again
                 own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
                 compiled = compile_segment(program.segment_module(n, rank, own), names[rank])
+                compiled.emit(stored)
                 del own
                 gc.collect()
-            for name, array in compiled.others:
+            others = dict(compiled.others)
+            for name, steps in stored.items():
+                if name in others:
+                    others[name] = laid_out(others[name], steps)
+                else:  # a block, written as it was this segment
+                    files[rank].lay_out(name, steps)
+            for name, array in others.items():
                 files[rank].add(name, array)
-            (dirs[rank] / f"segment_{n}.py").write_text(compiled.emitted.source)
-            save_constants(compiled.emitted, dirs[rank])
-            constant_bytes[rank] += sum(a.nbytes for a in compiled.emitted.constants.values())
+            emitted = compiled.emitted
+            assert emitted is not None
+            (dirs[rank] / f"segment_{n}.py").write_text(emitted.source)
+            save_constants(emitted, dirs[rank])
+            constant_bytes[rank] += sum(a.nbytes for a in emitted.constants.values())
         release_mapped_pages()  # the weights this segment read stay in the file, not in this process
     for f in files:
         f.close()

@@ -9,6 +9,7 @@ of columns reads every row of its weight."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 import onnx
 
 from forge_opt.frontends.onnx_values import release_mapped_pages
+from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.shard import block
 
 #: bytes of a weight read at once when taking a device's block of it
@@ -123,6 +125,7 @@ class WeightFile:
         self.names: dict[object, str] = {}  # the value a block is of, its name
         self.written: set[str] = set()
         self.digests: dict[tuple, str] = {}  # small blocks written, by weight and content
+        self.places: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = {}  # each parameter's offset, type, shape
         self.nbytes = 0
 
     def claim(self, key: object, base: str) -> str:
@@ -167,9 +170,27 @@ class WeightFile:
         for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(nbytes))):
             entry = t.external_data.add()
             entry.key, entry.value = key, value
+        self.places[name] = (self.nbytes, np.dtype(dtype), tuple(shape))
         self.nbytes += nbytes
         self.tensors.append(t)
         self.written.add(name)
+
+    def lay_out(self, name: str, steps) -> None:
+        """Rewrite parameter `name` in place as its layout `steps` leave it
+        (the same bytes in another order): read back, laid out, written
+        over itself. One parameter in memory at a time."""
+        offset, dtype, shape = self.places[name]
+        self.file.flush()
+        count = int(np.prod(shape, dtype=np.int64))
+        data = np.fromfile(self.dev / "weights.bin", dtype=dtype, count=count, offset=offset).reshape(shape)
+        out = np.asarray(laid_out(data, steps), order="C")
+        self.file.seek(offset)
+        self.file.write(_bytes(out))
+        self.file.seek(0, os.SEEK_END)
+        t = next(t for t in reversed(self.tensors) if t.name == name)
+        del t.dims[:]
+        t.dims.extend(out.shape)
+        self.places[name] = (offset, dtype, out.shape)
 
     def close(self) -> None:
         self.file.close()

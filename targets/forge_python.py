@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -164,8 +165,9 @@ def _scalar_literal(op: forge.ConstantOp) -> str:
 
 
 class _Emitter:
-    def __init__(self, func: FuncOp):
+    def __init__(self, func: FuncOp, laid_out: Collection[str] = ()):
         self.func = func
+        self.laid_out = laid_out  # weights stored in their parameter's layout already
         self.graph = func.sym_name.data
         self.names = _Names()
         self.expr: dict[SSAValue, str] = {}
@@ -238,7 +240,7 @@ class _Emitter:
             self.weight_constants.append(name)
             self.expr[op.output] = f"self.get_constant({_quote(name)})"
         self.weight_names.add(name)
-        if op.layout is not None:
+        if op.layout is not None and name not in self.laid_out:
             self.layouts[name] = op.steps()
         if dtypes.is_narrow_float(dtypes.numpy_dtype(t.element_type)):
             self.narrow[name] = _torch_dtype(t.element_type)
@@ -343,11 +345,14 @@ class _Emitter:
         return ForgePythonModule("\n".join(lines) + "\n", self.constants, constants_file)
 
 
-def emit_module(module: ModuleOp) -> ForgePythonModule:
+def emit_module(module: ModuleOp, laid_out: Collection[str] = ()) -> ForgePythonModule:
+    """The Forge Python module; `laid_out` names weights whose file holds
+    them in their parameter's layout already (tensor-parallel weight
+    files), which load without its steps."""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     if len(funcs) != 1:
         raise ForgeOptError(f"forge-python prints one function; the module has {len(funcs)}")
-    return _Emitter(funcs[0]).run()
+    return _Emitter(funcs[0], laid_out).run()
 
 
 def emit_forge_python(module: ModuleOp) -> str:

@@ -631,3 +631,43 @@ def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
         assert sizes["w0.shard"] == (16, 8) and sizes["w1.shard"] == (8, 16)
         total = sum(numpy_helper.to_array(t).nbytes for t in weights.graph.initializer)
         assert (folder / f"dev{rank}" / "weights.bin").stat().st_size == total
+
+
+def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
+    """A Gemm's transB=1 on a weight only one segment reads: each device's
+    weights file holds it transposed, and its module loads it as it is."""
+    from forge_opt.check.engine import onnxruntime_outputs
+    from forge_opt.split.runner import assemble, run_parallel
+
+    model = make_model(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(_f32(8, 16), "w"), numpy_helper.from_array(_f32(8), "b")],
+    )
+    infos = tensor_parallel(model, tmp_path / "tp", 2, min_size=10**6)  # replicated: one segment
+    for rank in range(2):
+        index = onnx.load(str(tmp_path / "tp" / f"dev{rank}" / "weights.onnx"), load_external_data=False)
+        assert {t.name: list(t.dims) for t in index.graph.initializer}["w"] == [16, 8]
+        assert ".transpose(" not in (tmp_path / "tp" / f"dev{rank}" / "segment_0.py").read_text()
+    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
+    got, differ = assemble(infos, run_parallel(tmp_path / "tp", x))
+    assert not differ
+    np.testing.assert_allclose(got["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_parameter_is_laid_out_in_place(tmp_path):
+    """`WeightFile.lay_out` rewrites one parameter in its new order and shape,
+    the parameters around it untouched."""
+    from forge_opt.split.weight_file import WeightFile
+
+    a, w, b = _f32(3), _f32(2, 5), _f32(4)
+    f = WeightFile(tmp_path)
+    for name, array in (("a", a), ("w", w), ("b", b)):
+        f.add(name, array)
+    f.lay_out("w", [("transpose", (1, 0)), ("reshape", (5, 1, 2))])
+    f.close()
+    loaded = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "weights.onnx")).graph.initializer}
+    np.testing.assert_array_equal(loaded["w"], w.T.reshape(5, 1, 2))
+    np.testing.assert_array_equal(loaded["a"], a)
+    np.testing.assert_array_equal(loaded["b"], b)

@@ -29,7 +29,7 @@ SINGLE, OPTIONAL, VARIADIC = "single", "optional", "variadic"
 
 #: Hand-written checks beyond what the schema says, by ONNX op type
 #: (filled in by `onnx_verifiers`).
-VERIFIERS: dict[str, Callable[[OnnxOp], None]] = {}
+VERIFIERS: dict[type, Callable[[OnnxOp], None]] = {}  # by op class (`onnx_verifiers.py` fills it)
 
 
 @irdl_attr_definition
@@ -162,7 +162,7 @@ class OnnxOp(FastOp):
             printer.print_region(region, print_entry_block_args=True)
 
     def verify_(self) -> None:
-        check = VERIFIERS.get(self.ONNX_OP_TYPE)
+        check = VERIFIERS.get(type(self))
         if check is not None:
             try:
                 check(self)

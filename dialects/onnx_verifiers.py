@@ -6,6 +6,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType
 from xdsl.utils.exceptions import VerifyException
 
+from forge_opt.dialects import onnx_ops
 from forge_opt.dialects.onnx_base import VERIFIERS
 
 
@@ -30,4 +31,4 @@ def verify_split(op) -> None:
         raise VerifyException(f"dimension {axis} of size {dim} does not divide into {count} equal parts")
 
 
-VERIFIERS["Split"] = verify_split
+VERIFIERS[onnx_ops.SplitOp] = verify_split

@@ -27,9 +27,12 @@ FOLD_LIMIT = 1 << 16
 
 # Never folded: their value is not a function of constant inputs.
 _KEEP = {
-    "Constant", "RandomNormal", "RandomNormalLike", "RandomUniform",
-    "RandomUniformLike", "Bernoulli", "Multinomial", "If", "Loop", "Scan",
+    onnx.ConstantOp, onnx.RandomNormalOp, onnx.RandomNormalLikeOp, onnx.RandomUniformOp,
+    onnx.RandomUniformLikeOp, onnx.BernoulliOp, onnx.MultinomialOp, onnx.IfOp, onnx.LoopOp,
+    onnx.ScanOp,
 }
+#: ops that fold from their operand's shape alone, its values unknown
+_FROM_SHAPE = (onnx.ShapeOp, onnx.SizeOp)
 
 
 _CONSTANT_OPS = (onnx.ConstantOp, tir.ConstantOp)
@@ -58,16 +61,16 @@ def _result_size(op: Operation) -> int | None:
 
 def fold_constant_op(op: Operation) -> Replacement | None:
     """`onnx.Constant` ops replacing `op`, or None when it does not fold."""
-    op_type = getattr(op, "ONNX_OP_TYPE", None)  # only onnx ops have it (cheaper than isinstance of an ABC)
-    if op_type is None or op_type in _KEEP or not op.results:
-        return None
+    if getattr(op, "ONNX_OP_TYPE", None) is None or type(op) in _KEEP or not op.results:
+        return None  # only onnx ops have ONNX_OP_TYPE (cheaper than isinstance of an ABC)
     operands = operands_of(op)
-    if op_type not in ("Shape", "Size") and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
+    from_shape = type(op) in _FROM_SHAPE
+    if not from_shape and not all(type(v.owner) in _CONSTANT_OPS for v in operands):
         return None  # the common case, decided without looking at values
     source = operands[0].owner if operands else None
-    if op_type == "Identity" and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
+    if type(op) is onnx.IdentityOp and isinstance(source, Operation) and INITIALIZER_ATTR in source.attributes:
         return None  # folding would turn a named weight into an anonymous copy
-    if op_type in ("Shape", "Size"):
+    if from_shape:
         shape = known_shape(op.operands[0])
         if shape is None:
             return None

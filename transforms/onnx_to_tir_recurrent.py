@@ -63,7 +63,7 @@ class _Direction:
             b = _take(e, op.B, d, 0)
             self.input_bias = _cols(e, b, 0, gates * hidden)
             self.recurrent_bias = _cols(e, b, gates * hidden, gates * hidden)
-        self.peepholes = _take(e, op.P, d, 0) if getattr(op, "P", None) is not None else None
+        self.peepholes = _take(e, op.P, d, 0) if isinstance(op, onnx.LSTMOp) and op.P is not None else None
 
     def gate(self, e: Emitter, values: SSAValue, k: int) -> SSAValue:
         return _cols(e, values, k * self.hidden, self.hidden)
@@ -100,7 +100,7 @@ def _recurrent(op, e: Emitter, gates: int, defaults: list[str], cell: Cell, with
     for name in names:
         if name not in _ACTIVATIONS:
             raise e.error(f"the activation '{name}' is not supported (only {', '.join(_ACTIVATIONS)})")
-    if getattr(op, "input_forget", None) is not None and op.input_forget.value.data:
+    if isinstance(op, onnx.LSTMOp) and op.input_forget is not None and op.input_forget.value.data:
         raise e.error("input_forget=1 is not supported")
     per = len(defaults)
     outputs, last_h, last_c = [], [], []

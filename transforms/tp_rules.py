@@ -175,58 +175,90 @@ def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
             and isinstance(op.lhs.owner, tir.ConstantOp))
 
 
-def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
-    """The shardings `op` runs with locally, given its operands' current
-    ones. Ops not named here run replicated."""
+def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
     if isinstance(op, tir.CastOp) and given[0].partial and _widens(op):
         return Rule(given, [PARTIAL])  # exact on each summand
-    if isinstance(op, tir.UnaryOp | tir.CastOp | tir.ClipOp):
-        s = given[0]
-        return _replicated(op) if s.partial else Rule([s], [s])
-    if isinstance(op, tir.BinaryOp) and op.fn.data.value in ("add", "sub") and all(g.partial for g in given):
+    s = given[0]
+    return _replicated(op) if s.partial else Rule([s], [s])
+
+
+def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
+    if op.fn.data.value in ("add", "sub") and all(g.partial for g in given):
         return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
-    if isinstance(op, tir.BinaryOp) and _scales_a_sum(op, given):
+    if _scales_a_sum(op, given):
         return Rule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)
-    if isinstance(op, tir.BinaryOp | tir.WhereOp):
-        return _elementwise(op, given)
-    if isinstance(op, tir.MatmulOp):
-        return _matmul(op, given)
-    if isinstance(op, tir.ConcatOp):
-        return _concat(op, given)
-    s = given[0] if given else REPLICATED
-    if s.axis is None:
-        if isinstance(op, tir.GatherOp) and given[1].axis is not None and op.axis.value.data == 0:
-            return Rule([REPLICATED, given[1]], [split(given[1].axis)])
-        return _replicated(op)
-    a = s.axis
-    if isinstance(op, tir.ReshapeOp):
-        b = reshape_axis(shape(op.input), shape(op.output), a)
-        if b is None:
-            return _replicated(op)
-        if shape(op.output)[b] % devices:
-            raise TPError(
-                f"{describe(op)}: reshapes the dim of {shape(op.input)[a]} split over {devices} devices into "
-                f"{shape(op.output)}, whose dim {b} ({shape(op.output)[b]}, e.g. a head count) {devices} does not "
-                "divide; choose a P that divides it or keep the layers before it replicated (plan)"
-            )
-        return Rule([s], [split(b)])
-    if isinstance(op, tir.TransposeOp):
-        return Rule([s], [split(list(op.perm.get_values()).index(a))])
-    if isinstance(op, tir.SoftmaxOp):
-        return Rule([s], [s]) if op.axis.value.data != a else _replicated(op)
-    if isinstance(op, tir.LayernormOp):
-        return Rule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)
-    if isinstance(op, tir.SplitOp):
-        return Rule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)
-    if isinstance(op, tir.StridedSliceOp):
-        rank = len(shape(op.input))
-        cut = {x % rank for x in op.axes.get_values()}
-        return Rule([s], [s]) if a not in cut else _replicated(op)
-    if isinstance(op, tir.TileOp):  # repeated along other axes only (GQA's K/V: unsqueezed, tiled, reshaped)
-        return Rule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op)
-    if isinstance(op, tir.BroadcastOp):
-        b = a + len(shape(op.output)) - len(shape(op.input))
-        return Rule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
-    if isinstance(op, tir.GatherOp) and a == 0 and op.axis.value.data == 0 and given[1].axis is None:
-        return Rule([s, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
+    return _elementwise(op, given)
+
+
+def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
+    table, indices = given
+    if table.axis is None and indices.axis is not None and op.axis.value.data == 0:
+        return Rule([REPLICATED, indices], [split(indices.axis)])
+    if table.axis == 0 and op.axis.value.data == 0 and indices.axis is None:
+        return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
     return _replicated(op)
+
+
+def _reshape(op: tir.ReshapeOp, s: Sharding, a: int, devices: int) -> Rule:
+    b = reshape_axis(shape(op.input), shape(op.output), a)
+    if b is None:
+        return _replicated(op)
+    if shape(op.output)[b] % devices:
+        raise TPError(
+            f"{describe(op)}: reshapes the dim of {shape(op.input)[a]} split over {devices} devices into "
+            f"{shape(op.output)}, whose dim {b} ({shape(op.output)[b]}, e.g. a head count) {devices} does not "
+            "divide; choose a P that divides it or keep the layers before it replicated (plan)"
+        )
+    return Rule([s], [split(b)])
+
+
+def _strided_slice(op: tir.StridedSliceOp, s: Sharding, a: int, devices: int) -> Rule:
+    rank = len(shape(op.input))
+    cut = {x % rank for x in op.axes.get_values()}
+    return Rule([s], [s]) if a not in cut else _replicated(op)
+
+
+def _broadcast(op: tir.BroadcastOp, s: Sharding, a: int, devices: int) -> Rule:
+    b = a + len(shape(op.output)) - len(shape(op.input))
+    return Rule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
+
+
+#: ops whose rule reads every operand's sharding
+_BY_OPERANDS: dict[type[Operation], Callable[..., Rule]] = {
+    tir.UnaryOp: _unary,
+    tir.CastOp: _unary,
+    tir.ClipOp: _unary,
+    tir.BinaryOp: _binary,
+    tir.WhereOp: lambda op, given, devices: _elementwise(op, given),
+    tir.MatmulOp: lambda op, given, devices: _matmul(op, given),
+    tir.ConcatOp: lambda op, given, devices: _concat(op, given),
+    tir.GatherOp: _gather,
+}
+
+#: ops whose first operand is split along axis `a`: how the split goes through
+_BY_AXIS: dict[type[Operation], Callable[..., Rule]] = {
+    tir.ReshapeOp: _reshape,
+    tir.TransposeOp: lambda op, s, a, devices: Rule([s], [split(list(op.perm.get_values()).index(a))]),
+    tir.SoftmaxOp: lambda op, s, a, devices: Rule([s], [s]) if op.axis.value.data != a else _replicated(op),
+    tir.LayernormOp: lambda op, s, a, devices: (
+        Rule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)),
+    tir.SplitOp: lambda op, s, a, devices: (
+        Rule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)),
+    tir.StridedSliceOp: _strided_slice,
+    # repeated along other axes only (GQA's K/V: unsqueezed, tiled, reshaped)
+    tir.TileOp: lambda op, s, a, devices: Rule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op),
+    tir.BroadcastOp: _broadcast,
+}
+
+
+def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
+    """The shardings `op` runs with locally, given its operands' current
+    ones. Ops in neither table run replicated."""
+    by_operands = _BY_OPERANDS.get(type(op))
+    if by_operands is not None:
+        return by_operands(op, given, devices)
+    s = given[0] if given else REPLICATED
+    by_axis = _BY_AXIS.get(type(op))
+    if by_axis is None or s.axis is None:
+        return _replicated(op)
+    return by_axis(op, s, s.axis, devices)

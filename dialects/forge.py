@@ -291,15 +291,10 @@ class ParameterOp(FastOp):
 
     def steps(self) -> list[tuple[str, tuple[int, ...]]]:
         """`layout` as (kind, ints) pairs."""
-        return [] if self.layout is None else self.steps_of(self.layout)
-
-    @staticmethod
-    def steps_of(layout: ArrayAttr) -> list[tuple[str, tuple[int, ...]]]:
         steps = []
-        for step in layout.data:
-            if not isinstance(step, DictionaryAttr) or len(step.data) != 1:
-                raise VerifyException(f"a layout step is one of {{{', '.join(LAYOUT_STEPS)} = array<i64: ...>}}")
-            ((kind, ints),) = step.data.items()
+        for step in self.layout.data if self.layout is not None else ():
+            ((kind, ints),) = step.data.items() if isinstance(step, DictionaryAttr) and len(step.data) == 1 else (
+                ("", None),)
             if kind not in LAYOUT_STEPS or not isinstance(ints, DenseArrayBase):
                 raise VerifyException(f"a layout step is one of {{{', '.join(LAYOUT_STEPS)} = array<i64: ...>}}")
             steps.append((kind, tuple(cast(Sequence[int], ints.get_values()))))

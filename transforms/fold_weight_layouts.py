@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, DenseIntOrFPElementsAttr, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
@@ -30,14 +30,14 @@ from forge_opt.interpreters.forge import laid_out
 LAYOUT_CALLS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze")
 
 
-def _step(call: forge.ForgeOp, rank: int):
+def _step(call: forge.ForgeOp, rank: int) -> tuple[str, tuple[int, ...]]:
     if call.FORGE_FUNCTION == "Transpose":
         keywords = forge.rule_call(call).keywords
         perm = list(range(rank))
         a, b = keywords["dim0"] % rank, keywords["dim1"] % rank
         perm[a], perm[b] = perm[b], perm[a]
-        return forge.layout_step("transpose", perm)
-    return forge.layout_step("reshape", dtypes.tensor(call.results[0].type).get_shape())
+        return "transpose", tuple(perm)
+    return "reshape", tuple(dtypes.tensor(call.results[0].type).get_shape())
 
 
 def _folded(call: Operation, reads: Counter) -> forge.ParameterOp | forge.ConstantOp | None:
@@ -51,15 +51,17 @@ def _folded(call: Operation, reads: Counter) -> forge.ParameterOp | forge.Consta
         return None
     rank = len(dtypes.tensor(weight.type).get_shape())
     result = call.results[0].type
+    step = _step(call, rank)
     if isinstance(source, forge.ConstantOp):
         properties = dict(source.properties)
         if source.value is not None:
-            kind, ints = forge.ParameterOp.steps_of(ArrayAttr([_step(call, rank)]))[0]
-            properties["value"] = array_to_attr(laid_out(attr_to_array(source.value), [(kind, ints)]))
+            if not isinstance(source.value, DenseIntOrFPElementsAttr):
+                return None
+            properties["value"] = array_to_attr(laid_out(attr_to_array(source.value), [step]))
         return forge.ConstantOp.build(result_types=[result], properties=properties)
     if not isinstance(source, forge.ParameterOp) or reads[source.parameter_name.data] != 1:
         return None
-    steps = [*(source.layout.data if source.layout is not None else ()), _step(call, rank)]
+    steps = [*(source.layout.data if source.layout is not None else ()), forge.layout_step(*step)]
     return forge.ParameterOp.build(
         result_types=[result],
         properties={"parameter_name": source.parameter_name, "value": source.value, "layout": ArrayAttr(steps)},

@@ -44,7 +44,9 @@ def merge_equal_ops(block: Block) -> bool:
     for op in list(block.ops):
         if not _compared(op):
             continue
-        same = seen.setdefault((type(op), *op.operands), [])
+        # an op without operands (a constant, a fill) is keyed by what it holds, else every one shares a bucket
+        key = (type(op), *op.operands) if op.operands else (type(op), *op.properties.items(), *op.result_types)
+        same = seen.setdefault(key, [])
         first = next((other for other in same if _equal(other, op)), None)
         if first is None:
             same.append(op)

@@ -423,8 +423,7 @@ def _stored_laid_out(program: Program, compiled: CompiledSegment, blocks: Blocks
     for name, steps in compiled.layouts.items():
         v = value_of_block.get(name)
         if v is not None:
-            alone = program.readers[v] == 1 and weights.places[name][1].itemsize * math.prod(
-                weights.places[name][2]) > SAME_BLOCK_BYTES
+            alone = program.readers[v] == 1 and weights.places[name].nbytes > SAME_BLOCK_BYTES
         else:
             alone = program.readers[name] == 1 and name not in weights
         if alone:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,23 @@ def value_of(data: np.ndarray | WeightBlock) -> np.ndarray:
     return data.array() if isinstance(data, WeightBlock) else data
 
 
+@dataclass
+class Place:
+    """Where a parameter is in `weights.bin`, and its index entry."""
+
+    offset: int
+    dtype: np.dtype
+    tensor: onnx.TensorProto
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.tensor.dims)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
 class WeightFile:
     """`dev/weights.bin` and its index, `dev/weights.onnx` (on close)."""
 
@@ -123,9 +141,8 @@ class WeightFile:
         self.file = open(dev / "weights.bin", "wb")  # noqa: SIM115 (closed by close())
         self.tensors: list[onnx.TensorProto] = []
         self.names: dict[object, str] = {}  # the value a block is of, its name
-        self.written: set[str] = set()
         self.digests: dict[tuple, str] = {}  # small blocks written, by weight and content
-        self.places: dict[str, tuple[int, np.dtype, tuple[int, ...]]] = {}  # each parameter's offset, type, shape
+        self.places: dict[str, Place] = {}  # each parameter written
         self.nbytes = 0
 
     def claim(self, key: object, base: str) -> str:
@@ -141,13 +158,13 @@ class WeightFile:
         return self.names[key]
 
     def __contains__(self, name: str) -> bool:
-        return name in self.written
+        return name in self.places
 
     def add(self, name: str, data: np.ndarray | WeightBlock) -> str:
         """Append `data` as parameter `name`, unless written already; the
         name it is under. A small block equal to one written already (the
         same constant reached twice) is that one."""
-        if name in self.written:
+        if name in self.places:
             return name
         if data.nbytes <= SAME_BLOCK_BYTES:
             data = np.asarray(value_of(data), order="C")  # (ascontiguousarray makes a scalar 1-d)
@@ -170,27 +187,24 @@ class WeightFile:
         for key, value in (("location", "weights.bin"), ("offset", str(self.nbytes)), ("length", str(nbytes))):
             entry = t.external_data.add()
             entry.key, entry.value = key, value
-        self.places[name] = (self.nbytes, np.dtype(dtype), tuple(shape))
+        self.places[name] = Place(self.nbytes, np.dtype(dtype), t)
         self.nbytes += nbytes
         self.tensors.append(t)
-        self.written.add(name)
 
     def lay_out(self, name: str, steps) -> None:
         """Rewrite parameter `name` in place as its layout `steps` leave it
         (the same bytes in another order): read back, laid out, written
         over itself. One parameter in memory at a time."""
-        offset, dtype, shape = self.places[name]
+        place = self.places[name]
         self.file.flush()
-        count = int(np.prod(shape, dtype=np.int64))
-        data = np.fromfile(self.dev / "weights.bin", dtype=dtype, count=count, offset=offset).reshape(shape)
-        out = np.asarray(laid_out(data, steps), order="C")
-        self.file.seek(offset)
+        count = int(np.prod(place.shape, dtype=np.int64))
+        data = np.fromfile(self.dev / "weights.bin", dtype=place.dtype, count=count, offset=place.offset)
+        out = np.asarray(laid_out(data.reshape(place.shape), steps), order="C")
+        self.file.seek(place.offset)
         self.file.write(_bytes(out))
         self.file.seek(0, os.SEEK_END)
-        t = next(t for t in reversed(self.tensors) if t.name == name)
-        del t.dims[:]
-        t.dims.extend(out.shape)
-        self.places[name] = (offset, dtype, out.shape)
+        del place.tensor.dims[:]
+        place.tensor.dims.extend(out.shape)
 
     def close(self) -> None:
         self.file.close()

@@ -141,3 +141,20 @@ def test_shape_ops_that_cancel():
     ops = _tir_ops(model)
     assert ops.count("tir.reshape") == 1 and "tir.transpose" not in ops and "tir.cast" not in ops
     assert_matches(model, {"x": RNG.standard_normal((4, 6)).astype(np.float32)})
+
+
+def test_equal_branches_are_one_and_compute_the_same():
+    """Two branches reading the input through equal Constant nodes are one
+    Matmul and one Relu after merge-equal-ops, and the result matches
+    onnxruntime; a weight (an initializer) is never merged by value."""
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+    const = [helper.make_node("Constant", [], [f"w{i}"], value=numpy_helper.from_array(w)) for i in (0, 1)]
+    nodes = [*const, n("MatMul", ["x", "w0"], ["a"]), n("MatMul", ["x", "w1"], ["b"]), n("Relu", ["a"], ["ra"]),
+             n("Relu", ["b"], ["rb"]), n("Add", ["ra", "rb"], ["y"]), n("MatMul", ["x", "u0"], ["c"]),
+             n("MatMul", ["x", "u1"], ["d"]), n("Add", ["c", "d"], ["z"])]
+    model = make_model(nodes, [value_info("x", [4, 8])], [value_info("y", [4, 8]), value_info("z", [4, 8])],
+                       [numpy_helper.from_array(w, "u0"), numpy_helper.from_array(w, "u1")])
+    module = compile_onnx(model, pipeline="onnx-to-tir,fuse-patterns,merge-equal-ops")
+    ops = [op.name for op in module.walk()]
+    assert ops.count("tir.matmul") == 3 and ops.count("tir.unary") == 1
+    assert_matches(model, {"x": RNG.standard_normal((4, 8)).astype(np.float32)})

@@ -536,13 +536,37 @@ def test_a_fault_in_a_split_under_mpi_ends_every_process(tmp_path):
     assert time.monotonic() - start < 10
 
 
-def test_a_split_for_one_device_has_nothing_for_mpi(tmp_path):
+def test_a_split_for_one_device_has_nothing_for_mpi(tmp_path, capsys):
+    """`forge-split run --mpi` on a split for one device, or with a CPU
+    mode: a one-line error and exit 2, as a user sees it."""
     from forge_opt.split.api import split_model
-    from forge_opt.split.mpi import run_split_mpi
+    from forge_opt.tools.forge_split import main as forge_split
 
     split_model(_model_with_a_cpu_op(), tmp_path / "split")
-    with pytest.raises(ForgeOptError, match="a split for one device has nothing to run under MPI"):
-        run_split_mpi(tmp_path / "split", {})
+    for extra, message in (([], "a split for one device has nothing to run under MPI"),
+                           (["--mode", "cpu"], "--mpi runs the converted modules on the devices")):
+        with pytest.raises(SystemExit) as done:
+            forge_split(["run", str(tmp_path / "split"), "--mpi", *extra])
+        assert done.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+
+
+def test_mpi_processes_that_disagree_are_a_mismatch(monkeypatch):
+    """forge-check --devices 2 --fallback --mpi: when one process returns
+    other outputs than another, the verdict is a mismatch naming them."""
+    from forge_opt.check.model import MISMATCH
+    from forge_opt.split import check
+    from forge_opt.split.runner import run_split
+
+    def two_processes(folder, feeds, devices):
+        outputs = run_split(folder, feeds)
+        return [outputs, {name: value + 1 for name, value in outputs.items()}]
+
+    monkeypatch.setattr(check, "run_mpi", two_processes)
+    report = check.check_fallback(_model_with_a_cpu_op(), devices=2, mpi=True)
+    assert report.status == MISMATCH
+    assert "the MPI processes' outputs differ (y)" in report.error
 
 
 def test_a_split_for_several_devices_not_converted_asks_for_convert(tmp_path):

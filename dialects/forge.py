@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
+    Float64Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -45,7 +46,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
-from forge_opt.dialects import forge_rules
+from forge_opt.dialects import forge_rules, forge_shapes
 from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
 from forge_opt.xdsl_internals import item
@@ -60,9 +61,9 @@ def to_attr(value: object) -> Attribute:
             return _scalar_attr(kind, kind(value))
     if isinstance(value, list | tuple):
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return DenseArrayBase.from_list(i64, list(value))
+            return _dense_array(i64, tuple(value))
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
-            return DenseArrayBase.from_list(f64, [float(v) for v in value])
+            return _dense_array(f64, tuple(float(v) for v in value))
         return ArrayAttr([to_attr(v) for v in value])
     raise TypeError(f"no property for {value!r}")
 
@@ -79,6 +80,12 @@ def _scalar_attr(kind: type, value: bool | int | float | str) -> Attribute:
     if kind is float:
         return FloatAttr(cast(float, value), f64)
     return StringAttr(cast(str, value))
+
+
+@lru_cache(maxsize=4096)
+def _dense_array(element_type: IntegerType | Float64Type, values: tuple) -> DenseArrayBase:
+    # shapes, dims and pads repeat too, and packing one costs tens of µs
+    return DenseArrayBase.from_list(element_type, values)
 
 
 def to_python(attr: Attribute) -> object:
@@ -110,6 +117,10 @@ class ForgeOp(FastOp):
     FORGE_KEYWORDS: ClassVar[tuple[str, ...]] = ()
     # Keywords Forge asserts to be tuples.
     FORGE_TUPLES: ClassVar[tuple[str, ...]] = ()
+    # Each operand field's kind: "single", "optional" or "variadic".
+    FORGE_KINDS: ClassVar[tuple[str, ...]] = ()
+    # Every operand is "single".
+    FORGE_PLAIN: ClassVar[bool] = True
 
     def forge_operands(self) -> list[SSAValue[TensorType]]:
         """The tensors passed to the call, in Forge's order (every operand of
@@ -128,16 +139,17 @@ class ForgeOp(FastOp):
     def forge_keywords(self) -> dict[str, object]:
         """Keyword arguments given, as Python values, in Forge's order (a
         tuple where Forge asserts one)."""
-        values = {}
-        for name in self.FORGE_KEYWORDS:
-            if name in self.properties:
-                value = to_python(self.properties[name])
-                values[name] = tuple(value) if name in self.FORGE_TUPLES and isinstance(value, list) else value
-        return values
+        props = self.properties
+        return {name: _keyword_value(type(self), name, props[name]) for name in self.FORGE_KEYWORDS if name in props}
 
     @property
     def result(self) -> SSAValue:
         return self.results[0]
+
+
+def _keyword_value(cls: type[ForgeOp], name: str, attr: Attribute) -> object:
+    value = to_python(attr)
+    return tuple(value) if name in cls.FORGE_TUPLES and isinstance(value, list) else value
 
 
 def _field(parameter: str) -> str:
@@ -157,46 +169,56 @@ def _rule_value(value: object) -> object:
     return dtypes.numpy_dtype(value) if isinstance(value, TypeAttribute) else value
 
 
-def rule_call(op: ForgeOp) -> forge_rules.Call:
-    """The op as a call for Forge's rules: every keyword, defaults filled in."""
-    fn = BY_NAME[op.FORGE_FUNCTION]
-    given = op.forge_keywords()
+def _call_keywords(fn: ForgeFunction, given: dict[str, object]) -> dict[str, object]:
+    """Every keyword as the rules see it, Forge's defaults filled in."""
     keywords = {}
     for name, default in fn.keywords:
         value = given.get(name, default)
         if value is REQUIRED:
-            raise VerifyException(f"forge.op.{fn.name}: the keyword '{name}' is required")
+            raise forge_rules.ForgeRuleError(f"forge.op.{fn.name}: the keyword '{name}' is required")
         keywords[name] = _rule_value(value)
+    return keywords
+
+
+def rule_call(op: ForgeOp) -> forge_rules.Call:
+    """The op as a call for Forge's rules: every keyword, defaults filled in."""
     operands = op.forge_operands()
     return forge_rules.Call(
-        fn.name,
+        op.FORGE_FUNCTION,
         [v.type.get_shape() for v in operands],
         [_element_dtype(v.type) for v in operands],
-        keywords,
+        _call_keywords(BY_NAME[op.FORGE_FUNCTION], op.forge_keywords()),
     )
 
 
 def _verify_forge_call(op: ForgeOp) -> None:
-    """Forge's own checks (`forge_rules`), its golden element type, and the
-    result shape where the dialect can tell it."""
-    call = rule_call(op)
+    """Forge's own checks (`forge_rules`), and the result type: the shape
+    Forge's `shape()` gives and the element type its golden computes."""
+    props = {name: value for name, value in op.properties.items() if name in op.FORGE_KEYWORDS}
     try:
-        forge_rules.check_call(call)
-        want = forge_rules.result_dtype(call) if None not in call.dtypes else None
+        want = _checked(type(op), [dtypes.tensor(v.type) for v in op.forge_operands()], props)
     except forge_rules.ForgeRuleError as e:
         raise VerifyException(str(e)) from None
-    result = dtypes.tensor(item(op.results, 0).type)
-    got = _element_dtype(result)
-    if want is not None and got != want:
-        raise VerifyException(
-            f"forge.op.{call.function} computes {want.name} in Forge, but the result type is {result}"
+    got = item(op.results, 0).type
+    if got != want:
+        raise VerifyException(f"forge.op.{op.FORGE_FUNCTION} gives {want}, but the result type is {got}")
+
+
+def checked_type(call: forge_rules.Call, first: TensorType | None = None) -> TensorType:
+    """The result type of a call that Forge accepts; `ForgeRuleError` for
+    one it rejects. An element type numpy has no dtype for is rejected by
+    rule dtype-unsupported, naming it. `first` is operand 0's type, returned
+    when the result's is the same (most ops: no type to look up)."""
+    if any(d is None for d in call.dtypes):  # not `None in`: numpy's float64 == None
+        raise forge_rules.ForgeRuleError(
+            f"[dtype-unsupported] forge.op.{call.function}: an operand has an element type Forge cannot hold"
         )
-    if call.function == "Index":
-        kw = call.keywords
-        expected = list(call.shape(0))
-        expected[kw["dim"]] = len(range(kw["start"], forge_rules.index_stop(call), kw["stride"]))
-        if list(result.get_shape()) != expected:
-            raise VerifyException(f"result has shape {list(result.get_shape())}, expected {expected}")
+    forge_rules.check_call(call)
+    shape = forge_shapes.result_shape(call)
+    dtype = forge_rules.result_dtype(call)
+    if first is not None and shape == call.shapes[0] and dtype == call.dtypes[0]:
+        return first
+    return dtypes.tensor_type(dtypes.mlir_type_of_numpy(dtype), shape)
 
 
 def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
@@ -209,11 +231,15 @@ def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
             "FORGE_OPERANDS": ClassVar[tuple[str, ...]],
             "FORGE_KEYWORDS": ClassVar[tuple[str, ...]],
             "FORGE_TUPLES": ClassVar[tuple[str, ...]],
+            "FORGE_KINDS": ClassVar[tuple[str, ...]],
+            "FORGE_PLAIN": ClassVar[bool],
         },
         "FORGE_FUNCTION": fn.name,
         "FORGE_OPERANDS": tuple(_field(n) for n, _ in fn.operands),
         "FORGE_KEYWORDS": tuple(n for n, _ in fn.keywords),
         "FORGE_TUPLES": fn.tuple_keywords,
+        "FORGE_KINDS": tuple(kind for _, kind in fn.operands),
+        "FORGE_PLAIN": all(kind == "single" for _, kind in fn.operands),
         "output": result_def(TensorType),
         "traits": traits_def(Pure()),
         "irdl_options": (ParsePropInAttrDict(),),
@@ -230,40 +256,71 @@ def _make_op(fn: ForgeFunction) -> type[ForgeOp]:
 FORGE_OPS: dict[str, type[ForgeOp]] = {fn.name: _make_op(fn) for fn in FUNCTIONS}
 
 
-def golden_type(function: str, operands: Sequence[SSAValue | None], shape: Sequence[int], keywords) -> TensorType:
-    """The result type of a call: `shape`, with the element type Forge's
-    golden computes (`forge_rules.result_dtype`)."""
-    present = [v for v in operands if v is not None]
-    kinds = [_element_dtype(dtypes.tensor(v.type)) for v in present]
-    if None in kinds:  # an element type numpy has no dtype for: the verifier names it
-        return dtypes.tensor_type(dtypes.tensor(present[0].type).element_type, shape)
-    kw = {name: _rule_value(value) for name, value in keywords.items()}
-    want = forge_rules.result_dtype(forge_rules.Call(function, [], kinds, kw))
-    return dtypes.tensor_type(dtypes.mlir_type_of_numpy(want), shape)
-
-
-def build(function: str, operands: Sequence[SSAValue | None], result_type: Attribute, **keywords) -> ForgeOp:
-    """A `forge.<function>` op; keywords that are None are left to Forge's
-    default. The result gets `result_type`'s shape and the element type
-    Forge computes, which may differ from the `tir` value's (a comparison
-    keeps its first operand's type, an integer Divide gives float32)."""
+def build(function: str, operands: Sequence[SSAValue | None], **keywords) -> ForgeOp:
+    """A `forge.<function>` op, checked once: `forge_rules.ForgeRuleError`
+    for a call Forge rejects. Keywords that are None are left to Forge's
+    default. The result type is the one Forge computes (`checked_type`): its
+    element type may differ from the `tir` value's (a comparison keeps its
+    first operand's type, an integer Divide gives float32)."""
     cls = FORGE_OPS[function]
-    result_type = golden_type(function, operands, dtypes.tensor(result_type).get_shape(), keywords)
-    fn = BY_NAME[function]
-    grouped: list[object] = []
-    it = list(operands)
-    for i, (_, kind) in enumerate(fn.operands):
-        if kind == "variadic":
-            grouped.append(list(it[i:]))
-            break
-        value = it[i] if i < len(it) else None
-        grouped.append([] if kind == "optional" and value is None else value)
-    props = {k: to_attr(v) for k, v in keywords.items() if v is not None}
-    if not props.keys() <= set(cls.FORGE_KEYWORDS):
-        unknown = sorted(set(props) - set(cls.FORGE_KEYWORDS))
-        raise TypeError(f"forge.op.{function} has no keyword {unknown}")
-    return cls.build(operands=grouped, result_types=[result_type], properties=props)
+    props = {}
+    for name, value in keywords.items():
+        if value is not None:
+            if name not in cls.FORGE_KEYWORDS:
+                raise TypeError(f"forge.op.{function} has no keyword {name!r}")
+            props[name] = to_attr(value)
+    if cls.FORGE_PLAIN and len(operands) == len(cls.FORGE_KINDS):
+        present = list(operands)
+        grouped: list[object] = list(present)
+    else:
+        grouped, present = _group(cls.FORGE_KINDS, operands)
+    types = [dtypes.tensor(v.type) for v in present]
+    return cls.build(operands=grouped, result_types=[_checked(cls, types, props)], properties=props)
 
+
+def _group(kinds: Sequence[str], operands: Sequence[SSAValue | None]) -> tuple[list[object], list[SSAValue]]:
+    """The operands grouped by parameter, as `build` takes them (an absent
+    optional one is an empty group), and the operands given."""
+    grouped: list[object] = []
+    present: list[SSAValue] = []
+    for i, kind in enumerate(kinds):
+        if kind == "variadic":
+            grouped.append(list(operands[i:]))
+            present.extend(v for v in operands[i:] if v is not None)
+            break
+        value = operands[i] if i < len(operands) else None
+        grouped.append([] if kind == "optional" and value is None else value)
+        if value is not None:
+            present.append(value)
+    return grouped, present
+
+
+def _checked(cls: type[ForgeOp], types: list[TensorType], props: dict[str, Attribute]) -> TensorType:
+    """`checked_type` of a call of `cls` on operands of `types` with the
+    keyword properties `props`, remembered. It is a pure function of them,
+    and types and keyword attributes are shared objects (`dtypes.tensor_type`,
+    `to_attr`), so the key is their identity; the entry holds them, so no id
+    is reused while it lives. Building and verifying an op both ask."""
+    key = (cls, *map(id, types), *props.keys(), *map(id, props.values()))
+    entry = _CHECKED.get(key)
+    if entry is None:
+        call = forge_rules.Call(
+            cls.FORGE_FUNCTION, [t.get_shape() for t in types], [_element_dtype(t) for t in types],
+            _call_keywords(BY_NAME[cls.FORGE_FUNCTION], {k: _keyword_value(cls, k, a) for k, a in props.items()}),
+        )
+        try:
+            result: TensorType | str = checked_type(call, types[0] if types else None)
+        except forge_rules.ForgeRuleError as e:
+            result = str(e)
+        if len(_CHECKED) >= 4096:
+            _CHECKED.clear()
+        entry = _CHECKED[key] = (types, tuple(props.values()), result)
+    if isinstance(entry[2], str):
+        raise forge_rules.ForgeRuleError(entry[2])
+    return entry[2]
+
+
+_CHECKED: dict[tuple, tuple[list[TensorType], tuple[Attribute, ...], TensorType | str]] = {}
 
 
 # -- weights ----------------------------------------------------------------------

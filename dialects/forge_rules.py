@@ -188,6 +188,20 @@ def _eltwise_broadcast(call: Call) -> str | None:
     return _broadcast([s for s in call.shapes if s is not None])
 
 
+@rule("matmul-shapes", ("Matmul",),
+      "the operands' inner dims agree and their batch dims broadcast (shape() assumes it; the golden "
+      "torch.matmul raises otherwise)", "forge/csrc/ops/op_matmul.cpp shape(), eval()")
+def _matmul_shapes(call: Call) -> str | None:
+    a, b = call.shape(0), call.shape(1)
+    if not a or not b:
+        return f"operands of shapes {list(a)} and {list(b)} are no matrices or vectors"
+    if a[-1] != b[-2 if len(b) > 1 else -1]:
+        return f"shapes {list(a)} and {list(b)} do not agree on the inner dimension"
+    if len(a) > 2 and len(b) > 2:
+        return _broadcast([a[:-2], b[:-2]])
+    return None
+
+
 @rule("matmul-bias", ("Matmul",),
       "a bias is added to the product by a separate Add: it broadcasts to the product's shape without widening it",
       "forge/forge/op/matmul.py Matmul; forge/csrc/ops/op_common.cpp compute_elementwise_binary_shape")

@@ -24,7 +24,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from forge_opt.dialects import forge_rules
+from forge_opt.dialects import forge_rules, forge_shapes
 from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.interpreters import forge_kernels
 
@@ -143,7 +143,14 @@ def _make_function(fn: ForgeFunction):
             forge_rules.check_call(call)
         except forge_rules.ForgeRuleError as e:
             raise ForgeCallError(str(e)) from None
-        return Tensor(forge_kernels.evaluate(fn.name, arrays, values))
+        value = forge_kernels.evaluate(fn.name, arrays, values)
+        if value.shape != (shape := forge_shapes.result_shape(call)):
+            # Forge asserts it too (forge/forge/tensor.py TensorFromTrace.set_value)
+            raise ForgeCallError(
+                f"[shape-vs-eval] forge.op.{fn.name}: the golden's value has shape {list(value.shape)}, "
+                f"but shape() gives {list(shape)}"
+            )
+        return Tensor(value)
 
     call.__name__ = call.__qualname__ = fn.name
     call.__signature__ = sig

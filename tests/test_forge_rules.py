@@ -9,7 +9,8 @@ from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
-from forge_opt.dialects import forge
+from forge_opt.dialects import forge, forge_rules, forge_shapes
+from forge_opt.dialects.forge_api import BY_NAME
 from forge_opt.dialects.forge_rules import RULES
 from forge_opt.interpreters.forge_standin import OP_FUNCTIONS, ForgeCallError, Tensor
 
@@ -19,6 +20,7 @@ F32 = np.dtype(np.float32)
 VIOLATIONS = {
     "dtype-unsupported": ("Exp", [((4,), np.float64)], {}),
     "eltwise-broadcast": ("Add", [((2, 3), F32), ((4,), F32)], {}),
+    "matmul-shapes": ("Matmul", [((2, 3), F32), ((2, 3), F32)], {}),
     "matmul-bias": ("Matmul", [((3, 4), F32), ((4, 5), F32), ((2, 3, 5), F32)], {}),
     "attr-variant": ("Clip", [((4,), F32)], {"min": 0, "max": 6.0}),
     "index-start": ("Index", [((10,), F32)], {"dim": -1, "start": 10, "stop": 10}),
@@ -71,14 +73,22 @@ def _ir_keyword(value):
 
 
 def _verifier_error(function, operands, keywords) -> str:
+    """What the builder and the verifier of a parsed op say: the same message."""
     block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(np.dtype(d)), s) for s, d in operands])
-    op = forge.build(
-        function, list(block.args), TensorType(f32, operands[0][0]),
-        **{k: _ir_keyword(v) for k, v in keywords.items()},
+    ir_keywords = {k: _ir_keyword(v) for k, v in keywords.items()}
+    with pytest.raises(forge_rules.ForgeRuleError) as built:
+        forge.build(function, list(block.args), **ir_keywords)
+    cls = forge.FORGE_OPS[function]
+    kinds = [kind for _, kind in BY_NAME[function].operands]
+    grouped = [list(block.args)] if kinds == ["variadic"] else [*block.args, *[[]] * (len(kinds) - len(block.args))]
+    op = cls.build(
+        operands=grouped, result_types=[TensorType(f32, operands[0][0])],
+        properties={k: forge.to_attr(v) for k, v in ir_keywords.items()},
     )
-    with pytest.raises(VerifyException) as error:
+    with pytest.raises(VerifyException) as verified:
         op.verify_()
-    return str(error.value)
+    assert str(verified.value) == str(built.value)
+    return str(verified.value)
 
 
 @pytest.mark.parametrize("rule", sorted(VIOLATIONS))
@@ -110,3 +120,44 @@ def test_python_int_operand_is_rejected():
     with pytest.raises(ForgeCallError, match=r"\[attr-variant\] Add: operandB is the int 2"):
         OP_FUNCTIONS["Add"]("add", x, 2)
     assert OP_FUNCTIONS["Add"]("add", x, 2.0).value().shape == (2,)
+
+
+def test_every_function_has_a_shape_function():
+    assert forge_shapes.SHAPES.keys() == BY_NAME.keys()
+
+
+def test_standin_asserts_its_value_has_the_shape_forge_gives(monkeypatch):
+    """Forge's rule shape-vs-eval: a shape function that disagrees with its
+    kernel fails every run of the op, so the two cannot drift apart."""
+    monkeypatch.setitem(forge_shapes.SHAPES, "Relu", lambda call: (*call.shape(0), 1))
+    message = r"\[shape-vs-eval\] forge.op.Relu: .* shape \[2, 3\], .* gives \[2, 3, 1\]"
+    with pytest.raises(ForgeCallError, match=message):
+        OP_FUNCTIONS["Relu"]("probe", Tensor(np.zeros((2, 3), np.float32)))
+
+
+@pytest.mark.parametrize(
+    ("function", "shapes", "keywords", "expected"),
+    [
+        ("Matmul", [(4,), (2, 4, 3)], {}, (2, 3)),
+        ("Matmul", [(5, 2, 4), (4,)], {}, (5, 2)),
+        ("Matmul", [(3, 1, 2, 4), (5, 4, 6)], {}, (3, 5, 2, 6)),
+        ("Conv2d", [(1, 3, 9, 9), (8, 3, 3, 3)], {"stride": 2, "padding": [1, 1, 1, 1]}, (1, 8, 5, 5)),
+        ("Conv2d", [(1, 9, 9, 3), (8, 3, 3, 3)], {"padding": [0, 0, 0, 0], "channel_last": True}, (1, 7, 7, 8)),
+        ("Conv2dTranspose", [(1, 4, 5, 5), (4, 2, 3, 3)], {"stride": 2, "padding": 1, "groups": 2}, (1, 4, 9, 9)),
+        ("MaxPool2d", [(1, 2, 7, 7)], {"kernel_size": 3, "stride": 2, "padding": [1, 1, 1, 1]}, (1, 2, 4, 4)),
+        ("Pad", [(1, 5, 6, 3)], {"pad": [1, 2, 3, 4], "channel_last": True}, (1, 12, 9, 3)),
+        ("Broadcast", [(3, 1)], {"dim": -3, "shape": 4}, (4, 3, 1)),
+        ("Repeat", [(2, 3)], {"repeats": [2, 1, 2]}, (2, 2, 6)),
+        ("AdvIndex", [(7, 3), (2, 2)], {"dim": 0}, (4, 3)),
+        ("Argmax", [(2, 3)], {}, ()),
+        ("Reshape", [(2, 3, 4)], {"shape": [4, -1]}, (4, 6)),
+        ("Index", [(10, 4)], {"dim": -2, "start": 1, "stop": -1, "stride": 3}, (3, 4)),
+    ],
+)
+def test_shape_functions_match_the_kernels(function, shapes, keywords, expected):
+    """The stand-in runs the kernel and compares with the shape function; the
+    dialect's builder gives the same type."""
+    arrays = [np.zeros(s, np.int32 if function == "AdvIndex" and i else np.float32) for i, s in enumerate(shapes)]
+    assert OP_FUNCTIONS[function]("probe", *map(Tensor, arrays), **keywords).shape == expected
+    block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(a.dtype), a.shape) for a in arrays])
+    assert forge.build(function, list(block.args), **keywords).results[0].type.get_shape() == expected

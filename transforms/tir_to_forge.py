@@ -27,7 +27,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
@@ -50,12 +49,17 @@ lowers = LOWERINGS.lowers
 
 
 def call(e: Emitter, function: str, operands, result_type, **keywords):
-    """One Forge call; a call Forge's own checks reject is an error naming the node."""
-    new = forge.build(function, operands, result_type, **keywords)
+    """One Forge call, checked once as it is built; a call Forge's own checks
+    reject is an error naming the node. Its result has `result_type`'s shape
+    (the `tir` value it stands for) and the element type Forge computes."""
     try:
-        new.verify_()
-    except VerifyException as error:
+        new = forge.build(function, operands, **keywords)
+    except forge_rules.ForgeRuleError as error:
         raise e.error(f"Forge cannot compute it: {error}") from None
+    got = new.results[0].type
+    if got is not result_type and got.shape != result_type.shape:
+        raise e.error(f"forge.op.{function} gives shape {list(got.get_shape())}, not the "
+                      f"{list(result_type.get_shape())} it lowers")
     return e.value(new)
 
 
@@ -534,11 +538,11 @@ def _in_tir_format(rewrite):
         new_ops, values = replacement
         values = list(values)
         for i, (old, new) in enumerate(zip(op.results, values)):
-            if new is None or _format(old.type) == _format(new.type) or _format(old.type) is None:
+            if new is None or old.type is new.type or _format(old.type) in (_format(new.type), None):
                 continue
             if all(_any_format(use) for use in old.uses):
                 continue
-            cast = forge.build("Cast", [new], old.type, dtype=old.type.element_type)
+            cast = forge.build("Cast", [new], dtype=old.type.element_type)
             cast.location = op.location
             new_ops = [*new_ops, cast]
             values[i] = cast.results[0]

@@ -61,7 +61,7 @@ func.func @comparison_keeps_its_operand_type(%x: tensor<4xf32>) -> tensor<4xi1> 
   %y = forge.equal %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
   func.return %y : tensor<4xi1>
 }
-// CHECK: forge.op.Equal computes float32 in Forge, but the result type is tensor<4xi1>
+// CHECK: forge.op.Equal gives tensor<4xf32>, but the result type is tensor<4xi1>
 
 // -----
 
@@ -69,7 +69,7 @@ func.func @integer_divide_is_true_division(%x: tensor<4xi64>) -> tensor<4xi64> {
   %y = forge.divide %x, %x : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
   func.return %y : tensor<4xi64>
 }
-// CHECK: forge.op.Divide computes float32 in Forge, but the result type is tensor<4xi64>
+// CHECK: forge.op.Divide gives tensor<4xf32>, but the result type is tensor<4xi64>
 
 // -----
 
@@ -77,7 +77,7 @@ func.func @cast_to_bool_is_int32(%x: tensor<4xf32>) -> tensor<4xi1> {
   %y = forge.cast %x {dtype = i1} : (tensor<4xf32>) -> tensor<4xi1>
   func.return %y : tensor<4xi1>
 }
-// CHECK: forge.op.Cast computes int32 in Forge, but the result type is tensor<4xi1>
+// CHECK: forge.op.Cast gives tensor<4xi32>, but the result type is tensor<4xi1>
 
 // -----
 
@@ -102,7 +102,7 @@ func.func @negative_stop_is_resolved(%x: tensor<10xf32>) -> tensor<9xf32> {
   %y = forge.index %x {dim = -1 : i64, start = 1 : i64, stop = -1 : i64} : (tensor<10xf32>) -> tensor<9xf32>
   func.return %y : tensor<9xf32>
 }
-// CHECK: result has shape [9], expected [8]
+// CHECK: forge.op.Index gives tensor<8xf32>, but the result type is tensor<9xf32>
 
 // -----
 
@@ -135,3 +135,28 @@ func.func @unknown_layout_step() -> tensor<3x4xf32> {
   func.return %w : tensor<3x4xf32>
 }
 // CHECK: a layout step is one of {transpose, reshape = array<i64: ...>}
+
+// -----
+
+// Every result shape is the one Forge's shape() gives, not only Index's.
+func.func @matmul_result_shape(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) -> tensor<9x9xf32> {
+  %y = forge.matmul %a, %b : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<9x9xf32>
+  func.return %y : tensor<9x9xf32>
+}
+// CHECK: forge.op.Matmul gives tensor<2x2xf32>, but the result type is tensor<9x9xf32>
+
+// -----
+
+func.func @matmul_inner_dims_agree(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = forge.matmul %a, %b : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: [matmul-shapes] forge.op.Matmul: shapes [2, 3] and [2, 3] do not agree on the inner dimension
+
+// -----
+
+func.func @conv_result_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32> {
+  %y = forge.conv2d %x, %w {padding = array<i64: 0, 0, 0, 0>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  func.return %y : tensor<1x4x8x8xf32>
+}
+// CHECK: forge.op.Conv2d gives tensor<1x4x6x6xf32>, but the result type is tensor<1x4x8x8xf32>

@@ -175,7 +175,12 @@ class BinaryOp(TirOp):
     @staticmethod
     def infer(fn: BinaryFn, lhs: Attribute, rhs: Attribute) -> TensorType:
         shape = shapes.broadcast(shape_of(lhs), shape_of(rhs))
-        assert isinstance(lhs, TensorType)
+        assert isinstance(lhs, TensorType) and isinstance(rhs, TensorType)
+        if lhs.element_type != rhs.element_type and fn != BinaryFn.POW:  # ONNX's Pow alone takes two types
+            raise ShapeError(
+                f"tir.binary {fn} of {lhs.element_type} and {rhs.element_type}: "
+                "the operands' element types must be equal (only pow's exponent may differ)"
+            )
         return tensor_type(i1 if BINARY[fn].comparison else lhs.element_type, shape)
 
     def inferred(self):
@@ -201,7 +206,10 @@ class WhereOp(TirOp):
 
     @staticmethod
     def infer(condition: Attribute, x: Attribute, y: Attribute) -> TensorType:
-        return like(x, shapes.broadcast(shape_of(condition), shape_of(x), shape_of(y)))
+        shape = shapes.broadcast(shape_of(condition), shape_of(x), shape_of(y))
+        if like_elem(x) != like_elem(y):
+            raise ShapeError(f"tir.where of {like_elem(x)} and {like_elem(y)}: the two branches' element types differ")
+        return like(x, shape)
 
     def inferred(self):
         return [self.infer(self.condition.type, self.x.type, self.y.type)]

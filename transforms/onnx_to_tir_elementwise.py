@@ -354,9 +354,12 @@ def _ceil(op: onnx.CeilOp, e: Emitter):
 
 
 def cast_like(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:
-    """x cast to `like`'s element type."""
+    """x cast to `like`'s element type (x itself when it has it)."""
     static_shape(x, e)
-    return e.value(tir.CastOp(x, dtypes.tensor(like.type).element_type))
+    element_type = dtypes.tensor(like.type).element_type
+    if dtypes.tensor(x.type).element_type == element_type:
+        return x
+    return e.value(tir.CastOp(x, element_type))
 
 
 @lowers(onnx.SignOp)

@@ -164,6 +164,7 @@ def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: Emitter):
             raise e.error("per-axis scales are not supported (per-tensor only)")
     acc = e.value(tir.CastOp(integer_matmul(e, op.a, op.b, op.a_zero_point, op.b_zero_point), f32))
     scale = binary(e, BinaryFn.DIV, binary(e, BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
-    y = round_half_even(e, binary(e, BinaryFn.MUL, acc, scale))
+    # the scales may be float16; the float32 product is scaled in float32
+    y = round_half_even(e, binary(e, BinaryFn.MUL, acc, cast_like(e, scale, acc)))
     y = binary(e, BinaryFn.ADD, y, cast_like(e, op.y_zero_point, y))
     return [_saturate(e, y, out)]

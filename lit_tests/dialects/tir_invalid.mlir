@@ -111,3 +111,20 @@ func.func @bias_widens_the_product(%x: tensor<3x8xf32>, %w: tensor<8x5xf32>, %b:
   func.return %y : tensor<3x5xf32>
 }
 // CHECK: a bias of shape [2, 3, 5] does not broadcast to the product's [3, 5]
+
+// -----
+
+// Element types are part of an op's contract, as its shapes are.
+func.func @binary_of_two_element_types(%x: tensor<4xf32>, %y: tensor<4xi64>) -> tensor<4xf32> {
+  %z = tir.binary add %x, %y : tensor<4xf32>, tensor<4xi64> -> tensor<4xf32>
+  func.return %z : tensor<4xf32>
+}
+// CHECK: tir.binary add of f32 and i64: the operands' element types must be equal (only pow's exponent may differ)
+
+// -----
+
+func.func @where_of_two_element_types(%c: tensor<4xi1>, %x: tensor<4xf32>, %y: tensor<4xf16>) -> tensor<4xf32> {
+  %z = tir.where %c, %x, %y : tensor<4xi1>, tensor<4xf32>, tensor<4xf16> -> tensor<4xf32>
+  func.return %z : tensor<4xf32>
+}
+// CHECK: tir.where of f32 and f16: the two branches' element types differ

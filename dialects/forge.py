@@ -270,7 +270,7 @@ def build(function: str, operands: Sequence[SSAValue | None], **keywords) -> For
                 raise TypeError(f"forge.op.{function} has no keyword {name!r}")
             props[name] = to_attr(value)
     if cls.FORGE_PLAIN and len(operands) == len(cls.FORGE_KINDS):
-        present = list(operands)
+        present = [v for v in operands if v is not None]
         grouped: list[object] = list(present)
     else:
         grouped, present = _group(cls.FORGE_KINDS, operands)

@@ -140,7 +140,7 @@ class UnaryOp(OneInputOp):
     fn = prop_def(UnaryFnAttr)
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
-    def __init__(self, fn: UnaryFn | str, input: SSAValue):
+    def __init__(self, fn: UnaryFn, input: SSAValue):
         super().__init__(operands=[input], result_types=[self.infer(input.type)], properties={"fn": unary_attr(fn)})
 
     @staticmethod
@@ -166,7 +166,7 @@ class BinaryOp(TirOp):
     traits = traits_def(Pure())
     assembly_format = "$fn $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
 
-    def __init__(self, fn: BinaryFn | str, lhs: SSAValue, rhs: SSAValue):
+    def __init__(self, fn: BinaryFn, lhs: SSAValue, rhs: SSAValue):
         attr = binary_attr(fn)
         super().__init__(
             operands=[lhs, rhs], result_types=[self.infer(attr.data, lhs.type, rhs.type)], properties={"fn": attr}

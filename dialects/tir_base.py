@@ -93,20 +93,18 @@ class OneInputOp(TirOp):
     assembly_format = "$input attr-dict `:` type($input) `->` type($output)"
 
 
-def unary_attr(fn: UnaryFn | str) -> UnaryFnAttr:
-    try:
-        return UNARY_ATTRS[fn]
-    except KeyError:
-        raise ShapeError(f"unknown unary function '{fn}'") from None
+def unary_attr(fn: UnaryFn) -> UnaryFnAttr:
+    if type(fn) is not UnaryFn:  # a str would hash as its member: the builders take the enum alone
+        raise TypeError(f"tir.unary takes a UnaryFn, not {fn!r}")
+    return UNARY_ATTRS[fn]
 
 
-def binary_attr(fn: BinaryFn | str) -> BinaryFnAttr:
-    try:
-        return BINARY_ATTRS[fn]
-    except KeyError:
-        raise ShapeError(f"unknown binary function '{fn}'") from None
+def binary_attr(fn: BinaryFn) -> BinaryFnAttr:
+    if type(fn) is not BinaryFn:
+        raise TypeError(f"tir.binary takes a BinaryFn, not {fn!r}")
+    return BINARY_ATTRS[fn]
 
 
-# one attribute per function, made once (StrEnum members hash as their strings)
-UNARY_ATTRS: dict[str, UnaryFnAttr] = {fn: UnaryFnAttr(fn) for fn in UnaryFn}
-BINARY_ATTRS: dict[str, BinaryFnAttr] = {fn: BinaryFnAttr(fn) for fn in BinaryFn}
+# one attribute per function, made once
+UNARY_ATTRS: dict[UnaryFn, UnaryFnAttr] = {fn: UnaryFnAttr(fn) for fn in UnaryFn}
+BINARY_ATTRS: dict[BinaryFn, BinaryFnAttr] = {fn: BinaryFnAttr(fn) for fn in BinaryFn}

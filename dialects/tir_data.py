@@ -132,11 +132,11 @@ class ReduceOp(OneInputOp):
     keepdims = prop_def(IntegerAttr[I64])
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
-    def __init__(self, fn: ReduceFn | str, input: SSAValue, axes: Sequence[int], keepdims: bool):
+    def __init__(self, fn: ReduceFn, input: SSAValue, axes: Sequence[int], keepdims: bool):
         super().__init__(
             operands=[input],
             result_types=[self.infer(input.type, axes, keepdims)],
-            properties={"fn": ReduceFnAttr(ReduceFn(fn)), "axes": ints_attr(axes), "keepdims": int_attr(keepdims)},
+            properties={"fn": ReduceFnAttr(fn), "axes": ints_attr(axes), "keepdims": int_attr(keepdims)},
         )
 
     @staticmethod

@@ -160,4 +160,4 @@ def test_shape_functions_match_the_kernels(function, shapes, keywords, expected)
     arrays = [np.zeros(s, np.int32 if function == "AdvIndex" and i else np.float32) for i, s in enumerate(shapes)]
     assert OP_FUNCTIONS[function]("probe", *map(Tensor, arrays), **keywords).shape == expected
     block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(a.dtype), a.shape) for a in arrays])
-    assert forge.build(function, list(block.args), **keywords).results[0].type.get_shape() == expected
+    assert dtypes.tensor(forge.build(function, list(block.args), **keywords).results[0].type).get_shape() == expected

@@ -11,6 +11,7 @@ from xdsl.utils.exceptions import VerifyException
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.irdl_fast import FastOp, layout_of
 from forge_opt.dialects.onnx import ONNX
+from forge_opt.dialects.tir_functions import UnaryFn
 
 T = TensorType(f32, [2, 3])
 OPS = [op for d in (ONNX, tir.TIR, forge.FORGE) for op in d.operations]
@@ -99,7 +100,7 @@ def test_fast_verifier_agrees_with_xdsl(cls):
 
 def test_fast_verifier_reports_xdsls_message():
     x = Block(arg_types=[T]).args[0]
-    op = tir.UnaryOp("relu", x)
+    op = tir.UnaryOp(UnaryFn.RELU, x)
     op.properties["fn"] = i32
     with pytest.raises(VerifyException, match="fn"):
         op.verify()
@@ -107,7 +108,7 @@ def test_fast_verifier_reports_xdsls_message():
 
 def test_plain_ops_pass_the_fast_verifier():
     x = Block(arg_types=[T]).args[0]
-    for op in (tir.UnaryOp("relu", x), forge.build("Index", [x], dim=-1, start=0, stop=1)):
+    for op in (tir.UnaryOp(UnaryFn.RELU, x), forge.build("Index", [x], dim=-1, start=0, stop=1)):
         layout = layout_of(type(op))
         assert layout is not None and layout.holds(op)
         op.verify()
@@ -123,7 +124,7 @@ def test_fast_verify_reports_what_operation_verify_reports():
 
     block = Block(arg_types=[T])
     op = tir.TransposeOp(block.args[0], [1, 0])
-    block.add_ops([op, tir.UnaryOp("relu", op.output)])  # `op` does not end the block
+    block.add_ops([op, tir.UnaryOp(UnaryFn.RELU, op.output)])  # `op` does not end the block
     op.properties["perm"] = DenseArrayBase.from_list(i64, [0, 0])
     messages = []
     for verify in (op.verify, lambda: Operation.verify(op)):

@@ -6,6 +6,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 
 from forge_opt.dialects import tir
+from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order
 
 T = TensorType(f32, [2, 3])
@@ -15,10 +16,10 @@ def _module():
     """relu(x) used twice by one add and once by an abs."""
     block = Block(arg_types=[T])
     x = block.args[0]
-    relu = tir.UnaryOp("relu", x)
+    relu = tir.UnaryOp(UnaryFn.RELU, x)
     relu.results[0].name_hint = "r"
-    add = tir.BinaryOp("add", relu.results[0], relu.results[0])
-    absolute = tir.UnaryOp("abs", relu.results[0])
+    add = tir.BinaryOp(BinaryFn.ADD, relu.results[0], relu.results[0])
+    absolute = tir.UnaryOp(UnaryFn.ABS, relu.results[0])
     block.add_ops([relu, add, absolute, ReturnOp(add.results[0], absolute.results[0])])
     func = FuncOp("f", ([T], [T, T]), Region(block))
     return ModuleOp([func]), block
@@ -55,7 +56,7 @@ def _replace_relu(module, build):
 def test_replacing_a_value_read_twice_by_one_op_moves_every_use():
     module, block = _module()
     old = block.first_op
-    _replace_relu(module, lambda x: [tir.UnaryOp("sigmoid", x)])
+    _replace_relu(module, lambda x: [tir.UnaryOp(UnaryFn.SIGMOID, x)])
     _uses_match_operands(block)
     new = block.first_op
     assert isinstance(old, tir.UnaryOp) and isinstance(new, tir.UnaryOp)
@@ -68,8 +69,8 @@ def test_replacing_with_several_new_ops_keeps_their_order():
     module, block = _module()
 
     def exp_then_log(x):
-        first = tir.UnaryOp("exp", x)
-        return [first, tir.UnaryOp("log", first.results[0])]
+        first = tir.UnaryOp(UnaryFn.EXP, x)
+        return [first, tir.UnaryOp(UnaryFn.LOG, first.results[0])]
 
     _replace_relu(module, exp_then_log)
     _uses_match_operands(block)
@@ -80,8 +81,8 @@ def test_replacing_with_several_new_ops_keeps_their_order():
 def test_erased_dead_ops_leave_no_uses_behind():
     module, block = _module()
     x = block.args[0]
-    dead = tir.UnaryOp("exp", x)
-    deader = tir.UnaryOp("log", dead.results[0])
+    dead = tir.UnaryOp(UnaryFn.EXP, x)
+    deader = tir.UnaryOp(UnaryFn.LOG, dead.results[0])
     first = block.first_op
     assert first is not None
     block.insert_ops_before([dead, deader], first)

@@ -18,6 +18,7 @@ from forge_opt import xdsl_internals as internals
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.irdl_fast import FastOp
 from forge_opt.dialects.onnx import ONNX
+from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.interpreters.tir import TirFunctions
 
 T = TensorType(f32, [2, 3])
@@ -54,7 +55,7 @@ def test_every_private_access_is_listed():
 def test_init_operation_matches_xdsl():
     block = _block()
     a, b = block.args
-    fast = tir.BinaryOp("add", a, b)
+    fast = tir.BinaryOp(BinaryFn.ADD, a, b)
     slow = IRDLOperation.__new__(tir.BinaryOp)
     IRDLOperation.__init__(slow, operands=[a, b], result_types=[T], properties=dict(fast.properties))
     assert type(fast.operands) is type(slow.operands) and tuple(fast.operands) == tuple(slow.operands)
@@ -66,27 +67,27 @@ def test_init_operation_matches_xdsl():
 
 def test_private_type_is_the_type():
     value = _block().args[0]
-    op = tir.UnaryOp("relu", value)
+    op = tir.UnaryOp(UnaryFn.RELU, value)
     assert internals.types_hold(op, [lambda t: t == T], [None])
     assert not internals.types_hold(op, [lambda t: t != T], [None])
 
 
 def test_successors_are_private_tuple():
-    op = tir.UnaryOp("relu", _block().args[0])
+    op = tir.UnaryOp(UnaryFn.RELU, _block().args[0])
     assert internals.plain_operands(op) == tuple(op.operands) and not op.successors
 
 
 def test_insert_before_matches_xdsl():
     block = _block(1)
     x = block.args[0]
-    last = tir.UnaryOp("relu", x)
+    last = tir.UnaryOp(UnaryFn.RELU, x)
     block.add_op(last)
-    first, second = tir.UnaryOp("exp", x), tir.UnaryOp("log", x)
+    first, second = tir.UnaryOp(UnaryFn.EXP, x), tir.UnaryOp(UnaryFn.LOG, x)
     internals.insert_before(block, [first, second], last)
     assert list(block.ops) == [first, second, last] == internals.ops_of(block)
     assert first.parent is block and block.first_op is first and last.prev_op is second
     other = _block(1)
-    reference = [tir.UnaryOp("relu", other.args[0]) for _ in range(3)]
+    reference = [tir.UnaryOp(UnaryFn.RELU, other.args[0]) for _ in range(3)]
     other.add_op(reference[2])
     other.insert_ops_before(reference[:2], reference[2])
     assert [op.name for op in other.ops] == [op.name for op in block.ops]
@@ -95,7 +96,7 @@ def test_insert_before_matches_xdsl():
 def test_move_uses_matches_xdsl():
     block = _block()
     a, b = block.args
-    users = [tir.BinaryOp("add", a, a), tir.UnaryOp("relu", a)]
+    users = [tir.BinaryOp(BinaryFn.ADD, a, a), tir.UnaryOp(UnaryFn.RELU, a)]
     block.add_ops(users)
     a.name_hint = "a"
     internals.move_uses(a, b)
@@ -111,7 +112,7 @@ def test_set_name_matches_the_setter():
     renamed.name_hint = "old"
     internals.take_name(renamed, value)
     assert renamed.name_hint == "x"
-    op = tir.UnaryOp("relu", renamed)
+    op = tir.UnaryOp(UnaryFn.RELU, renamed)
     internals.name_results([op], value)
     assert op.output.name_hint == "x"
 
@@ -122,7 +123,7 @@ def test_name_loc_matches_xdsl():
 
 def test_ssavalues_is_a_tuple():
     assert issubclass(SSAValues, tuple)
-    op = tir.UnaryOp("relu", _block().args[0])
+    op = tir.UnaryOp(UnaryFn.RELU, _block().args[0])
     assert internals.item(op.results, 0) is op.results[0]
 
 

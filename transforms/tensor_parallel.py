@@ -63,6 +63,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.tp_rules import (
     REPLICATED,
     Sharding,
@@ -208,7 +209,7 @@ def _fused_parts(layer: Layer) -> _Fused | None:
         user = users[0]
         if isinstance(user, tir.ReshapeOp) and shape(user.output)[-1] == width:
             v = user.output
-        elif isinstance(user, tir.BinaryOp) and user.fn.data.value == "add":
+        elif isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
             other = user.rhs if user.lhs is v else user.lhs
             if not (isinstance(other.owner, tir.ConstantOp) and shape(other) == [width]):
                 return None
@@ -369,7 +370,7 @@ class _Annotator:
         v = layer.op.results[0]
         while v.uses.get_length() == 1:
             user = next(iter(v.uses)).operation
-            if isinstance(user, tir.BinaryOp) and user.fn.data.value == "add":
+            if isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
                 v = user.output
                 continue
             if isinstance(user, tir.ReshapeOp):

@@ -56,7 +56,7 @@ def call(e: Emitter, function: str, operands, result_type, **keywords):
         new = forge.build(function, operands, **keywords)
     except forge_rules.ForgeRuleError as error:
         raise e.error(f"Forge cannot compute it: {error}") from None
-    got = new.results[0].type
+    got = dtypes.tensor(new.results[0].type)
     if got is not result_type and got.shape != result_type.shape:
         raise e.error(f"forge.op.{function} gives shape {list(got.get_shape())}, not the "
                       f"{list(result_type.get_shape())} it lowers")

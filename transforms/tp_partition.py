@@ -39,6 +39,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.tp_rules import REPLICATED, Sharding, local_type, nonnegative_indices, rule, shape, split
 
 
@@ -230,14 +231,14 @@ class _Partitioner:
             one = TensorType(it.element_type, [1])
             return self.add(shard.AllSliceOp(whole, g, [0], 0, one), split(0))
 
-        def binary(fn, a, b) -> SSAValue:
+        def binary(fn: BinaryFn, a: SSAValue, b: SSAValue) -> SSAValue:
             return self.add(tir.BinaryOp(fn, a, b))
 
         idx = nonnegative_indices(self.add, indices, total)
         lo = per_device([k * rows for k in range(p)])
         hi = per_device([(k + 1) * rows for k in range(p)])
-        inside = binary("and", binary("ge", idx, lo), binary("lt", idx, hi))
-        local = self.add(tir.WhereOp(inside, binary("sub", idx, lo), const([rows])))
+        inside = binary(BinaryFn.AND, binary(BinaryFn.GE, idx, lo), binary(BinaryFn.LT, idx, hi))
+        local = self.add(tir.WhereOp(inside, binary(BinaryFn.SUB, idx, lo), const([rows])))
         et = dtypes.tensor(table.type)
         zero = IntegerAttr(0, et.element_type) if isinstance(et.element_type, IntegerType) else \
             FloatAttr(0.0, cast(AnyFloat, et.element_type))

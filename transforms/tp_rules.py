@@ -23,6 +23,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.tir_functions import BinaryFn
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,8 @@ def nonnegative_indices(add: Callable[[Operation], SSAValue], indices: SSAValue,
     def const(value: int) -> SSAValue:
         return add(tir.ConstantOp(array_to_attr(np.asarray([value], np_int))))
 
-    negative = add(tir.BinaryOp("lt", indices, const(0)))
-    wrapped = add(tir.BinaryOp("add", indices, const(rows)))
+    negative = add(tir.BinaryOp(BinaryFn.LT, indices, const(0)))
+    wrapped = add(tir.BinaryOp(BinaryFn.ADD, indices, const(rows)))
     return add(tir.WhereOp(negative, wrapped, indices))
 
 
@@ -168,10 +169,11 @@ def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     """A partial value times (or over) a constant that does not widen it:
     the product of the sum is the sum of the products. (Not by a computed
     value: a norm's scale is computed from the sum, all-reduced already.)"""
-    fn = op.fn.data.value
+    fn = op.fn.data
     if given == [PARTIAL, REPLICATED]:
-        return fn in ("mul", "div") and shape(op.lhs) == shape(op.output) and isinstance(op.rhs.owner, tir.ConstantOp)
-    return (given == [REPLICATED, PARTIAL] and fn == "mul" and shape(op.rhs) == shape(op.output)
+        return (fn in (BinaryFn.MUL, BinaryFn.DIV) and shape(op.lhs) == shape(op.output)
+                and isinstance(op.rhs.owner, tir.ConstantOp))
+    return (given == [REPLICATED, PARTIAL] and fn == BinaryFn.MUL and shape(op.rhs) == shape(op.output)
             and isinstance(op.lhs.owner, tir.ConstantOp))
 
 
@@ -183,7 +185,7 @@ def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
 
 
 def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
-    if op.fn.data.value in ("add", "sub") and all(g.partial for g in given):
+    if op.fn.data in (BinaryFn.ADD, BinaryFn.SUB) and all(g.partial for g in given):
         return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
     if _scales_a_sum(op, given):
         return Rule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)

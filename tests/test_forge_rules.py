@@ -9,10 +9,11 @@ from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
-from forge_opt.dialects import forge, forge_rules, forge_shapes
+from forge_opt.dialects import forge, forge_calls, forge_rules, forge_shapes
 from forge_opt.dialects.forge_api import BY_NAME
 from forge_opt.dialects.forge_rules import RULES
 from forge_opt.interpreters.forge_standin import OP_FUNCTIONS, ForgeCallError, Tensor
+from forge_opt.tools import gen_forge_calls
 
 F32 = np.dtype(np.float32)
 
@@ -161,3 +162,15 @@ def test_shape_functions_match_the_kernels(function, shapes, keywords, expected)
     assert OP_FUNCTIONS[function]("probe", *map(Tensor, arrays), **keywords).shape == expected
     block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(a.dtype), a.shape) for a in arrays])
     assert dtypes.tensor(forge.build(function, list(block.args), **keywords).results[0].type).get_shape() == expected
+
+
+def test_the_typed_builders_are_generated_from_the_api_table():
+    assert gen_forge_calls.main(["--check"]) == 0, "run python -m forge_opt.tools.gen_forge_calls"
+    assert forge_calls.BY_NAME.keys() == BY_NAME.keys()
+
+
+def test_a_typed_builder_takes_forges_names_only():
+    x = Block(arg_types=[TensorType(f32, [2, 3])]).args[0]
+    assert forge_calls.Transpose(x, dim0=-2, dim1=-1).results[0].type == TensorType(f32, [3, 2])
+    with pytest.raises(TypeError, match="dim2"):
+        forge_calls.Transpose(x, dim0=-2, dim2=-1)  # pyright: ignore[reportCallIssue]

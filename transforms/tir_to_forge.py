@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec
 
 import numpy as np
 from xdsl.context import Context
@@ -26,11 +28,13 @@ from xdsl.dialects.builtin import (
     i1,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, forge_rules, tir
+from forge_opt.dialects import forge_calls as F
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
@@ -47,19 +51,26 @@ from forge_opt.transforms.lowering import (
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
+P = ParamSpec("P")
 
-def call(e: Emitter, function: str, operands, result_type, **keywords):
-    """One Forge call, checked once as it is built; a call Forge's own checks
-    reject is an error naming the node. Its result has `result_type`'s shape
-    (the `tir` value it stands for) and the element type Forge computes."""
+
+def call(
+    e: Emitter, result_type: Attribute, builder: Callable[P, forge.ForgeOp], *args: P.args, **kwargs: P.kwargs
+) -> SSAValue:
+    """One Forge call by its typed builder (`forge_calls`), checked once as it
+    is built; a call Forge's own checks reject is an error naming the node.
+    Its result has `result_type`'s shape (the `tir` value it stands for) and
+    the element type Forge computes."""
     try:
-        new = forge.build(function, operands, **keywords)
+        new = builder(*args, **kwargs)
     except forge_rules.ForgeRuleError as error:
         raise e.error(f"Forge cannot compute it: {error}") from None
-    got = dtypes.tensor(new.results[0].type)
-    if got is not result_type and got.shape != result_type.shape:
-        raise e.error(f"forge.op.{function} gives shape {list(got.get_shape())}, not the "
-                      f"{list(result_type.get_shape())} it lowers")
+    got, want = dtypes.tensor(new.results[0].type), dtypes.tensor(result_type)
+    if got is not want and got.shape != want.shape:
+        raise e.error(
+            f"forge.op.{new.FORGE_FUNCTION} gives shape {list(got.get_shape())}, not the {list(want.get_shape())} "
+            "it lowers"
+        )
     return e.value(new)
 
 
@@ -78,7 +89,7 @@ def _t(value, shape) -> TensorType:
 def reshape(e: Emitter, x, shape: list[int]):
     if _shape(x) == list(shape):
         return x
-    return call(e, "Reshape", [x], _t(x, shape), shape=list(shape))
+    return call(e, _t(x, shape), F.Reshape, x, shape=list(shape))
 
 
 @lowers(tir.ConstantOp)
@@ -116,9 +127,9 @@ def _unary(op: tir.UnaryOp, e: Emitter):
     fn = op.fn.data
     x = op.input
     if fn == UnaryFn.NEG:
-        return [call(e, "Multiply", [x, scalar_constant(e, -1, x)], op.output.type)]
+        return [call(e, op.output.type, F.Multiply, x, scalar_constant(e, -1, x))]
     function = UNARY[fn]
-    return [call(e, function.forge_function, [x], op.output.type, **function.keywords)]
+    return [call(e, op.output.type, F.BY_NAME[function.forge_function], x, **function.keywords)]
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -128,12 +139,12 @@ def scalar_constant(e: Emitter, value, like):
 
 @lowers(tir.BinaryOp)
 def _binary(op: tir.BinaryOp, e: Emitter):
-    return [call(e, BINARY[op.fn.data].forge_function, [op.lhs, op.rhs], op.output.type)]
+    return [call(e, op.output.type, F.BY_NAME[BINARY[op.fn.data].forge_function], op.lhs, op.rhs)]
 
 
 @lowers(tir.WhereOp)
 def _where(op: tir.WhereOp, e: Emitter):
-    return [call(e, "Where", [op.condition, op.x, op.y], op.output.type)]
+    return [call(e, op.output.type, F.Where, op.condition, op.x, op.y)]
 
 
 @lowers(tir.CastOp)
@@ -143,18 +154,18 @@ def _cast(op: tir.CastOp, e: Emitter):
         # Forge casts to bool as to Int32, truncating (0.5 -> 0); ONNX
         # means x != 0. The comparison's 0/1 is brought to Int32 by
         # `_in_tir_format` where a user needs it.
-        return [call(e, "NotEqual", [op.input, scalar_constant(e, 0, op.input)], op.output.type)]
-    return [call(e, "Cast", [op.input], op.output.type, dtype=target)]
+        return [call(e, op.output.type, F.NotEqual, op.input, scalar_constant(e, 0, op.input))]
+    return [call(e, op.output.type, F.Cast, op.input, dtype=target)]
 
 
 @lowers(tir.ClipOp)
 def _clip(op: tir.ClipOp, e: Emitter):
-    return [call(e, "Clip", [op.input], op.output.type, min=op.min.value.data, max=op.max.value.data)]
+    return [call(e, op.output.type, F.Clip, op.input, min=op.min.value.data, max=op.max.value.data)]
 
 
 @lowers(tir.MatmulOp)
 def _matmul(op: tir.MatmulOp, e: Emitter):
-    return [call(e, "Matmul", [op.lhs, op.rhs, op.bias], op.output.type)]
+    return [call(e, op.output.type, F.Matmul, op.lhs, op.rhs, op.bias)]
 
 
 def _int_or_pair(values: list[int]):
@@ -165,7 +176,7 @@ def _int_or_pair(values: list[int]):
 def _conv2d(op: tir.Conv2dOp, e: Emitter):
     return [
         call(
-            e, "Conv2d", [op.input, op.weight, op.bias], op.output.type,
+            e, op.output.type, F.Conv2d, op.input, op.weight, op.bias,
             stride=_ints(op.strides), padding=_ints(op.pads),
             dilation=_int_or_pair(_ints(op.dilations)), groups=op.groups.value.data,
         )
@@ -177,7 +188,7 @@ def _conv_transpose2d(op: tir.ConvTranspose2dOp, e: Emitter):
     ph, pw = _ints(op.pads)
     return [
         call(
-            e, "Conv2dTranspose", [op.input, op.weight, op.bias], op.output.type,
+            e, op.output.type, F.Conv2dTranspose, op.input, op.weight, op.bias,
             stride=_int_or_pair(_ints(op.strides)),
             padding=ph if ph == pw else [ph, pw, ph, pw],  # the wrapper's symmetric (top, left, bottom, right)
             dilation=_int_or_pair(_ints(op.dilations)), groups=op.groups.value.data,
@@ -193,7 +204,7 @@ def pad_last_two(e: Emitter, x, top: int, bottom: int, left: int, right: int, va
     shape = _shape(x)
     shape[-2] += top + bottom
     shape[-1] += left + right
-    return call(e, "Pad", [x], _t(x, shape), pad=[left, right, top, bottom], mode="constant", value=float(value))
+    return call(e, _t(x, shape), F.Pad, x, pad=[left, right, top, bottom], mode="constant", value=float(value))
 
 
 def _floor_padding(size: int, out: int, span: int, stride: int, lo: int, hi: int) -> int:
@@ -226,14 +237,14 @@ def _pool2d(op: tir.Pool2dOp, e: Emitter):
     if is_max:
         return [
             call(
-                e, POOL[PoolKind.MAX].forge_function, [x], op.output.type,
+                e, op.output.type, F.BY_NAME[POOL[PoolKind.MAX].forge_function], x,
                 kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
                 stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
     y = call(
-        e, POOL[PoolKind.AVG].forge_function, [x], op.output.type,
+        e, op.output.type, F.BY_NAME[POOL[PoolKind.AVG].forge_function], x,
         kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
         count_include_pad=include if symmetric else True,
     )
@@ -242,7 +253,7 @@ def _pool2d(op: tir.Pool2dOp, e: Emitter):
     scale = _window_scale(op, shape, kernel, strides, (top, bottom, left, right), include, ceil_mode)
     if scale is None:
         return [y]
-    return [call(e, "Multiply", [y, constant(e, op, scale)], op.output.type)]
+    return [call(e, op.output.type, F.Multiply, y, constant(e, op, scale))]
 
 
 def _window_scale(op, shape, kernel, strides, padded, include, ceil_mode):
@@ -276,21 +287,21 @@ def constant(e: Emitter, op, array):
 @lowers(tir.BatchnormOp)
 def _batchnorm(op: tir.BatchnormOp, e: Emitter):
     return [
-        call(e, "Batchnorm", [op.input, op.scale, op.bias, op.mean, op.var], op.output.type,
+        call(e, op.output.type, F.Batchnorm, op.input, op.scale, op.bias, op.mean, op.var,
              epsilon=op.epsilon.value.data)
     ]
 
 
 @lowers(tir.SoftmaxOp)
 def _softmax(op: tir.SoftmaxOp, e: Emitter):
-    fn = "LogSoftmax" if op.log.value.data else "Softmax"
+    fn = F.LogSoftmax if op.log.value.data else F.Softmax
     rank = len(_shape(op.input))
-    return [call(e, fn, [op.input], op.output.type, dim=op.axis.value.data - rank)]
+    return [call(e, op.output.type, fn, op.input, dim=op.axis.value.data - rank)]
 
 
 @lowers(tir.LayernormOp)
 def _layernorm(op: tir.LayernormOp, e: Emitter):
-    return [call(e, "Layernorm", [op.input, op.scale, op.bias], op.output.type, dim=-1,
+    return [call(e, op.output.type, F.Layernorm, op.input, op.scale, op.bias, dim=-1,
                  epsilon=op.epsilon.value.data)]
 
 
@@ -318,14 +329,14 @@ def _transpose(op: tir.TransposeOp, e: Emitter):
     for i, j in transpositions(_ints(op.perm)):
         shape = _shape(x)
         shape[i], shape[j] = shape[j], shape[i]
-        x = call(e, "Transpose", [x], _t(x, shape), dim0=i - rank, dim1=j - rank)
+        x = call(e, _t(x, shape), F.Transpose, x, dim0=i - rank, dim1=j - rank)
     return [x]
 
 
 @lowers(tir.ConcatOp)
 def _concat(op: tir.ConcatOp, e: Emitter):
     rank = len(_shape(op.output))
-    return [call(e, "Concatenate", list(op.inputs), op.output.type, axis=op.axis.value.data - rank)]
+    return [call(e, op.output.type, F.Concatenate, *op.inputs, axis=op.axis.value.data - rank)]
 
 
 @lowers(tir.ReduceOp)
@@ -337,12 +348,14 @@ def _reduce(op: tir.ReduceOp, e: Emitter):
         kept = list(shape)
         kept[axis] = 1
         if rank <= 4:
-            x = call(e, REDUCE[op.fn.data].forge_function, [x], _t(x, kept), dim=axis - rank, keep_dim=True)
+            x = call(e, _t(x, kept), F.BY_NAME[REDUCE[op.fn.data].forge_function], x, dim=axis - rank, keep_dim=True)
             continue
         # Forge reduces dims -4..3 only: fold the others around the axis.
         before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
         folded = reshape(e, x, [before, shape[axis], after])
-        reduced = call(e, REDUCE[op.fn.data].forge_function, [folded], _t(x, [before, 1, after]), dim=-2, keep_dim=True)
+        reduced = call(
+            e, _t(x, [before, 1, after]), F.BY_NAME[REDUCE[op.fn.data].forge_function], folded, dim=-2, keep_dim=True
+        )
         x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]
 
@@ -351,19 +364,19 @@ def _reduce(op: tir.ReduceOp, e: Emitter):
 def _argmax(op: tir.ArgmaxOp, e: Emitter):
     rank = len(_shape(op.input))
     return [
-        call(e, "Argmax", [op.input], op.output.type, dim=op.axis.value.data - rank,
+        call(e, op.output.type, F.Argmax, op.input, dim=op.axis.value.data - rank,
              keep_dim=bool(op.keepdims.value.data))
     ]
 
 
 @lowers(tir.TileOp)
 def _tile(op: tir.TileOp, e: Emitter):
-    return [call(e, "Repeat", [op.input], op.output.type, repeats=_ints(op.repeats))]
+    return [call(e, op.output.type, F.Repeat, op.input, repeats=_ints(op.repeats))]
 
 
 @lowers(tir.CumsumOp)
 def _cumsum(op: tir.CumsumOp, e: Emitter):
-    return [call(e, "CumSum", [op.input], op.output.type, dim=op.axis.value.data)]
+    return [call(e, op.output.type, F.CumSum, op.input, dim=op.axis.value.data)]
 
 
 @lowers(tir.PadOp)
@@ -406,7 +419,7 @@ def _concat_fill(e: Emitter, op, x, axis: int, lo: int, hi: int, value: float):
     shape = _shape(x)
     shape[axis] += lo + hi
     operands = [v for v in (parts[0], x, parts[1]) if v is not None]
-    return call(e, "Concatenate", operands, _t(x, shape), axis=axis - len(shape))
+    return call(e, _t(x, shape), F.Concatenate, *operands, axis=axis - len(shape))
 
 
 @lowers(tir.GatherOp)
@@ -415,14 +428,14 @@ def _gather(op: tir.GatherOp, e: Emitter):
     axis = op.axis.value.data
     dshape, ishape = _shape(data), _shape(indices)
     if axis == 0 and len(dshape) == 2:
-        return [call(e, "Embedding", [indices, data], op.output.type)]
+        return [call(e, op.output.type, F.Embedding, indices, data)]
     count = 1
     for d in ishape:
         count *= d
     flat = reshape(e, indices, [count]) if len(ishape) != 1 else indices
     gshape = list(dshape)
     gshape[axis] = count
-    gathered = call(e, "AdvIndex", [data, flat], _t(data, gshape), dim=axis)
+    gathered = call(e, _t(data, gshape), F.AdvIndex, data, flat, dim=axis)
     return [reshape(e, gathered, _shape(op.output))]
 
 
@@ -439,7 +452,7 @@ def _broadcast(op: tir.BroadcastOp, e: Emitter):
         if have != want:
             shape = list(shape)
             shape[i] = want
-            x = call(e, "Broadcast", [x], _t(x, shape), dim=i - rank, shape=want)
+            x = call(e, _t(x, shape), F.Broadcast, x, dim=i - rank, shape=want)
     return [x]
 
 
@@ -458,7 +471,7 @@ def _strided_slice(op: tir.StridedSliceOp, e: Emitter):
             begin = end = size - 1
         shape = _shape(value)
         shape[axis] = len(range(begin, end, stride))
-        value = call(e, "Index", [value], _t(value, shape), dim=axis - rank, start=begin, stop=end, stride=stride)
+        value = call(e, _t(value, shape), F.Index, value, dim=axis - rank, start=begin, stop=end, stride=stride)
     return [value]
 
 
@@ -496,7 +509,7 @@ class TirToForgePass(ModulePass):
         rewrite_in_order(op, tir_to_forge_rewrite())
         erase_dead_ops(op)
         check_lowered(op)
-        for func in op.walk():
+        for func in op.body.block.ops:  # functions are the module's own ops
             if isinstance(func, FuncOp):
                 _return_forge_types(func)
 
@@ -542,7 +555,7 @@ def _in_tir_format(rewrite):
                 continue
             if all(_any_format(use) for use in old.uses):
                 continue
-            cast = forge.build("Cast", [new], dtype=old.type.element_type)
+            cast = F.Cast(new, dtype=old.type.element_type)
             cast.location = op.location
             new_ops = [*new_ops, cast]
             values[i] = cast.results[0]

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
+from forge_opt.check.driver import load_checked, model_feeds
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import load_model
 from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.interpreters.run import main_func
@@ -115,12 +115,11 @@ def check_decode(
     tensor-parallel ones, simulated or under MPI) and on onnxruntime, from
     `inputs` (random ones if None). A match: every step's token equal to
     onnxruntime's and its logits within tolerance."""
-    from forge_opt.split.check import model_feeds
-
     if steps < 1:
         return CheckReport(NOT_COMPILED, error=f"--decode {steps}: decode at least one step")
     try:
-        model, base = load_model(source)
+        loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
+        model, base, chosen = loaded.model, loaded.base, loaded.sizes
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
         pairs = cache_pairs(in_names, out_names)
@@ -129,10 +128,7 @@ def check_decode(
                 "--decode runs a decoder with its KV cache: inputs 'input_ids' and 'past_key_values.*', outputs "
                 "'logits' and 'present.*' (as Optimum exports a text-generation-with-past model)"
             )
-        chosen = InputShapes.of(shapes, dims)
-        if inputs is not None:
-            chosen = chosen.with_arrays(model.graph, inputs)
-        feeds, notes = model_feeds(model, base, inputs, seed, chosen)
+        feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
         ours, theirs = feeds, dict(feeds)
         lines = [f"{'step':<6} {'token':>10} {'onnxruntime':>12}"]
         results: list[OutputResult] = []

@@ -9,19 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from forge_opt.check.bisect import Divergence, first_divergence
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output, compared_verdict
-from forge_opt.check.engine import (
-    RANDOM_INT_LIMIT,
-    compile_model,
-    expected_outputs,
-    index_bounds,
-    is_mask,
-    random_inputs,
-    run_compiled,
-)
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compared_verdict
+from forge_opt.check.driver import Tolerances, bounded_note, compare_outputs, load_checked
+from forge_opt.check.engine import compile_model, expected_outputs, index_bounds, random_inputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import freeze_inputs, load_model
-from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -54,33 +45,6 @@ class CheckReport:
         if self.bisected:
             lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
         return "\n".join(lines)
-
-
-def frozen(model, inputs, freeze: tuple[str, ...]):
-    """`--freeze`: the model with the named graph inputs compiled as
-    constants (their values from `inputs`, a dict), and the other inputs."""
-    if not freeze:
-        return model, inputs
-    if not isinstance(inputs, dict):
-        raise ForgeOptError("freezing inputs needs their values: pass inputs by name (--inputs x.npz)")
-    missing = [n for n in freeze if n not in inputs]
-    if missing:
-        raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
-    model = freeze_inputs(model, {n: inputs[n] for n in freeze})
-    return model, {k: v for k, v in inputs.items() if k not in freeze}
-
-
-def bounded_note(bounds: dict[str, int], names: list[str], dtypes: list) -> list[str]:
-    """The report's lines saying how random inputs were shaped by what they
-    feed: indices inside the tables they index, attention masks all ones."""
-    notes = []
-    listed = ", ".join(f"{name} < {size}" for name, size in bounds.items() if size < RANDOM_INT_LIMIT)
-    if listed:
-        notes.append(f"random inputs: integer inputs that index a table stay inside it ({listed})")
-    masks = [name for name, dtype in zip(names, dtypes) if is_mask(name, dtype)]
-    if masks:
-        notes.append(f"random inputs: attention masks are all ones ({', '.join(masks)})")
-    return notes
 
 
 def format_results(results: list[OutputResult]) -> list[str]:
@@ -127,28 +91,20 @@ def check_model(
     first ONNX node whose output diverges. `shapes` and `dims` fix symbolic
     input sizes (as `import_onnx`); given inputs fix the others."""
     try:
-        model, base = load_model(source)
-        model, inputs = frozen(model, inputs, freeze)
-        chosen = InputShapes.of(shapes, dims)
-        if inputs is not None:
-            initializers = {t.name for t in model.graph.initializer}
-            graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
-            named = inputs if isinstance(inputs, dict) else dict(zip(graph_inputs, inputs))
-            chosen = chosen.with_arrays(model.graph, named)
-        compiled = compile_model(model, base, shapes=chosen)
+        loaded = load_checked(source, inputs, freeze=freeze, shapes=shapes, dims=dims)
+        model, base, inputs = loaded.model, loaded.base, loaded.inputs
+        compiled = compile_model(model, base, shapes=loaded.sizes)
         names = compiled.input_names
         notes = []
         if inputs is None:
             bounds = index_bounds(model)
             arrays = random_inputs(compiled.module, seed, bounds)
             notes = bounded_note(bounds, names, [a.dtype for a in arrays])
-        elif isinstance(inputs, dict):
+        else:
             missing = [n for n in names if n not in inputs]
             if missing:
                 raise ForgeOptError(f"no value given for input '{missing[0]}'")
             arrays = [np.asarray(inputs[n]) for n in names]
-        else:
-            arrays = [np.asarray(x) for x in inputs]
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
 
@@ -164,11 +120,8 @@ def check_model(
     except ForgeCallError as e:
         return CheckReport(MISMATCH, error=f"the Forge module failed: {e}", forge_python=text)
 
-    out_names = [o.name for o in model.graph.output]
-    results = [
-        compare_output(name, want, got, rtol=rtol, atol=atol, min_pcc=min_pcc)
-        for name, want, got in zip(out_names, expected, actual)
-    ]
+    got = dict(zip([o.name for o in model.graph.output], actual))
+    results = compare_outputs(model, expected, got, Tolerances(rtol, atol, min_pcc))
     status, why = verdict(results, len(expected), len(actual))
     report = CheckReport(status, results, error=why, forge_python=text, oracle=reference.oracle,
                          oracle_note=reference.why, notes=notes)

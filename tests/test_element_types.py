@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt import check_model
 from forge_opt.check.compare import compare_output
 from forge_opt.check.model import MATCH, NOT_COMPILED
+from forge_opt.check.split import check_fallback
 from forge_opt.interpreters.forge_standin import load_forge_module, standin_modules
-from forge_opt.split.check import check_fallback
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(0)

@@ -17,8 +17,8 @@ import pytest
 
 from forge_opt.check.engine import expected_outputs
 from forge_opt.check.model import MATCH
+from forge_opt.check.split import check_parallel
 from forge_opt.split.api import tensor_parallel
-from forge_opt.split.check import check_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel
 

@@ -15,8 +15,8 @@ import onnx
 import pytest
 
 from forge_opt.check import MATCH, check_model
+from forge_opt.check.split import check_fallback
 from forge_opt.split.api import split_model
-from forge_opt.split.check import check_fallback
 
 MODELS = Path(__file__).parent / "data" / "models"
 DIMS = {"batch_size": 1, "decoder_sequence_length": 1, "encoder_sequence_length": 6, "past_decoder_sequence_length": 3}

@@ -88,7 +88,7 @@ def _with_token_types():
 
 @pytest.mark.parametrize("fallback", [False, True])
 def test_random_indices_stay_inside_the_tables_they_index(fallback):
-    from forge_opt.split.check import check_fallback
+    from forge_opt.check.split import check_fallback
 
     report = (check_fallback if fallback else check_model)(_with_token_types())
     assert report.status == MATCH, report.format() + report.error
@@ -99,7 +99,7 @@ def test_indices_outside_their_table_are_named_not_raised(tmp_path, capsys):
     """The user's own out-of-range indices: forge-check (whole or through the
     split) reports what the oracle says, and forge-split run names the
     sub-model whose module failed; never a raw IndexError."""
-    from forge_opt.split.check import check_fallback
+    from forge_opt.check.split import check_fallback
     from forge_opt.tools.forge_split import main
 
     model = _with_token_types()

@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check.engine import onnxruntime_outputs
+from forge_opt.check.split import check_fallback
 from forge_opt.split.api import convert, run_split, split_model
-from forge_opt.split.check import check_fallback
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
 

@@ -311,7 +311,7 @@ def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path)
     """The model declares its outputs with no type and ONNX cannot infer a
     com.microsoft op's: the split learns the types from onnxruntime's run
     (as AutoSplit runs its sub-models) and keeps the op's part on the CPU."""
-    from forge_opt.split.check import check_fallback
+    from forge_opt.check.split import check_fallback
 
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="relu"),

@@ -16,9 +16,9 @@ from model_helpers import make_model
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check.model import MATCH
+from forge_opt.check.split import check_parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.api import tensor_parallel
-from forge_opt.split.check import check_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import ring_bytes
 from forge_opt.split.runner import run_parallel
@@ -555,8 +555,8 @@ def test_a_split_for_one_device_has_nothing_for_mpi(tmp_path, capsys):
 def test_mpi_processes_that_disagree_are_a_mismatch(monkeypatch):
     """forge-check --devices 2 --fallback --mpi: when one process returns
     other outputs than another, the verdict is a mismatch naming them."""
+    from forge_opt.check import split as check
     from forge_opt.check.model import MISMATCH
-    from forge_opt.split import check
     from forge_opt.split.runner import run_split
 
     def two_processes(folder, feeds, devices):

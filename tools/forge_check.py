@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise ForgeOptError("--device-memory chooses the device count: leave --devices out")
             if args.freeze or args.bisect or args.emit or args.fallback:
                 raise ForgeOptError("--device-memory does not combine with --freeze, --bisect, --emit or --fallback")
-            from forge_opt.split.check import size_devices
+            from forge_opt.check.split import size_devices
             from forge_opt.transforms.tp_sizing import parse_bytes
 
             sizing = size_devices(args.model, parse_bytes(args.device_memory), args.max_devices, inputs,
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.bisect or args.emit or (args.devices and (args.plan or args.require_sharded)):
                 raise ForgeOptError("--fallback does not combine with --bisect or --emit, nor (with --devices) with "
                                     "--plan or --require-sharded")
-            from forge_opt.split.check import check_fallback
+            from forge_opt.check.split import check_fallback
 
             report = check_fallback(
                 args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         elif args.devices is not None:
             if args.freeze or args.bisect or args.emit:
                 raise ForgeOptError("--devices does not combine with --freeze, --bisect or --emit")
-            from forge_opt.split.check import check_parallel
+            from forge_opt.check.split import check_parallel
 
             report = check_parallel(
                 args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, min_size=args.min_size,

@@ -1,6 +1,7 @@
-"""`forge-check --fallback`: check a model through the split path (device
-where Forge can, CPU elsewhere) against onnxruntime on the whole model;
-`forge-check --devices P`: through the tensor-parallel path."""
+"""The check strategies of forge-split's products, on the common steps of
+`driver.py`: `forge-check --fallback` checks a model through the split path
+(device where Forge can, CPU elsewhere) against onnxruntime on the whole
+model, `forge-check --devices P` through the tensor-parallel path."""
 
 from __future__ import annotations
 
@@ -10,34 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
-from forge_opt.check.engine import expected_outputs, index_bounds, random_inputs
-from forge_opt.check.model import MISMATCH, NOT_COMPILED, CheckReport, bounded_note, frozen, verdict
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.driver import Tolerances, compare_outputs, load_checked, model_feeds
+from forge_opt.check.engine import expected_outputs
+from forge_opt.check.model import MISMATCH, NOT_COMPILED, CheckReport, verdict
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import import_model, load_model, resolved_model
-from forge_opt.frontends.onnx_shapes import InputShapes
+from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import convert, describe_split, run_split, split_model
 from forge_opt.split.folder import read_split
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble
-
-
-def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
-    """The model's inputs by name: those given (each one there), or seeded
-    random ones (indices inside the tables they index); and the report's
-    note on how random ones were made."""
-    initializers = {t.name for t in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in initializers]
-    notes = []
-    if inputs is None:
-        bounds = index_bounds(model)
-        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed, bounds)))
-        notes = bounded_note(bounds, names, [inputs[n].dtype for n in names])
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise ForgeOptError(f"no value given for input '{missing[0]}'")
-    return {n: np.asarray(inputs[n]) for n in names}, notes
 
 
 def check_fallback(
@@ -63,14 +47,10 @@ def check_fallback(
     if mpi and devices < 2:
         return CheckReport(NOT_COMPILED, error="--mpi runs a split for several devices: give --devices P")
     try:
-        model, base = load_model(source)
-        model, inputs = frozen(model, inputs, freeze)
-        chosen = InputShapes.of(shapes, dims)
-        if inputs is not None:
-            chosen = chosen.with_arrays(model.graph, inputs)
-        original = model
-        model = resolved_model(model, chosen)
-        feeds, notes = model_feeds(model, base, inputs, seed)
+        loaded = load_checked(source, inputs, freeze=freeze, shapes=shapes, dims=dims)
+        original, base = loaded.model, loaded.base
+        model = resolved_model(original, loaded.sizes)
+        feeds, notes = model_feeds(model, base, loaded.inputs, seed)
         # first the reference: inputs the model itself cannot take are named by the oracle
         reference = expected_outputs(original, base, feeds)
         with tempfile.TemporaryDirectory() as tmp:
@@ -89,12 +69,7 @@ def check_fallback(
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
     want = reference.outputs
-    out_names = [o.name for o in model.graph.output]
-    results = [
-        compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
-        for name, expected in zip(out_names, want)
-        if name in got
-    ]
+    results = compare_outputs(model, want, got, Tolerances(rtol, atol, min_pcc))
     status, why = verdict(results, len(want))
     if differ:
         differ_note = f"the MPI processes' outputs differ ({', '.join(differ)})"
@@ -133,11 +108,9 @@ def check_parallel(
     from forge_opt.split.runner import run_parallel
 
     try:
-        model, base = load_model(source)
-        chosen = InputShapes.of(shapes, dims)
-        if inputs is not None:
-            chosen = chosen.with_arrays(model.graph, inputs)
-        feeds, notes = model_feeds(model, base, inputs, seed, chosen)
+        loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
+        model, base, chosen = loaded.model, loaded.base, loaded.sizes
+        feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "tp"
             infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
@@ -149,13 +122,8 @@ def check_parallel(
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
     reference = expected_outputs(model, base, feeds)
-    out_names = [o.name for o in model.graph.output]
     got, differ = assemble(infos, per_device)
-    results = [
-        compare_output(name, expected, got[name], rtol=rtol, atol=atol, min_pcc=min_pcc)
-        for name, expected in zip(out_names, reference.outputs)
-        if name in got
-    ]
+    results = compare_outputs(model, reference.outputs, got, Tolerances(rtol, atol, min_pcc))
     status, why = verdict(results, len(reference.outputs))
     disagree = f"\nthe devices' outputs differ ({', '.join(differ)})" if differ else ""
     note = parallel_report(infos) + disagree + (f"\n{why}" if why else "")
@@ -181,10 +149,7 @@ def size_devices(
     from forge_opt.transforms.pipelines import run_pipeline
     from forge_opt.transforms.tp_sizing import choose_devices
 
-    model, base = load_model(source)
-    chosen = InputShapes.of(shapes, dims)
-    if inputs is not None:
-        chosen = chosen.with_arrays(model.graph, inputs)
-    module = import_model(model, base, shapes=chosen)
+    loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
+    module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
     run_pipeline(module, "onnx-to-tir")
     return choose_devices(module, memory, max_devices, min_size, plan)

@@ -1,0 +1,116 @@
+"""The steps every check shares, in its order: load the model, fix its
+sizes, make its feeds, ask the oracle, compare every output and give the
+verdict. The strategies (`model.py`: whole on one device; `split.py`:
+AutoSplit's fallback and tensor parallelism; `decode.py`: a decode loop)
+differ only in how they compile and run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
+from forge_opt.check.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import freeze_inputs, import_model, load_model
+from forge_opt.frontends.onnx_shapes import InputShapes
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    rtol: float = RTOL
+    atol: float = ATOL
+    min_pcc: float = MIN_PCC
+
+
+@dataclass
+class Loaded:
+    """A model to check, its inputs with `--freeze`'s compiled in, and the
+    sizes chosen for its symbolic dims (the user's, and those the given
+    inputs fix)."""
+
+    model: onnx.ModelProto
+    base: Path | None  # the folder external data is read from
+    inputs: dict[str, np.ndarray] | None
+    sizes: InputShapes
+
+
+def load_checked(
+    source,
+    inputs: Sequence[np.ndarray] | dict[str, np.ndarray] | None,
+    *,
+    freeze: tuple[str, ...] = (),
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> Loaded:
+    """`inputs` by name, or a list in the order of the graph's inputs."""
+    model, base = load_model(source)
+    model, inputs = frozen(model, inputs, freeze)
+    if inputs is not None and not isinstance(inputs, dict):
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = dict(zip([i.name for i in model.graph.input if i.name not in initializers], inputs))
+    sizes = InputShapes.of(shapes, dims)
+    if inputs is not None:
+        sizes = sizes.with_arrays(model.graph, inputs)
+    return Loaded(model, base, inputs, sizes)
+
+
+def frozen(model, inputs, freeze: tuple[str, ...]):
+    """`--freeze`: the model with the named graph inputs compiled as
+    constants (their values from `inputs`, a dict), and the other inputs."""
+    if not freeze:
+        return model, inputs
+    if not isinstance(inputs, dict):
+        raise ForgeOptError("freezing inputs needs their values: pass inputs by name (--inputs x.npz)")
+    missing = [n for n in freeze if n not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for the frozen input '{missing[0]}'")
+    model = freeze_inputs(model, {n: inputs[n] for n in freeze})
+    return model, {k: v for k, v in inputs.items() if k not in freeze}
+
+
+def bounded_note(bounds: dict[str, int], names: list[str], dtypes: list) -> list[str]:
+    """The report's lines saying how random inputs were shaped by what they
+    feed: indices inside the tables they index, attention masks all ones."""
+    notes = []
+    listed = ", ".join(f"{name} < {size}" for name, size in bounds.items() if size < RANDOM_INT_LIMIT)
+    if listed:
+        notes.append(f"random inputs: integer inputs that index a table stay inside it ({listed})")
+    masks = [name for name, dtype in zip(names, dtypes) if is_mask(name, dtype)]
+    if masks:
+        notes.append(f"random inputs: attention masks are all ones ({', '.join(masks)})")
+    return notes
+
+
+def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
+    """The model's inputs by name: those given (each one there), or seeded
+    random ones (indices inside the tables they index); and the report's
+    note on how random ones were made."""
+    initializers = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    notes = []
+    if inputs is None:
+        bounds = index_bounds(model)
+        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed, bounds)))
+        notes = bounded_note(bounds, names, [inputs[n].dtype for n in names])
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise ForgeOptError(f"no value given for input '{missing[0]}'")
+    return {n: np.asarray(inputs[n]) for n in names}, notes
+
+
+def compare_outputs(
+    model: onnx.ModelProto, expected: Sequence[np.ndarray], got: Mapping[str, np.ndarray], tolerances: Tolerances
+) -> list[OutputResult]:
+    """Each of the model's outputs the run returned, compared with the
+    oracle's; the verdict (`model.verdict`) counts the ones missing."""
+    names = [o.name for o in model.graph.output]
+    return [
+        compare_output(name, want, got[name], rtol=tolerances.rtol, atol=tolerances.atol, min_pcc=tolerances.min_pcc)
+        for name, want in zip(names, expected)
+        if name in got
+    ]

@@ -144,10 +144,10 @@ def size_devices(
     dims: Mapping[str, int] | None = None,
 ):
     """`--device-memory BYTES`: the smallest device count whose per-device
-    parameters and KV cache fit (`transforms/tp_sizing.py`), at the sizes
+    parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
     the inputs or `shapes`/`dims` give."""
     from forge_opt.transforms.pipelines import run_pipeline
-    from forge_opt.transforms.tp_sizing import choose_devices
+    from forge_opt.transforms.tp.sizing import choose_devices
 
     loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)

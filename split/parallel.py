@@ -46,8 +46,8 @@ from forge_opt.split.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFil
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.pipelines import run_passes, run_pipeline, segment_passes
-from forge_opt.transforms.tensor_parallel import annotate, layer_entries
-from forge_opt.transforms.tp_partition import grid_info, split_axes
+from forge_opt.transforms.tp.annotate import annotate, layer_entries
+from forge_opt.transforms.tp.partition import grid_info, split_axes
 
 COLLECTIVE_OPS = {
     shard.AllReduceOp: "all_reduce",
@@ -569,7 +569,7 @@ def tensor_parallel(
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file
-    pinning layers (`transforms/tensor_parallel.py`); `require_sharded`:
+    pinning layers (`transforms/tp/annotate.py`); `require_sharded`:
     a larger layer left replicated is an error; `base`: the folder of
     a loaded model's external data."""
     if devices < 2:

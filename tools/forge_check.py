@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.freeze or args.bisect or args.emit or args.fallback:
                 raise ForgeOptError("--device-memory does not combine with --freeze, --bisect, --emit or --fallback")
             from forge_opt.check.split import size_devices
-            from forge_opt.transforms.tp_sizing import parse_bytes
+            from forge_opt.transforms.tp.sizing import parse_bytes
 
             sizing = size_devices(args.model, parse_bytes(args.device_memory), args.max_devices, inputs,
                                   min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims)

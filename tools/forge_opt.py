@@ -100,8 +100,8 @@ class ForgeOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         from xdsl.utils.arg_spec import parse_spec
 
-        from forge_opt.transforms.tp_partition import grid_info
-        from forge_opt.transforms.tp_sizing import SIZING_ATTR
+        from forge_opt.transforms.tp.partition import grid_info
+        from forge_opt.transforms.tp.sizing import SIZING_ATTR
 
         folder = self._output_folder()
         is_python = parse_spec(self.args.target).name == "forge-python"

@@ -16,9 +16,9 @@ from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.merge_equal_ops import MergeEqualOpsPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
-from forge_opt.transforms.tensor_parallel import TensorParallelPass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
-from forge_opt.transforms.tp_partition import TPPartitionPass
+from forge_opt.transforms.tp.annotate import TensorParallelPass
+from forge_opt.transforms.tp.partition import TPPartitionPass
 
 
 def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
@@ -95,7 +95,7 @@ class OnnxToForgePass(ModulePass):
         if not self.device_memory:
             run_passes(self.passes(), ctx, op, self.verify_each)
             return
-        from forge_opt.transforms.tp_sizing import SIZING_ATTR, choose_devices, parse_bytes
+        from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
 
         run_passes([OnnxToTirPass()], ctx, op, self.verify_each)
         memory = parse_bytes(str(self.device_memory))

@@ -21,8 +21,8 @@ from xdsl.ir import Operation, SSAValue
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
-from forge_opt.transforms.tensor_parallel import annotate, pairs_as_cache
-from forge_opt.transforms.tp_partition import TPPartitionPass
+from forge_opt.transforms.tp.annotate import annotate, pairs_as_cache
+from forge_opt.transforms.tp.partition import TPPartitionPass
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}

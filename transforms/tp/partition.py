@@ -40,7 +40,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.transforms.tp_rules import REPLICATED, Sharding, local_type, nonnegative_indices, rule, shape, split
+from forge_opt.transforms.tp.rules import REPLICATED, Sharding, local_type, nonnegative_indices, rule, shape, split
 
 
 def grid_info(module: ModuleOp) -> tuple[str, int] | None:

@@ -64,7 +64,7 @@ from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.transforms.tp_rules import (
+from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
     TPError,

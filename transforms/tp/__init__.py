@@ -1,0 +1,6 @@
+"""Tensor parallelism, the compiler's part: `annotate.py` (`tensor-parallel`:
+each layer's case, from the shardings `rules.py` propagates), `rules.py` (the
+one table of how each `tir` op carries a sharding), `partition.py`
+(`tp-partition`: the per-device program, with its collectives) and
+`sizing.py` (`device-memory=`: the smallest device count that fits). The
+runtime (segments, weight files, runner, MPI) is `split/`."""

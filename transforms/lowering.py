@@ -44,14 +44,16 @@ Lowering = Callable[[Operation, Emitter], Sequence[SSAValue | None]]
 
 
 OpT = TypeVar("OpT", bound=Operation)
+EmitterT = TypeVar("EmitterT", bound=Emitter)
 
 
 class LoweringTable(dict[type[Operation], Lowering]):
     """Lowering functions by the op class they lower; `@table.lowers(Op)`
-    registers one, which may take its op typed as that class."""
+    registers one, which may take its op typed as that class, and the
+    emitter its table is rewritten with (`table_rewrite`) typed as that."""
 
     def lowers(self, *ops: type[OpT]):
-        def register(fn: Callable[[OpT, Emitter], Sequence[SSAValue | None]]):
+        def register(fn: Callable[[OpT, EmitterT], Sequence[SSAValue | None]]):
             for op in ops:
                 self[op] = cast(Lowering, fn)
             return fn
@@ -117,16 +119,17 @@ def erase_dead_ops(root: Operation) -> None:
                 op = before
 
 
-def table_rewrite(table: dict[type[Operation], Lowering]) -> Rewrite:
-    """Rewrite each op whose class has an entry in `table`. An op a lowering
-    builds from operands it cannot take (`ShapeError`) is an error of the
-    op being lowered."""
+def table_rewrite(table: dict[type[Operation], Lowering], emitter_class: type[Emitter] = Emitter) -> Rewrite:
+    """Rewrite each op whose class has an entry in `table`, each lowering
+    given an `emitter_class` for its op. An op a lowering builds from
+    operands it cannot take (`ShapeError`) is an error of the op being
+    lowered."""
 
     def rewrite(op: Operation) -> Replacement | None:
         fn = table.get(type(op))
         if fn is None:
             return None
-        emitter = Emitter(op)
+        emitter = emitter_class(op)
         try:
             results = list(fn(op, emitter))
         except ShapeError as error:

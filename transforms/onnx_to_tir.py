@@ -30,6 +30,7 @@ from forge_opt.frontends.onnx_shapes import symbols_hint
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.tir_builder import TirEmitter
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class OnnxToTirPass(ModulePass):
         check_signature(op)
         check_domains(op)
         rewrite_in_order(op, fold_constant_op)
-        rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS))
+        rewrite_in_order(op, table_rewrite(ONNX_LOWERINGS, TirEmitter))
         erase_dead_ops(op)
         refine_result_types(op)
 

@@ -14,15 +14,15 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.interpreters.onnx import one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant
+from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def _known(e: Emitter, value: SSAValue | None, what: str) -> np.ndarray | None:
+def _known(e: TirEmitter, value: SSAValue | None, what: str) -> np.ndarray | None:
     if value is None:
         return None
     array = constant_array(value)
@@ -32,7 +32,7 @@ def _known(e: Emitter, value: SSAValue | None, what: str) -> np.ndarray | None:
 
 
 @lowers(onnx.DFTOp)
-def _dft(op: onnx.DFTOp, e: Emitter):
+def _dft(op: onnx.DFTOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     rank, parts = len(shape), shape[-1]
     if parts not in (1, 2):
@@ -59,11 +59,11 @@ def _dft(op: onnx.DFTOp, e: Emitter):
             w = weights[out_part][p]
             if not w.any():
                 continue
-            term = matmul(e, x, constant(e, np.ascontiguousarray(w.T).astype(np.float32)))
-            total = term if total is None else binary(e, BinaryFn.ADD, total, term)
+            term = matmul(e, x, e.constant(np.ascontiguousarray(w.T).astype(np.float32)))
+            total = term if total is None else e.binary(BinaryFn.ADD, total, term)
         if total is None:  # an all-zero part (the imaginary part of a real signal's DC, say)
             m = weights[out_part][0].shape[0]
-            total = constant(e, np.zeros([*(shape[a] for a in perm[:-1]), m], np.float32))
+            total = e.constant(np.zeros([*(shape[a] for a in perm[:-1]), m], np.float32))
         if back != list(range(rank - 1)):
             total = e.value(tir.TransposeOp(total, back))
         out_shape = static_shape(total, e)
@@ -71,7 +71,7 @@ def _dft(op: onnx.DFTOp, e: Emitter):
     return [outputs[0] if len(outputs) == 1 else e.value(tir.ConcatOp(outputs, rank - 1))]
 
 
-def _matrices(op, e: Emitter, shape, axis: int, length, axis_input) -> list[list[np.ndarray]]:
+def _matrices(op, e: TirEmitter, shape, axis: int, length, axis_input) -> list[list[np.ndarray]]:
     """Column j of matrix [o][p] is output part o of ONNX's reference DFT of
     a one-hot at position j of input part p."""
     rank, n, parts = len(shape), shape[axis], shape[-1]

@@ -15,8 +15,8 @@ from xdsl.ir import SSAValue
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import ReduceFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import constant
+from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -32,7 +32,7 @@ class _Operand:
         self.labels = labels
 
 
-def _parse(equation: str, ranks: list[int], e: Emitter) -> tuple[list[list[str]], list[str]]:
+def _parse(equation: str, ranks: list[int], e: TirEmitter) -> tuple[list[list[str]], list[str]]:
     text = equation.replace(" ", "")
     inputs_text, arrow, output_text = text.partition("->")
     terms = inputs_text.split(",")
@@ -62,7 +62,7 @@ def _parse(equation: str, ranks: list[int], e: Emitter) -> tuple[list[list[str]]
     return labels, output
 
 
-def _diagonals(e: Emitter, x: _Operand) -> _Operand:
+def _diagonals(e: TirEmitter, x: _Operand) -> _Operand:
     """A label repeated within one operand takes the diagonal."""
     while len(set(x.labels)) != len(x.labels):
         label = next(k for k in x.labels if x.labels.count(k) > 1)
@@ -72,12 +72,12 @@ def _diagonals(e: Emitter, x: _Operand) -> _Operand:
         shape = static_shape(moved, e)
         n = shape[-1]
         flat = e.value(tir.ReshapeOp(moved, [*shape[:-2], n * n]))
-        diagonal = constant(e, (np.arange(n) * (n + 1)).astype(np.int64))
+        diagonal = e.constant((np.arange(n) * (n + 1)).astype(np.int64))
         x = _Operand(e.value(tir.GatherOp(flat, diagonal, len(shape) - 2)), [*(x.labels[i] for i in rest), label])
     return x
 
 
-def _sum_away(e: Emitter, x: _Operand, keep: set[str]) -> _Operand:
+def _sum_away(e: TirEmitter, x: _Operand, keep: set[str]) -> _Operand:
     axes = [i for i, k in enumerate(x.labels) if k not in keep]
     if not axes:
         return x
@@ -85,11 +85,11 @@ def _sum_away(e: Emitter, x: _Operand, keep: set[str]) -> _Operand:
     return _Operand(summed, [k for k in x.labels if k in keep])
 
 
-def _sizes(e: Emitter, x: _Operand) -> dict[str, int]:
+def _sizes(e: TirEmitter, x: _Operand) -> dict[str, int]:
     return dict(zip(x.labels, static_shape(x.value, e)))
 
 
-def _arrange(e: Emitter, x: _Operand, groups: list[list[str]]) -> SSAValue:
+def _arrange(e: TirEmitter, x: _Operand, groups: list[list[str]]) -> SSAValue:
     """x transposed to the labels of `groups` in order, each group but the
     first flattened to one axis (the first, batch, keeps its axes)."""
     order = [k for g in groups for k in g]
@@ -101,7 +101,7 @@ def _arrange(e: Emitter, x: _Operand, groups: list[list[str]]) -> SSAValue:
     return e.value(tir.ReshapeOp(value, shape)) if shape != static_shape(value, e) else value
 
 
-def _contract(e: Emitter, a: _Operand, b: _Operand, keep: set[str]) -> _Operand:
+def _contract(e: TirEmitter, a: _Operand, b: _Operand, keep: set[str]) -> _Operand:
     """One Matmul: batch labels (in both, kept) stay, summed labels (in both,
     not kept) are contracted, the free labels of each side remain."""
     batch = [k for k in a.labels if k in b.labels and k in keep]
@@ -117,7 +117,7 @@ def _contract(e: Emitter, a: _Operand, b: _Operand, keep: set[str]) -> _Operand:
 
 
 @lowers(onnx.EinsumOp)
-def _einsum(op: onnx.EinsumOp, e: Emitter):
+def _einsum(op: onnx.EinsumOp, e: TirEmitter):
     values = list(op.Inputs)
     labels, output = _parse(op.equation.data, [len(static_shape(v, e)) for v in values], e)
     operands = [_diagonals(e, _Operand(v, ls)) for v, ls in zip(values, labels)]

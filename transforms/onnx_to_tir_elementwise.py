@@ -15,42 +15,36 @@ from xdsl.dialects.builtin import (
     TensorType,
     f32,
 )
-from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.dialects.elements import attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
+from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def scalar(e: Emitter, value: float, like: SSAValue) -> SSAValue:
-    """A 0-d constant of `like`'s element type."""
-    dtype = dtypes.numpy_dtype(dtypes.tensor(like.type).element_type)
-    return e.value(tir.ConstantOp(array_to_attr(np.asarray(value, dtype=dtype))))
 
 
-def constant(e: Emitter, array: np.ndarray) -> SSAValue:
-    return e.value(tir.ConstantOp(array_to_attr(array)))
 
 
 @lowers(onnx.ConstantOp)
-def _constant(op: onnx.ConstantOp, e: Emitter):
+def _constant(op: onnx.ConstantOp, e: TirEmitter):
     name = op.attributes.get(INITIALIZER_ATTR)
     if op.value is not None:
         return [e.value(tir.ConstantOp(op.value, name.data if isinstance(name, StringAttr) else None))]
     for number, dtype in ((op.value_float, np.float32), (op.value_int, np.int64)):
         if number is not None:
-            return [constant(e, np.asarray(number.value.data, dtype))]
+            return [e.constant(np.asarray(number.value.data, dtype))]
     for numbers, dtype in ((op.value_floats, np.float32), (op.value_ints, np.int64)):
         if numbers is not None:
-            return [constant(e, np.asarray(list(numbers.get_values()), dtype))]
+            return [e.constant(np.asarray(list(numbers.get_values()), dtype))]
     raise e.error("only tensor, float and int constants can be lowered")
 
 
@@ -61,7 +55,7 @@ LARGEST_FILL_BYTES = 1 << 36
 
 
 @lowers(onnx.ConstantOfShapeOp)
-def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: Emitter):
+def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: TirEmitter):
     shape = constant_array(op.input)
     if shape is None:
         raise e.error("the shape input must be a compile-time constant")
@@ -92,12 +86,12 @@ def _constant_of_shape(op: onnx.ConstantOfShapeOp, e: Emitter):
 
 
 @lowers(onnx.IdentityOp)
-def _identity(op: onnx.IdentityOp, e: Emitter):
+def _identity(op: onnx.IdentityOp, e: TirEmitter):
     return [op.input]
 
 
 @lowers(onnx.DropoutOp)
-def _dropout(op: onnx.DropoutOp, e: Emitter):
+def _dropout(op: onnx.DropoutOp, e: TirEmitter):
     # Inference: the identity; the mask is all true.
     training = None if op.training_mode is None else constant_array(op.training_mode)
     if training is not None and bool(training.reshape(-1)[0]):
@@ -105,7 +99,7 @@ def _dropout(op: onnx.DropoutOp, e: Emitter):
     results = [op.data]
     if op.mask is not None:
         shape = static_shape(op.data, e)
-        results.append(constant(e, np.ones(shape, dtype=bool)))
+        results.append(e.constant(np.ones(shape, dtype=bool)))
     return results
 
 
@@ -119,12 +113,12 @@ _UNARY = {
 
 @lowers(*_UNARY)
 def _unary(op, e):
-    return [unary(e, _UNARY[type(op)], op.operands[0])]
+    return [e.unary(_UNARY[type(op)], op.operands[0])]
 
 
 @lowers(onnx.GeluOp)
-def _gelu(op: onnx.GeluOp, e: Emitter):
-    return [unary(e, UnaryFn.GELU_TANH if op.approximate.data == "tanh" else UnaryFn.GELU, op.X)]
+def _gelu(op: onnx.GeluOp, e: TirEmitter):
+    return [e.unary(UnaryFn.GELU_TANH if op.approximate.data == "tanh" else UnaryFn.GELU, op.X)]
 
 
 _BINARY = {
@@ -135,65 +129,58 @@ _BINARY = {
 }
 
 
-def binary(e: Emitter, fn: BinaryFn, a: SSAValue, b: SSAValue) -> SSAValue:
-    static_shape(a, e)
-    static_shape(b, e)
-    return e.value(tir.BinaryOp(fn, a, b))
 
 
-def unary(e: Emitter, fn: UnaryFn, x: SSAValue) -> SSAValue:
-    static_shape(x, e)
-    return e.value(tir.UnaryOp(fn, x))
 
 
 @lowers(*_BINARY)
 def _binary(op, e):
     a, b = op.operands
-    return [binary(e, _BINARY[type(op)], a, b)]
+    return [e.binary(_BINARY[type(op)], a, b)]
 
 
 @lowers(onnx.MaxOp, onnx.MinOp, onnx.SumOp)
-def _variadic(op: onnx.MaxOp | onnx.MinOp | onnx.SumOp, e: Emitter):
+def _variadic(op: onnx.MaxOp | onnx.MinOp | onnx.SumOp, e: TirEmitter):
     fn = {onnx.MaxOp: BinaryFn.MAX, onnx.MinOp: BinaryFn.MIN, onnx.SumOp: BinaryFn.ADD}[type(op)]
     value = op.operands[0]
     for other in op.operands[1:]:
-        value = binary(e, fn, value, other)
+        value = e.binary(fn, value, other)
     return [value]
 
 
 @lowers(onnx.MeanOp)
-def _mean(op: onnx.MeanOp, e: Emitter):
+def _mean(op: onnx.MeanOp, e: TirEmitter):
     value = op.operands[0]
     for other in op.operands[1:]:
-        value = binary(e, BinaryFn.ADD, value, other)
-    return [binary(e, BinaryFn.DIV, value, scalar(e, len(op.operands), value))]
+        value = e.binary(BinaryFn.ADD, value, other)
+    return [e.binary(BinaryFn.DIV, value, e.scalar(len(op.operands), value))]
 
 
 @lowers(onnx.ModOp)
-def _mod(op: onnx.ModOp, e: Emitter):
+def _mod(op: onnx.ModOp, e: TirEmitter):
     if op.fmod.value.data:
         # C's fmod takes the dividend's sign: mod(|a|, |b|) with a's sign.
-        magnitude = binary(e, BinaryFn.MOD, unary(e, UnaryFn.ABS, op.A), unary(e, UnaryFn.ABS, op.B))
-        negative = binary(e, BinaryFn.LT, op.A, scalar(e, 0, op.A))
-        return [_where_values(e, negative, unary(e, UnaryFn.NEG, magnitude), magnitude)]
-    return [binary(e, BinaryFn.MOD, op.A, op.B)]
+        magnitude = e.binary(BinaryFn.MOD, e.unary(UnaryFn.ABS, op.A), e.unary(UnaryFn.ABS, op.B))
+        negative = e.binary(BinaryFn.LT, op.A, e.scalar(0, op.A))
+        return [_where_values(e, negative, e.unary(UnaryFn.NEG, magnitude), magnitude)]
+    return [e.binary(BinaryFn.MOD, op.A, op.B)]
 
 
 @lowers(onnx.LeakyReluOp)
-def _leaky_relu(op: onnx.LeakyReluOp, e: Emitter):
+def _leaky_relu(op: onnx.LeakyReluOp, e: TirEmitter):
     alpha = op.alpha.value.data
     if not 0 <= alpha <= 1:
         raise e.error(f"alpha {alpha} outside [0, 1] is not supported")
-    return [binary(e, BinaryFn.MAX, op.X, binary(e, BinaryFn.MUL, op.X, scalar(e, alpha, op.X)))]
+    return [e.binary(BinaryFn.MAX, op.X, e.binary(BinaryFn.MUL, op.X, e.scalar(alpha, op.X)))]
 
 
 @lowers(onnx.WhereOp)
-def _where(op: onnx.WhereOp, e: Emitter):
+def _where(op: onnx.WhereOp, e: TirEmitter):
     return [_where_values(e, op.condition, op.X, op.Y)]
 
 
 @lowers(onnx.CastOp)
-def _cast(op: onnx.CastOp, e: Emitter):
+def _cast(op: onnx.CastOp, e: TirEmitter):
     to = dtypes.mlir_type(op.to.value.data)
     if to is None:
         raise e.error(f"cast to {dtypes.onnx_name(op.to.value.data)} is not supported")
@@ -202,15 +189,15 @@ def _cast(op: onnx.CastOp, e: Emitter):
 
 
 @lowers(onnx.ClipOp)
-def _clip(op: onnx.ClipOp, e: Emitter):
+def _clip(op: onnx.ClipOp, e: TirEmitter):
     info = np.finfo(np.float32)
     if any(v is not None and constant_array(v) is None for v in (op.min, op.max)):
         # a bound computed at run time (a mel front end's ReduceMax(x) - 80): ONNX's min(max(x, lo), hi)
         y = op.input
         if op.min is not None:
-            y = binary(e, BinaryFn.MAX, y, op.min)
+            y = e.binary(BinaryFn.MAX, y, op.min)
         if op.max is not None:
-            y = binary(e, BinaryFn.MIN, y, op.max)
+            y = e.binary(BinaryFn.MIN, y, op.max)
         return [y]
     bounds = []
     for value, default in ((op.min, float(info.min)), (op.max, float(info.max))):
@@ -223,113 +210,113 @@ def _clip(op: onnx.ClipOp, e: Emitter):
 
 
 @lowers(onnx.HardSigmoidOp)
-def _hard_sigmoid(op: onnx.HardSigmoidOp, e: Emitter):
+def _hard_sigmoid(op: onnx.HardSigmoidOp, e: TirEmitter):
     x = op.X
-    scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
-    y = binary(e, BinaryFn.ADD, scaled, scalar(e, op.beta.value.data, x))
-    return [binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))]
+    scaled = e.binary(BinaryFn.MUL, x, e.scalar(op.alpha.value.data, x))
+    y = e.binary(BinaryFn.ADD, scaled, e.scalar(op.beta.value.data, x))
+    return [e.binary(BinaryFn.MIN, e.binary(BinaryFn.MAX, y, e.scalar(0.0, x)), e.scalar(1.0, x))]
 
 
 @lowers(onnx.HardSwishOp)
-def _hard_swish(op: onnx.HardSwishOp, e: Emitter):
+def _hard_swish(op: onnx.HardSwishOp, e: TirEmitter):
     x = op.X
-    y = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, scalar(e, 1 / 6, x)), scalar(e, 0.5, x))
-    gate = binary(e, BinaryFn.MIN, binary(e, BinaryFn.MAX, y, scalar(e, 0.0, x)), scalar(e, 1.0, x))
-    return [binary(e, BinaryFn.MUL, x, gate)]
+    y = e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, x, e.scalar(1 / 6, x)), e.scalar(0.5, x))
+    gate = e.binary(BinaryFn.MIN, e.binary(BinaryFn.MAX, y, e.scalar(0.0, x)), e.scalar(1.0, x))
+    return [e.binary(BinaryFn.MUL, x, gate)]
 
 
 def _softplus_of(e, x):
     """log(1 + exp(x)), written stably: max(x, 0) + log(1 + exp(-|x|))."""
-    neg_abs = unary(e, UnaryFn.NEG, unary(e, UnaryFn.ABS, x))
-    tail = unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, unary(e, UnaryFn.EXP, neg_abs), scalar(e, 1.0, x)))
-    return binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), tail)
+    neg_abs = e.unary(UnaryFn.NEG, e.unary(UnaryFn.ABS, x))
+    tail = e.unary(UnaryFn.LOG, e.binary(BinaryFn.ADD, e.unary(UnaryFn.EXP, neg_abs), e.scalar(1.0, x)))
+    return e.binary(BinaryFn.ADD, e.unary(UnaryFn.RELU, x), tail)
 
 
 @lowers(onnx.SoftplusOp)
-def _softplus(op: onnx.SoftplusOp, e: Emitter):
+def _softplus(op: onnx.SoftplusOp, e: TirEmitter):
     return [_softplus_of(e, op.X)]
 
 
 @lowers(onnx.SoftsignOp)
-def _softsign(op: onnx.SoftsignOp, e: Emitter):
+def _softsign(op: onnx.SoftsignOp, e: TirEmitter):
     x = op.input
-    return [binary(e, BinaryFn.DIV, x, binary(e, BinaryFn.ADD, unary(e, UnaryFn.ABS, x), scalar(e, 1.0, x)))]
+    return [e.binary(BinaryFn.DIV, x, e.binary(BinaryFn.ADD, e.unary(UnaryFn.ABS, x), e.scalar(1.0, x)))]
 
 
 @lowers(onnx.MishOp)
-def _mish(op: onnx.MishOp, e: Emitter):
-    return [binary(e, BinaryFn.MUL, op.X, unary(e, UnaryFn.TANH, _softplus_of(e, op.X)))]
+def _mish(op: onnx.MishOp, e: TirEmitter):
+    return [e.binary(BinaryFn.MUL, op.X, e.unary(UnaryFn.TANH, _softplus_of(e, op.X)))]
 
 
 def _elu_of(e, x, alpha):
     """alpha * (exp(min(x, 0)) - 1) + relu(x)"""
-    negative = binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x))
-    expm1 = binary(e, BinaryFn.SUB, unary(e, UnaryFn.EXP, negative), scalar(e, 1.0, x))
-    return binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), binary(e, BinaryFn.MUL, expm1, scalar(e, alpha, x)))
+    negative = e.binary(BinaryFn.MIN, x, e.scalar(0.0, x))
+    expm1 = e.binary(BinaryFn.SUB, e.unary(UnaryFn.EXP, negative), e.scalar(1.0, x))
+    return e.binary(BinaryFn.ADD, e.unary(UnaryFn.RELU, x), e.binary(BinaryFn.MUL, expm1, e.scalar(alpha, x)))
 
 
 @lowers(onnx.EluOp)
-def _elu(op: onnx.EluOp, e: Emitter):
+def _elu(op: onnx.EluOp, e: TirEmitter):
     return [_elu_of(e, op.X, op.alpha.value.data)]
 
 
 @lowers(onnx.CeluOp)
-def _celu(op: onnx.CeluOp, e: Emitter):
+def _celu(op: onnx.CeluOp, e: TirEmitter):
     alpha = op.alpha.value.data
-    x = binary(e, BinaryFn.DIV, op.X, scalar(e, alpha, op.X))
-    negative = binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x))
-    expm1 = binary(e, BinaryFn.SUB, unary(e, UnaryFn.EXP, negative), scalar(e, 1.0, x))
-    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, op.X), binary(e, BinaryFn.MUL, expm1, scalar(e, alpha, x)))]
+    x = e.binary(BinaryFn.DIV, op.X, e.scalar(alpha, op.X))
+    negative = e.binary(BinaryFn.MIN, x, e.scalar(0.0, x))
+    expm1 = e.binary(BinaryFn.SUB, e.unary(UnaryFn.EXP, negative), e.scalar(1.0, x))
+    return [e.binary(BinaryFn.ADD, e.unary(UnaryFn.RELU, op.X), e.binary(BinaryFn.MUL, expm1, e.scalar(alpha, x)))]
 
 
 @lowers(onnx.SeluOp)
-def _selu(op: onnx.SeluOp, e: Emitter):
+def _selu(op: onnx.SeluOp, e: TirEmitter):
     elu = _elu_of(e, op.X, op.alpha.value.data)
-    return [binary(e, BinaryFn.MUL, elu, scalar(e, op.gamma.value.data, op.X))]
+    return [e.binary(BinaryFn.MUL, elu, e.scalar(op.gamma.value.data, op.X))]
 
 
 @lowers(onnx.ThresholdedReluOp)
-def _thresholded_relu(op: onnx.ThresholdedReluOp, e: Emitter):
+def _thresholded_relu(op: onnx.ThresholdedReluOp, e: TirEmitter):
     x = op.X
-    keep = binary(e, BinaryFn.GT, x, scalar(e, op.alpha.value.data, x))
-    return [_where_values(e, keep, x, scalar(e, 0.0, x))]
+    keep = e.binary(BinaryFn.GT, x, e.scalar(op.alpha.value.data, x))
+    return [_where_values(e, keep, x, e.scalar(0.0, x))]
 
 
 @lowers(onnx.PReluOp)
-def _prelu(op: onnx.PReluOp, e: Emitter):
+def _prelu(op: onnx.PReluOp, e: TirEmitter):
     x, slope = op.X, op.slope
-    negative = binary(e, BinaryFn.MUL, binary(e, BinaryFn.MIN, x, scalar(e, 0.0, x)), slope)
-    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.RELU, x), negative)]
+    negative = e.binary(BinaryFn.MUL, e.binary(BinaryFn.MIN, x, e.scalar(0.0, x)), slope)
+    return [e.binary(BinaryFn.ADD, e.unary(UnaryFn.RELU, x), negative)]
 
 
 @lowers(onnx.SwishOp)
-def _swish(op: onnx.SwishOp, e: Emitter):
+def _swish(op: onnx.SwishOp, e: TirEmitter):
     x = op.X
-    scaled = binary(e, BinaryFn.MUL, x, scalar(e, op.alpha.value.data, x))
-    return [binary(e, BinaryFn.MUL, x, unary(e, UnaryFn.SIGMOID, scaled))]
+    scaled = e.binary(BinaryFn.MUL, x, e.scalar(op.alpha.value.data, x))
+    return [e.binary(BinaryFn.MUL, x, e.unary(UnaryFn.SIGMOID, scaled))]
 
 
 @lowers(onnx.TanOp)
-def _tan(op: onnx.TanOp, e: Emitter):
-    return [binary(e, BinaryFn.DIV, unary(e, UnaryFn.SIN, op.input), unary(e, UnaryFn.COS, op.input))]
+def _tan(op: onnx.TanOp, e: TirEmitter):
+    return [e.binary(BinaryFn.DIV, e.unary(UnaryFn.SIN, op.input), e.unary(UnaryFn.COS, op.input))]
 
 
 @lowers(onnx.SinhOp, onnx.CoshOp)
-def _hyperbolic(op: onnx.SinhOp | onnx.CoshOp, e: Emitter):
+def _hyperbolic(op: onnx.SinhOp | onnx.CoshOp, e: TirEmitter):
     x = op.input
     fn = BinaryFn.SUB if isinstance(op, onnx.SinhOp) else BinaryFn.ADD
-    both = binary(e, fn, unary(e, UnaryFn.EXP, x), unary(e, UnaryFn.EXP, unary(e, UnaryFn.NEG, x)))
-    return [binary(e, BinaryFn.MUL, both, scalar(e, 0.5, x))]
+    both = e.binary(fn, e.unary(UnaryFn.EXP, x), e.unary(UnaryFn.EXP, e.unary(UnaryFn.NEG, x)))
+    return [e.binary(BinaryFn.MUL, both, e.scalar(0.5, x))]
 
 
 @lowers(onnx.IsNaNOp)
-def _isnan(op: onnx.IsNaNOp, e: Emitter):
-    return [binary(e, BinaryFn.NE, op.X, op.X)]
+def _isnan(op: onnx.IsNaNOp, e: TirEmitter):
+    return [e.binary(BinaryFn.NE, op.X, op.X)]
 
 
 @lowers(onnx.CastLikeOp)
-def _cast_like(op: onnx.CastLikeOp, e: Emitter):
-    return [cast_like(e, op.input, op.target_type)]
+def _cast_like(op: onnx.CastLikeOp, e: TirEmitter):
+    return [e.cast_like(op.input, op.target_type)]
 
 
 def _where_values(e, condition, x, y):
@@ -338,103 +325,91 @@ def _where_values(e, condition, x, y):
     return e.value(tir.WhereOp(condition, x, y))
 
 
-def floor_of(e, x):
-    """x - mod(x, 1): numpy's and PyTorch's remainder takes the divisor's sign."""
-    return binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
-
-
 @lowers(onnx.FloorOp)
-def _floor(op: onnx.FloorOp, e: Emitter):
-    return [floor_of(e, op.X)]
+def _floor(op: onnx.FloorOp, e: TirEmitter):
+    return [e.floor(op.X)]
 
 
 @lowers(onnx.CeilOp)
-def _ceil(op: onnx.CeilOp, e: Emitter):
-    return [unary(e, UnaryFn.NEG, floor_of(e, unary(e, UnaryFn.NEG, op.X)))]
+def _ceil(op: onnx.CeilOp, e: TirEmitter):
+    return [e.unary(UnaryFn.NEG, e.floor(e.unary(UnaryFn.NEG, op.X)))]
 
 
-def cast_like(e: Emitter, x: SSAValue, like: SSAValue) -> SSAValue:
-    """x cast to `like`'s element type (x itself when it has it)."""
-    static_shape(x, e)
-    element_type = dtypes.tensor(like.type).element_type
-    if dtypes.tensor(x.type).element_type == element_type:
-        return x
-    return e.value(tir.CastOp(x, element_type))
 
 
 @lowers(onnx.SignOp)
-def _sign(op: onnx.SignOp, e: Emitter):
+def _sign(op: onnx.SignOp, e: TirEmitter):
     x = op.input
-    positive = cast_like(e, binary(e, BinaryFn.GT, x, scalar(e, 0, x)), x)
-    negative = cast_like(e, binary(e, BinaryFn.LT, x, scalar(e, 0, x)), x)
-    return [binary(e, BinaryFn.SUB, positive, negative)]
+    positive = e.cast_like(e.binary(BinaryFn.GT, x, e.scalar(0, x)), x)
+    negative = e.cast_like(e.binary(BinaryFn.LT, x, e.scalar(0, x)), x)
+    return [e.binary(BinaryFn.SUB, positive, negative)]
 
 
 @lowers(onnx.IsInfOp)
-def _isinf(op: onnx.IsInfOp, e: Emitter):
+def _isinf(op: onnx.IsInfOp, e: TirEmitter):
     x = op.X
     pos, neg = op.detect_positive.value.data, op.detect_negative.value.data
     if pos and neg:
-        return [binary(e, BinaryFn.EQ, unary(e, UnaryFn.ABS, x), scalar(e, np.inf, x))]
+        return [e.binary(BinaryFn.EQ, e.unary(UnaryFn.ABS, x), e.scalar(np.inf, x))]
     if pos:
-        return [binary(e, BinaryFn.EQ, x, scalar(e, np.inf, x))]
+        return [e.binary(BinaryFn.EQ, x, e.scalar(np.inf, x))]
     if neg:
-        return [binary(e, BinaryFn.EQ, x, scalar(e, -np.inf, x))]
-    return [binary(e, BinaryFn.LT, x, scalar(e, -np.inf, x))]  # detects nothing: all false
+        return [e.binary(BinaryFn.EQ, x, e.scalar(-np.inf, x))]
+    return [e.binary(BinaryFn.LT, x, e.scalar(-np.inf, x))]  # detects nothing: all false
 
 
 def _sqrt_of(e, x):
-    return unary(e, UnaryFn.SQRT, x)
+    return e.unary(UnaryFn.SQRT, x)
 
 
 def _asin_of(e, x):
     """atan(x / sqrt(1 - x^2))"""
-    root = _sqrt_of(e, binary(e, BinaryFn.SUB, scalar(e, 1.0, x), binary(e, BinaryFn.MUL, x, x)))
-    return unary(e, UnaryFn.ATAN, binary(e, BinaryFn.DIV, x, root))
+    root = _sqrt_of(e, e.binary(BinaryFn.SUB, e.scalar(1.0, x), e.binary(BinaryFn.MUL, x, x)))
+    return e.unary(UnaryFn.ATAN, e.binary(BinaryFn.DIV, x, root))
 
 
 @lowers(onnx.AsinOp)
-def _asin(op: onnx.AsinOp, e: Emitter):
+def _asin(op: onnx.AsinOp, e: TirEmitter):
     return [_asin_of(e, op.input)]
 
 
 @lowers(onnx.AcosOp)
-def _acos(op: onnx.AcosOp, e: Emitter):
-    return [binary(e, BinaryFn.SUB, scalar(e, np.pi / 2, op.input), _asin_of(e, op.input))]
+def _acos(op: onnx.AcosOp, e: TirEmitter):
+    return [e.binary(BinaryFn.SUB, e.scalar(np.pi / 2, op.input), _asin_of(e, op.input))]
 
 
 @lowers(onnx.AcoshOp)
-def _acosh(op: onnx.AcoshOp, e: Emitter):
+def _acosh(op: onnx.AcoshOp, e: TirEmitter):
     x = op.input
-    root = _sqrt_of(e, binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, x, x), scalar(e, -1.0, x)))
-    return [unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, x, root))]
+    root = _sqrt_of(e, e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, x, x), e.scalar(-1.0, x)))
+    return [e.unary(UnaryFn.LOG, e.binary(BinaryFn.ADD, x, root))]
 
 
 @lowers(onnx.AsinhOp)
-def _asinh(op: onnx.AsinhOp, e: Emitter):
+def _asinh(op: onnx.AsinhOp, e: TirEmitter):
     # odd: computed on |x|, as x + sqrt(x^2 + 1) cancels to 0 for large negative x
     x = op.input
-    a = unary(e, UnaryFn.ABS, x)
-    root = _sqrt_of(e, binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, a, a), scalar(e, 1.0, x)))
-    y = unary(e, UnaryFn.LOG, binary(e, BinaryFn.ADD, a, root))
-    negative = binary(e, BinaryFn.LT, x, scalar(e, 0.0, x))
-    return [_where_values(e, negative, unary(e, UnaryFn.NEG, y), y)]
+    a = e.unary(UnaryFn.ABS, x)
+    root = _sqrt_of(e, e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, a, a), e.scalar(1.0, x)))
+    y = e.unary(UnaryFn.LOG, e.binary(BinaryFn.ADD, a, root))
+    negative = e.binary(BinaryFn.LT, x, e.scalar(0.0, x))
+    return [_where_values(e, negative, e.unary(UnaryFn.NEG, y), y)]
 
 
 @lowers(onnx.AtanhOp)
-def _atanh(op: onnx.AtanhOp, e: Emitter):
+def _atanh(op: onnx.AtanhOp, e: TirEmitter):
     x = op.input
-    one = scalar(e, 1.0, x)
-    ratio = binary(e, BinaryFn.DIV, binary(e, BinaryFn.ADD, one, x), binary(e, BinaryFn.SUB, one, x))
-    return [binary(e, BinaryFn.MUL, unary(e, UnaryFn.LOG, ratio), scalar(e, 0.5, x))]
+    one = e.scalar(1.0, x)
+    ratio = e.binary(BinaryFn.DIV, e.binary(BinaryFn.ADD, one, x), e.binary(BinaryFn.SUB, one, x))
+    return [e.binary(BinaryFn.MUL, e.unary(UnaryFn.LOG, ratio), e.scalar(0.5, x))]
 
 
 @lowers(onnx.ShrinkOp)
-def _shrink(op: onnx.ShrinkOp, e: Emitter):
+def _shrink(op: onnx.ShrinkOp, e: TirEmitter):
     x = op.input
     lambd, bias = op.lambd.value.data, op.bias.value.data
-    below = binary(e, BinaryFn.LT, x, scalar(e, -lambd, x))
-    above = binary(e, BinaryFn.GT, x, scalar(e, lambd, x))
-    zero = scalar(e, 0, x)
-    upper = _where_values(e, above, binary(e, BinaryFn.SUB, x, scalar(e, bias, x)), zero)
-    return [_where_values(e, below, binary(e, BinaryFn.ADD, x, scalar(e, bias, x)), upper)]
+    below = e.binary(BinaryFn.LT, x, e.scalar(-lambd, x))
+    above = e.binary(BinaryFn.GT, x, e.scalar(lambd, x))
+    zero = e.scalar(0, x)
+    upper = _where_values(e, above, e.binary(BinaryFn.SUB, x, e.scalar(bias, x)), zero)
+    return [_where_values(e, below, e.binary(BinaryFn.ADD, x, e.scalar(bias, x)), upper)]

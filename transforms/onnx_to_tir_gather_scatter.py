@@ -17,16 +17,16 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary
+from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_shape import required_constant, reshape
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
 @lowers(onnx.GatherOp)
-def _gather(op: onnx.GatherOp, e: Emitter):
+def _gather(op: onnx.GatherOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     idx_shape = static_shape(op.indices, e, "indices")
     axis = normalize_axis(op.axis.value.data, len(shape), e)
@@ -41,7 +41,7 @@ def _gather(op: onnx.GatherOp, e: Emitter):
     return [e.value(tir.GatherOp(op.data, op.indices, axis))]
 
 
-def _take_flat(e: Emitter, data, flat_indices: np.ndarray, out_shape: list[int]):
+def _take_flat(e: TirEmitter, data, flat_indices: np.ndarray, out_shape: list[int]):
     """Elements of `data` at constant positions of its flattened form."""
     shape = static_shape(data, e)
     flat = reshape(e, data, [math.prod(shape)])
@@ -62,7 +62,7 @@ def _element_positions(op, e) -> np.ndarray:
     return np.asarray(np.ravel_multi_index(tuple(grid), shape))
 
 
-def _index_arithmetic(e: Emitter, indices: SSAValue):
+def _index_arithmetic(e: TirEmitter, indices: SSAValue):
     """A constant maker of the run-time indices' integer type."""
     dtype = dtypes.numpy_dtype(dtypes.tensor(indices.type).element_type)
 
@@ -72,17 +72,17 @@ def _index_arithmetic(e: Emitter, indices: SSAValue):
     return const
 
 
-def _counted_back(e: Emitter, const, idx: SSAValue, size: int) -> SSAValue:
+def _counted_back(e: TirEmitter, const, idx: SSAValue, size: int) -> SSAValue:
     """Run-time indices with negative ones counted back from `size`."""
-    negative = binary(e, BinaryFn.LT, idx, const(0))
-    return e.value(tir.WhereOp(negative, binary(e, BinaryFn.ADD, idx, const(size)), idx))
+    negative = e.binary(BinaryFn.LT, idx, const(0))
+    return e.value(tir.WhereOp(negative, e.binary(BinaryFn.ADD, idx, const(size)), idx))
 
 
-def _scaled(e: Emitter, const, idx: SSAValue, stride: int) -> SSAValue:
-    return idx if stride == 1 else binary(e, BinaryFn.MUL, idx, const(stride))
+def _scaled(e: TirEmitter, const, idx: SSAValue, stride: int) -> SSAValue:
+    return idx if stride == 1 else e.binary(BinaryFn.MUL, idx, const(stride))
 
 
-def _take_rows(e: Emitter, table: SSAValue, rows: SSAValue, out_shape: list[int]) -> SSAValue:
+def _take_rows(e: TirEmitter, table: SSAValue, rows: SSAValue, out_shape: list[int]) -> SSAValue:
     """Rows of a table at positions computed at run time, in `out_shape`."""
     count = math.prod(static_shape(rows, e))
     taken = e.value(tir.GatherOp(table, reshape(e, rows, [count]), 0))
@@ -90,7 +90,7 @@ def _take_rows(e: Emitter, table: SSAValue, rows: SSAValue, out_shape: list[int]
 
 
 @lowers(onnx.GatherElementsOp)
-def _gather_elements(op: onnx.GatherElementsOp, e: Emitter):
+def _gather_elements(op: onnx.GatherElementsOp, e: TirEmitter):
     if constant_array(op.indices) is not None:
         positions = _element_positions(op, e)
         return [_take_flat(e, op.data, positions, list(positions.shape))]
@@ -103,12 +103,12 @@ def _gather_elements(op: onnx.GatherElementsOp, e: Emitter):
     grid = [np.asarray(g) for g in np.indices(ishape)]
     grid[axis] = np.zeros(ishape, np.int64)
     base = np.ravel_multi_index(tuple(grid), shape)
-    positions = binary(e, BinaryFn.ADD, _scaled(e, const, idx, math.prod(shape[axis + 1 :])), const(base))
+    positions = e.binary(BinaryFn.ADD, _scaled(e, const, idx, math.prod(shape[axis + 1 :])), const(base))
     return [_take_rows(e, reshape(e, op.data, [math.prod(shape)]), positions, ishape)]
 
 
 @lowers(onnx.GatherNDOp)
-def _gather_nd(op: onnx.GatherNDOp, e: Emitter):
+def _gather_nd(op: onnx.GatherNDOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     b = op.batch_dims.value.data
     if constant_array(op.indices) is None:
@@ -127,7 +127,7 @@ def _gather_nd(op: onnx.GatherNDOp, e: Emitter):
     return [_take_flat(e, op.data, picked, out)]
 
 
-def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: Emitter, shape: list[int], b: int) -> SSAValue:
+def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: TirEmitter, shape: list[int], b: int) -> SSAValue:
     """GatherND of computed indices: the data as rows of the slices the
     indices address, [batch x addressed, slice], and one row per index
     tuple: its batch's first row plus each index times its dim's stride."""
@@ -140,7 +140,7 @@ def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: Emitter, shape: list[int], b:
         part = e.value(tir.StridedSliceOp(op.indices, [len(ishape) - 1], [k], [k + 1], [1]))
         idx = _counted_back(e, const, reshape(e, part, lead), shape[b + k])
         term = _scaled(e, const, idx, math.prod(shape[b + k + 1 : b + depth]))
-        rows = term if rows is None else binary(e, BinaryFn.ADD, rows, term)
+        rows = term if rows is None else e.binary(BinaryFn.ADD, rows, term)
     assert rows is not None  # ONNX: the last dim of GatherND's indices is at least 1
     table = reshape(e, op.data, [math.prod(shape[:b]) * addressed, slab])
     return _take_rows(e, table, rows, [*lead, *shape[b + depth :]])
@@ -149,7 +149,7 @@ def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: Emitter, shape: list[int], b:
 _SCATTER_LIMIT = 1 << 22
 
 
-def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
+def _scatter(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str):
     """`data` with `updates[j]` written at flat position `positions[j]`
     (`reduction` none: the last write wins; add: writes add up)."""
     shape = static_shape(data, e)
@@ -173,7 +173,7 @@ def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
     routed = e.value(tir.MatmulOp(e.value(tir.ConstantOp(array_to_attr(route))), column))
     routed = reshape(e, routed, shape)
     if reduction == "add":
-        return binary(e, BinaryFn.ADD, data, routed)
+        return e.binary(BinaryFn.ADD, data, routed)
     written = np.zeros(size, bool)
     written[positions.reshape(-1)] = True
     mask = e.value(tir.ConstantOp(array_to_attr(written.reshape(shape))))
@@ -183,7 +183,7 @@ def _scatter(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
 _SEQUENTIAL_LIMIT = 64
 
 
-def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduction: str):
+def _scatter_sequential(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str):
     """Fold the updates in one at a time: out = where(at p_j, out (op) u_j, out)."""
     shape = static_shape(data, e)
     size = math.prod(shape)
@@ -195,19 +195,19 @@ def _scatter_sequential(e: Emitter, data, updates, positions: np.ndarray, reduct
         at = np.zeros(size, bool)
         at[p] = True
         mask = e.value(tir.ConstantOp(array_to_attr(at)))
-        out = e.value(tir.WhereOp(mask, binary(e, fn, out, u), out))
+        out = e.value(tir.WhereOp(mask, e.binary(fn, out, u), out))
     return reshape(e, out, shape)
 
 
 @lowers(onnx.ScatterElementsOp, onnx.ScatterOp)
-def _scatter_elements(op: onnx.ScatterElementsOp | onnx.ScatterOp, e: Emitter):
+def _scatter_elements(op: onnx.ScatterElementsOp | onnx.ScatterOp, e: TirEmitter):
     positions = _element_positions(op, e)
     reduction = op.reduction.data if isinstance(op, onnx.ScatterElementsOp) else "none"  # Scatter has none
     return [_scatter(e, op.data, op.updates, positions, reduction)]
 
 
 @lowers(onnx.ScatterNDOp)
-def _scatter_nd(op: onnx.ScatterNDOp, e: Emitter):
+def _scatter_nd(op: onnx.ScatterNDOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     indices = required_constant(e, op.indices, "indices")
     depth = indices.shape[-1]
@@ -223,7 +223,7 @@ def _scatter_nd(op: onnx.ScatterNDOp, e: Emitter):
 
 
 @lowers(onnx.OneHotOp)
-def _one_hot(op: onnx.OneHotOp, e: Emitter):
+def _one_hot(op: onnx.OneHotOp, e: TirEmitter):
     """on where an index (negative ones counting back from depth) equals the
     position along the new axis, off elsewhere: folded when the indices are
     constants, compared at run time when not."""
@@ -247,10 +247,10 @@ def _one_hot(op: onnx.OneHotOp, e: Emitter):
             return e.value(tir.ConstantOp(array_to_attr(np.asarray(values, idx_dtype))))
 
         x = op.indices
-        negative = binary(e, BinaryFn.LT, x, const(0))
-        x = e.value(tir.WhereOp(negative, binary(e, BinaryFn.ADD, x, const(depth)), x))
+        negative = e.binary(BinaryFn.LT, x, const(0))
+        x = e.value(tir.WhereOp(negative, e.binary(BinaryFn.ADD, x, const(depth)), x))
         x = e.value(tir.ReshapeOp(x, [*shape[:axis], 1, *shape[axis:]]))
-        mask = binary(e, BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
+        mask = e.binary(BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
     off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
     on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
     return [e.value(tir.WhereOp(mask, on, off))]

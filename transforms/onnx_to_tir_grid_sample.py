@@ -22,9 +22,9 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, cast_like, constant, floor_of, scalar
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_quantize import round_half_even
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -33,55 +33,55 @@ _MODES = {"linear": "linear", "bilinear": "linear", "nearest": "nearest", "cubic
 _CUBIC_A = -0.75
 
 
-def _cubic_weights(e: Emitter, t: SSAValue) -> list[SSAValue]:
+def _cubic_weights(e: TirEmitter, t: SSAValue) -> list[SSAValue]:
     """Keys' cubic convolution weights of the four taps at offsets -1..2
     from floor(x), for t = x - floor(x) (A = -0.75, as ONNX and PyTorch)."""
     a = _CUBIC_A
 
     def near(d: SSAValue) -> SSAValue:  # |d| <= 1: ((a + 2)|d| - (a + 3))|d|^2 + 1
-        inner = binary(e, BinaryFn.SUB, binary(e, BinaryFn.MUL, d, scalar(e, a + 2, d)), scalar(e, a + 3, d))
-        return binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, binary(e, BinaryFn.MUL, inner, d), d), scalar(e, 1, d))
+        inner = e.binary(BinaryFn.SUB, e.binary(BinaryFn.MUL, d, e.scalar(a + 2, d)), e.scalar(a + 3, d))
+        return e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, e.binary(BinaryFn.MUL, inner, d), d), e.scalar(1, d))
 
     def far(d: SSAValue) -> SSAValue:  # 1 < |d| < 2: ((a|d| - 5a)|d| + 8a)|d| - 4a
-        inner = binary(e, BinaryFn.SUB, binary(e, BinaryFn.MUL, d, scalar(e, a, d)), scalar(e, 5 * a, d))
-        inner = binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, inner, d), scalar(e, 8 * a, d))
-        return binary(e, BinaryFn.SUB, binary(e, BinaryFn.MUL, inner, d), scalar(e, 4 * a, d))
+        inner = e.binary(BinaryFn.SUB, e.binary(BinaryFn.MUL, d, e.scalar(a, d)), e.scalar(5 * a, d))
+        inner = e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, inner, d), e.scalar(8 * a, d))
+        return e.binary(BinaryFn.SUB, e.binary(BinaryFn.MUL, inner, d), e.scalar(4 * a, d))
 
-    one_minus = binary(e, BinaryFn.SUB, scalar(e, 1, t), t)
+    one_minus = e.binary(BinaryFn.SUB, e.scalar(1, t), t)
     return [
-        far(binary(e, BinaryFn.ADD, t, scalar(e, 1, t))),
+        far(e.binary(BinaryFn.ADD, t, e.scalar(1, t))),
         near(t),
         near(one_minus),
-        far(binary(e, BinaryFn.SUB, scalar(e, 2, t), t)),
+        far(e.binary(BinaryFn.SUB, e.scalar(2, t), t)),
     ]
 
 
-def _reflect(e: Emitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
+def _reflect(e: TirEmitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
     """x folded back into [lo, hi] by reflecting at the borders, as often as it takes."""
     span = hi - lo
 
     def fold(dx: SSAValue, near: float, far: float) -> SSAValue:
-        times = floor_of(e, binary(e, BinaryFn.DIV, dx, scalar(e, span, dx)))
-        rest = binary(e, BinaryFn.SUB, dx, binary(e, BinaryFn.MUL, times, scalar(e, span, dx)))
-        odd = binary(e, BinaryFn.EQ, binary(e, BinaryFn.MOD, times, scalar(e, 2, dx)), scalar(e, 1, dx))
+        times = e.floor(e.binary(BinaryFn.DIV, dx, e.scalar(span, dx)))
+        rest = e.binary(BinaryFn.SUB, dx, e.binary(BinaryFn.MUL, times, e.scalar(span, dx)))
+        odd = e.binary(BinaryFn.EQ, e.binary(BinaryFn.MOD, times, e.scalar(2, dx)), e.scalar(1, dx))
         sign = 1.0 if near < far else -1.0
-        from_near = binary(e, BinaryFn.ADD, scalar(e, near, dx), binary(e, BinaryFn.MUL, rest, scalar(e, sign, dx)))
-        from_far = binary(e, BinaryFn.SUB, scalar(e, far, dx), binary(e, BinaryFn.MUL, rest, scalar(e, sign, dx)))
+        from_near = e.binary(BinaryFn.ADD, e.scalar(near, dx), e.binary(BinaryFn.MUL, rest, e.scalar(sign, dx)))
+        from_far = e.binary(BinaryFn.SUB, e.scalar(far, dx), e.binary(BinaryFn.MUL, rest, e.scalar(sign, dx)))
         return e.value(tir.WhereOp(odd, from_far, from_near))
 
-    below = fold(binary(e, BinaryFn.SUB, scalar(e, lo, x), x), lo, hi)
-    above = fold(binary(e, BinaryFn.SUB, x, scalar(e, hi, x)), hi, lo)
-    low = binary(e, BinaryFn.LT, x, scalar(e, lo, x))
-    high = binary(e, BinaryFn.GT, x, scalar(e, hi, x))
+    below = fold(e.binary(BinaryFn.SUB, e.scalar(lo, x), x), lo, hi)
+    above = fold(e.binary(BinaryFn.SUB, x, e.scalar(hi, x)), hi, lo)
+    low = e.binary(BinaryFn.LT, x, e.scalar(lo, x))
+    high = e.binary(BinaryFn.GT, x, e.scalar(hi, x))
     return e.value(tir.WhereOp(low, below, e.value(tir.WhereOp(high, above, x))))
 
 
-def _clip(e: Emitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
+def _clip(e: TirEmitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
     return e.value(tir.ClipOp(x, lo, hi))
 
 
 @lowers(onnx.GridSampleOp)
-def _grid_sample(op: onnx.GridSampleOp, e: Emitter):
+def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     grid_shape = static_shape(op.grid, e, "grid")
     mode = _MODES.get(op.mode.data)
@@ -103,16 +103,16 @@ def _grid_sample(op: onnx.GridSampleOp, e: Emitter):
         g = e.value(tir.StridedSliceOp(grid, [len(grid_shape) - 1], [k], [k + 1], [1]))
         g = e.value(tir.ReshapeOp(g, [n, *out]))
         if align:  # (g + 1) / 2 * (d - 1)
-            x = binary(e, BinaryFn.MUL, binary(e, BinaryFn.ADD, g, scalar(e, 1, g)), scalar(e, (d - 1) / 2, g))
+            x = e.binary(BinaryFn.MUL, e.binary(BinaryFn.ADD, g, e.scalar(1, g)), e.scalar((d - 1) / 2, g))
         else:  # ((g + 1) * d - 1) / 2
-            x = binary(e, BinaryFn.MUL, binary(e, BinaryFn.ADD, g, scalar(e, 1, g)), scalar(e, d / 2, g))
-            x = binary(e, BinaryFn.SUB, x, scalar(e, 0.5, g))
+            x = e.binary(BinaryFn.MUL, e.binary(BinaryFn.ADD, g, e.scalar(1, g)), e.scalar(d / 2, g))
+            x = e.binary(BinaryFn.SUB, x, e.scalar(0.5, g))
         if mode == "nearest":
             x = round_half_even(e, x)
         lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
         if padding == "border":  # only a coordinate beyond the border range moves (to the nearest pixel)
-            outside = binary(e, BinaryFn.OR, binary(e, BinaryFn.LT, x, scalar(e, lo, x)),
-                             binary(e, BinaryFn.GT, x, scalar(e, hi, x)))
+            outside = e.binary(BinaryFn.OR, e.binary(BinaryFn.LT, x, e.scalar(lo, x)),
+                             e.binary(BinaryFn.GT, x, e.scalar(hi, x)))
             x = e.value(tir.WhereOp(outside, _clip(e, x, 0.0, d - 1.0), x))
         elif padding == "reflection":
             x = _reflect(e, x, lo, hi)
@@ -125,32 +125,32 @@ def _grid_sample(op: onnx.GridSampleOp, e: Emitter):
             # the coordinate is integral (rounded, clipped or reflected to one): truncate as int32 would
             taps = [(x, None)]
         else:
-            base = floor_of(e, x)
-            t = binary(e, BinaryFn.SUB, x, base)
+            base = e.floor(x)
+            t = e.binary(BinaryFn.SUB, x, base)
             if mode == "linear":
-                weights = [binary(e, BinaryFn.SUB, scalar(e, 1, t), t), t]
+                weights = [e.binary(BinaryFn.SUB, e.scalar(1, t), t), t]
                 offsets = [0, 1]
             else:
                 weights = _cubic_weights(e, t)
                 offsets = [-1, 0, 1, 2]
             taps = [
-                (base if o == 0 else binary(e, BinaryFn.ADD, base, scalar(e, o, base)), w)
+                (base if o == 0 else e.binary(BinaryFn.ADD, base, e.scalar(o, base)), w)
                 for o, w in zip(offsets, weights)
             ]
         resolved = []
         for index, weight in taps:
             inside = None
             if padding == "zeros":
-                ge = binary(e, BinaryFn.GE, index, scalar(e, 0, index))
-                le = binary(e, BinaryFn.LE, index, scalar(e, d - 1, index))
-                inside = cast_like(e, binary(e, BinaryFn.AND, ge, le), index)
+                ge = e.binary(BinaryFn.GE, index, e.scalar(0, index))
+                le = e.binary(BinaryFn.LE, index, e.scalar(d - 1, index))
+                inside = e.cast_like(e.binary(BinaryFn.AND, ge, le), index)
             elif padding == "reflection" and mode != "nearest":
                 index = _reflect(e, index, lo, hi)
             index = _clip(e, index, 0.0, d - 1.0)
             if mode == "nearest" or padding == "reflection":  # int(...) truncates toward zero; here all >= 0
-                index = floor_of(e, index)
+                index = e.floor(index)
             if inside is not None:
-                weight = inside if weight is None else binary(e, BinaryFn.MUL, weight, inside)
+                weight = inside if weight is None else e.binary(BinaryFn.MUL, weight, inside)
             resolved.append((index, weight))
         taps_per_dim.append(resolved)
 
@@ -159,22 +159,22 @@ def _grid_sample(op: onnx.GridSampleOp, e: Emitter):
     rows = e.value(tir.TransposeOp(op.X, [0, *range(2, 2 + r), 1]))
     rows = e.value(tir.ReshapeOp(rows, [n * positions, c]))
     strides = [math.prod(dims[i + 1:]) for i in range(r)]
-    batch = constant(e, (np.arange(n, dtype=np.float32) * positions).reshape([n] + [1] * len(out)))
+    batch = e.constant((np.arange(n, dtype=np.float32) * positions).reshape([n] + [1] * len(out)))
     total = None
     for combo in itertools.product(*taps_per_dim):
         flat = batch
         weight = None
         for (index, w), stride in zip(combo, strides):
-            flat = binary(e, BinaryFn.ADD, flat, binary(e, BinaryFn.MUL, index, scalar(e, stride, index)))
+            flat = e.binary(BinaryFn.ADD, flat, e.binary(BinaryFn.MUL, index, e.scalar(stride, index)))
             if w is not None:
-                weight = w if weight is None else binary(e, BinaryFn.MUL, weight, w)
+                weight = w if weight is None else e.binary(BinaryFn.MUL, weight, w)
         picked = e.value(tir.GatherOp(rows, e.value(tir.CastOp(flat, i32)), 0))  # [n, out..., c]
         if weight is not None:
             if dtypes.tensor(weight.type).element_type != dtypes.tensor(picked.type).element_type:
-                weight = cast_like(e, weight, picked)
+                weight = e.cast_like(weight, picked)
             w = e.value(tir.ReshapeOp(weight, [n, *out, 1]))
-            picked = binary(e, BinaryFn.MUL, picked, w)
-        total = picked if total is None else binary(e, BinaryFn.ADD, total, picked)
+            picked = e.binary(BinaryFn.MUL, picked, w)
+        total = picked if total is None else e.binary(BinaryFn.ADD, total, picked)
     assert total is not None
     rank = 2 + len(out)
     return [e.value(tir.TransposeOp(total, [0, rank - 1, *range(1, rank - 1)]))]

@@ -10,10 +10,10 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import reduce
 from forge_opt.transforms.onnx_to_tir_shape import constant_ints
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -29,14 +29,14 @@ def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
     safe = np.where(keep, targets, 0)
     onehot = (np.arange(shape[1]).reshape([1, -1] + [1] * (len(shape) - 2)) == np.expand_dims(safe, 1))
     onehot = (onehot & np.expand_dims(keep, 1)).astype(dtype)
-    picked = reduce(e, ReduceFn.SUM, binary(e, BinaryFn.MUL, log_prob, constant(e, onehot)), [1], False)
+    picked = reduce(e, ReduceFn.SUM, e.binary(BinaryFn.MUL, log_prob, e.constant(onehot)), [1], False)
     if weight is not None:
-        w = e.value(tir.GatherOp(weight, constant(e, safe.astype(np.int64)), 0))
-        w = binary(e, BinaryFn.MUL, w, constant(e, keep.astype(dtype)))
-        loss = unary(e, UnaryFn.NEG, binary(e, BinaryFn.MUL, picked, w))
+        w = e.value(tir.GatherOp(weight, e.constant(safe.astype(np.int64)), 0))
+        w = e.binary(BinaryFn.MUL, w, e.constant(keep.astype(dtype)))
+        loss = e.unary(UnaryFn.NEG, e.binary(BinaryFn.MUL, picked, w))
     else:
         w = None
-        loss = unary(e, UnaryFn.NEG, binary(e, BinaryFn.MUL, picked, constant(e, keep.astype(dtype))))
+        loss = e.unary(UnaryFn.NEG, e.binary(BinaryFn.MUL, picked, e.constant(keep.astype(dtype))))
     if reduction == "none":
         return loss
     axes = list(range(len(safe.shape)))
@@ -44,18 +44,18 @@ def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
     if reduction == "sum":
         return total
     if w is None:
-        return binary(e, BinaryFn.DIV, total, scalar(e, float(keep.sum()), total))
-    return binary(e, BinaryFn.DIV, total, reduce(e, ReduceFn.SUM, w, axes, False))
+        return e.binary(BinaryFn.DIV, total, e.scalar(float(keep.sum()), total))
+    return e.binary(BinaryFn.DIV, total, reduce(e, ReduceFn.SUM, w, axes, False))
 
 
 @lowers(onnx.NegativeLogLikelihoodLossOp)
-def _nll_loss(op: onnx.NegativeLogLikelihoodLossOp, e: Emitter):
+def _nll_loss(op: onnx.NegativeLogLikelihoodLossOp, e: TirEmitter):
     ignore = op.ignore_index.value.data if op.ignore_index is not None else None
     return [_nll(e, op.input, op.target, op.weight, op.reduction.data, ignore)]
 
 
 @lowers(onnx.SoftmaxCrossEntropyLossOp)
-def _softmax_cross_entropy(op: onnx.SoftmaxCrossEntropyLossOp, e: Emitter):
+def _softmax_cross_entropy(op: onnx.SoftmaxCrossEntropyLossOp, e: TirEmitter):
     shape = static_shape(op.scores, e)
     log_prob = e.value(tir.SoftmaxOp(op.scores, 1 if len(shape) > 1 else 0, log=True))
     ignore = op.ignore_index.value.data if op.ignore_index is not None else None

@@ -13,8 +13,8 @@ from xdsl.ir import SSAValue
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, scalar
+from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -24,7 +24,7 @@ def _ints(values) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, [int(v) for v in values])
 
 
-def matmul(e: Emitter, a, b):
+def matmul(e: TirEmitter, a, b):
     sa, sb = static_shape(a, e), static_shape(b, e)
     if len(sa) == 1 or len(sb) == 1:
         # numpy's rule: a 1-D operand is a row (or column) that is dropped after.
@@ -38,18 +38,18 @@ def matmul(e: Emitter, a, b):
 
 
 @lowers(onnx.MatMulOp)
-def _matmul(op: onnx.MatMulOp, e: Emitter):
+def _matmul(op: onnx.MatMulOp, e: TirEmitter):
     return [matmul(e, op.A, op.B)]
 
 
-def transpose_2d(e: Emitter, x):
+def transpose_2d(e: TirEmitter, x):
     rank = len(static_shape(x, e))
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     return e.value(tir.TransposeOp(x, perm))
 
 
 @lowers(onnx.GemmOp)
-def _gemm(op: onnx.GemmOp, e: Emitter):
+def _gemm(op: onnx.GemmOp, e: TirEmitter):
     """alpha * A' B' + beta * C -> transposes, matmul, scaling, add."""
     a, b = op.A, op.B
     if op.transA.value.data:
@@ -59,12 +59,12 @@ def _gemm(op: onnx.GemmOp, e: Emitter):
     y = matmul(e, a, b)
     alpha, beta = op.alpha.value.data, op.beta.value.data
     if alpha != 1.0:
-        y = binary(e, BinaryFn.MUL, y, scalar(e, alpha, y))
+        y = e.binary(BinaryFn.MUL, y, e.scalar(alpha, y))
     if op.C is not None and beta != 0.0:
         c = op.C
         if beta != 1.0:
-            c = binary(e, BinaryFn.MUL, c, scalar(e, beta, c))
-        y = binary(e, BinaryFn.ADD, y, c)
+            c = e.binary(BinaryFn.MUL, c, e.scalar(beta, c))
+        y = e.binary(BinaryFn.ADD, y, c)
     return [y]
 
 
@@ -109,7 +109,7 @@ def fold_spatial_pad(x, pads: list[int], identity: float):
 
 
 @lowers(onnx.ConvOp)
-def _conv(op: onnx.ConvOp, e: Emitter):
+def _conv(op: onnx.ConvOp, e: TirEmitter):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
     if len(x_shape) == 3:
         return [_conv1d(op, e, x_shape, w_shape)]
@@ -145,7 +145,7 @@ _LARGEST_DET = 4
 
 
 @lowers(onnx.DetOp)
-def _det(op: onnx.DetOp, e: Emitter):
+def _det(op: onnx.DetOp, e: TirEmitter):
     """The determinant of each trailing square matrix by cofactor expansion
     (exact sums of products; sizes up to 4)."""
     shape = static_shape(op.X, e)
@@ -168,19 +168,19 @@ def _det(op: onnx.DetOp, e: Emitter):
         if len(rows) == 1:
             return entries[rows[0]][cols[0]]
         terms = [
-            binary(e, BinaryFn.MUL, entries[rows[0]][c], det(rows[1:], cols[:k] + cols[k + 1 :]))
+            e.binary(BinaryFn.MUL, entries[rows[0]][c], det(rows[1:], cols[:k] + cols[k + 1 :]))
             for k, c in enumerate(cols)
         ]
         total = terms[0]
         for k, term in enumerate(terms[1:], 1):
-            total = binary(e, BinaryFn.SUB if k % 2 else BinaryFn.ADD, total, term)
+            total = e.binary(BinaryFn.SUB if k % 2 else BinaryFn.ADD, total, term)
         return total
 
     return [det(list(range(n)), list(range(n)))]
 
 
 @lowers(onnx.ConvTransposeOp)
-def _conv_transpose(op: onnx.ConvTransposeOp, e: Emitter):
+def _conv_transpose(op: onnx.ConvTransposeOp, e: TirEmitter):
     """Forge's Conv2dTranspose (torch's conv_transpose2d, ONNX's weight
     layout). Its padding is symmetric: uneven ONNX pads cut the smaller
     amount there and the rest with a slice. 1-D runs over a height of 1."""
@@ -229,6 +229,6 @@ def _conv_transpose(op: onnx.ConvTransposeOp, e: Emitter):
     return [y]
 
 
-def reduce(e: Emitter, fn: ReduceFn, x, axes, keepdims: bool):
+def reduce(e: TirEmitter, fn: ReduceFn, x, axes, keepdims: bool):
     shape = static_shape(x, e)
     return e.value(tir.ReduceOp(fn, x, sorted({a % len(shape) for a in axes}), keepdims))

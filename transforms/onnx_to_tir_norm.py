@@ -12,16 +12,16 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import reduce
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
 @lowers(onnx.BatchNormalizationOp)
-def _batchnorm(op: onnx.BatchNormalizationOp, e: Emitter):
+def _batchnorm(op: onnx.BatchNormalizationOp, e: TirEmitter):
     if op.training_mode.value.data:
         raise e.error("training_mode=1 is not supported for inference")
     bn = tir.BatchnormOp(op.X, op.scale, op.B, op.input_mean, op.input_var, op.epsilon.value.data)
@@ -29,14 +29,14 @@ def _batchnorm(op: onnx.BatchNormalizationOp, e: Emitter):
 
 
 @lowers(onnx.SoftmaxOp, onnx.LogSoftmaxOp)
-def _softmax(op: onnx.SoftmaxOp | onnx.LogSoftmaxOp, e: Emitter):
+def _softmax(op: onnx.SoftmaxOp | onnx.LogSoftmaxOp, e: TirEmitter):
     rank = len(static_shape(op.input, e))
     axis = normalize_axis(op.axis.value.data, rank, e)
     return [e.value(tir.SoftmaxOp(op.input, axis, log=isinstance(op, onnx.LogSoftmaxOp)))]
 
 
 @lowers(onnx.LayerNormalizationOp)
-def _layernorm(op: onnx.LayerNormalizationOp, e: Emitter):
+def _layernorm(op: onnx.LayerNormalizationOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     extra = [r for r in op.results[1:] if r is not None]
@@ -48,68 +48,68 @@ def _layernorm(op: onnx.LayerNormalizationOp, e: Emitter):
     # the same arithmetic, written out.
     axes = list(range(axis, len(shape)))
     mean = reduce(e, ReduceFn.MEAN, op.X, axes, True)
-    centered = binary(e, BinaryFn.SUB, op.X, mean)
-    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
-    inv_std = unary(e, UnaryFn.RECIPROCAL, unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, eps, var))))
-    y = binary(e, BinaryFn.MUL, binary(e, BinaryFn.MUL, centered, inv_std), op.Scale)
+    centered = e.binary(BinaryFn.SUB, op.X, mean)
+    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    inv_std = e.unary(UnaryFn.RECIPROCAL, e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(eps, var))))
+    y = e.binary(BinaryFn.MUL, e.binary(BinaryFn.MUL, centered, inv_std), op.Scale)
     if op.B is not None:
-        y = binary(e, BinaryFn.ADD, y, op.B)
+        y = e.binary(BinaryFn.ADD, y, op.B)
     return [y, mean, inv_std][: len(op.results)]
 
 
 @lowers(onnx.RMSNormalizationOp)
-def _rms_norm(op: onnx.RMSNormalizationOp, e: Emitter):
+def _rms_norm(op: onnx.RMSNormalizationOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     axes = list(range(axis, len(shape)))
-    mean_square = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, op.X, op.X), axes, True)
+    mean_square = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, op.X, op.X), axes, True)
     eps = op.epsilon.value.data
-    rms = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, mean_square, scalar(e, eps, mean_square)))
-    return [binary(e, BinaryFn.MUL, binary(e, BinaryFn.DIV, op.X, rms), op.scale)]
+    rms = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, mean_square, e.scalar(eps, mean_square)))
+    return [e.binary(BinaryFn.MUL, e.binary(BinaryFn.DIV, op.X, rms), op.scale)]
 
 
 @lowers(onnx.LpNormalizationOp)
-def _lp_norm(op: onnx.LpNormalizationOp, e: Emitter):
+def _lp_norm(op: onnx.LpNormalizationOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     p = op.p.value.data
     x = op.input
     if p == 1:
-        norm = reduce(e, ReduceFn.SUM, unary(e, UnaryFn.ABS, x), [axis], True)
+        norm = reduce(e, ReduceFn.SUM, e.unary(UnaryFn.ABS, x), [axis], True)
     elif p == 2:
-        norm = unary(e, UnaryFn.SQRT, reduce(e, ReduceFn.SUM, binary(e, BinaryFn.MUL, x, x), [axis], True))
+        norm = e.unary(UnaryFn.SQRT, reduce(e, ReduceFn.SUM, e.binary(BinaryFn.MUL, x, x), [axis], True))
     else:
         raise e.error(f"p={p} is not supported (1 or 2)")
-    return [binary(e, BinaryFn.DIV, x, norm)]
+    return [e.binary(BinaryFn.DIV, x, norm)]
 
 
 @lowers(onnx.MeanVarianceNormalizationOp)
-def _mvn(op: onnx.MeanVarianceNormalizationOp, e: Emitter):
+def _mvn(op: onnx.MeanVarianceNormalizationOp, e: TirEmitter):
     x = op.X
     axes = list(op.axes.get_values())
     mean = reduce(e, ReduceFn.MEAN, x, axes, True)
-    centered = binary(e, BinaryFn.SUB, x, mean)
-    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
-    std = unary(e, UnaryFn.SQRT, var)
-    return [binary(e, BinaryFn.DIV, centered, binary(e, BinaryFn.ADD, std, scalar(e, 1e-9, std)))]
+    centered = e.binary(BinaryFn.SUB, x, mean)
+    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    std = e.unary(UnaryFn.SQRT, var)
+    return [e.binary(BinaryFn.DIV, centered, e.binary(BinaryFn.ADD, std, e.scalar(1e-9, std)))]
 
 
 @lowers(onnx.GroupNormalizationOp)
-def _group_norm(op: onnx.GroupNormalizationOp, e: Emitter):
+def _group_norm(op: onnx.GroupNormalizationOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     groups = op.num_groups.value.data
     n, c = shape[0], shape[1]
     grouped = e.value(tir.ReshapeOp(op.X, [n, groups, (c // groups) * math.prod(shape[2:])]))
     mean = reduce(e, ReduceFn.MEAN, grouped, [2], True)
-    centered = binary(e, BinaryFn.SUB, grouped, mean)
-    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), [2], True)
+    centered = e.binary(BinaryFn.SUB, grouped, mean)
+    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), [2], True)
     eps = op.epsilon.value.data
-    std = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, eps, var)))
-    normed = e.value(tir.ReshapeOp(binary(e, BinaryFn.DIV, centered, std), shape))
+    std = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(eps, var)))
+    normed = e.value(tir.ReshapeOp(e.binary(BinaryFn.DIV, centered, std), shape))
     bshape = [1, c] + [1] * (len(shape) - 2)
     scale = e.value(tir.ReshapeOp(op.scale, bshape))
     bias = e.value(tir.ReshapeOp(op.bias, bshape))
-    return [binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, normed, scale), bias)]
+    return [e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, normed, scale), bias)]
 
 
 def _zeros(shape, like):
@@ -120,7 +120,7 @@ def _zeros(shape, like):
 
 
 @lowers(onnx.LRNOp)
-def _lrn(op: onnx.LRNOp, e: Emitter):
+def _lrn(op: onnx.LRNOp, e: TirEmitter):
     """x / (bias + alpha/size * sum of squares over a channel window)^beta.
     The window sum, times alpha/size, is one Matmul of a banded C x C
     constant with the squares laid out as [N, C, positions]."""
@@ -129,30 +129,30 @@ def _lrn(op: onnx.LRNOp, e: Emitter):
     alpha, beta, bias = op.alpha.value.data, op.beta.value.data, op.bias.value.data
     n, channels = shape[0], shape[1]
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-    square = binary(e, BinaryFn.MUL, op.X, op.X)
+    square = e.binary(BinaryFn.MUL, op.X, op.X)
     offsets = np.arange(channels)[None, :] - np.arange(channels)[:, None]  # j - i
     band = ((offsets >= -lo) & (offsets <= hi)) * (alpha / size)
     dtype = dtypes.numpy_dtype(dtypes.tensor(op.X.type).element_type)
     positions = math.prod(shape[2:])
     flat = e.value(tir.ReshapeOp(square, [n, channels, positions]))
-    summed = e.value(tir.MatmulOp(constant(e, band.astype(dtype)), flat))
+    summed = e.value(tir.MatmulOp(e.constant(band.astype(dtype)), flat))
     scaled = e.value(tir.ReshapeOp(summed, shape))
-    base = binary(e, BinaryFn.ADD, scaled, scalar(e, bias, scaled))
-    denom = binary(e, BinaryFn.POW, base, scalar(e, beta, base))
-    return [binary(e, BinaryFn.DIV, op.X, denom)]
+    base = e.binary(BinaryFn.ADD, scaled, e.scalar(bias, scaled))
+    denom = e.binary(BinaryFn.POW, base, e.scalar(beta, base))
+    return [e.binary(BinaryFn.DIV, op.X, denom)]
 
 
 @lowers(onnx.InstanceNormalizationOp)
-def _instance_norm(op: onnx.InstanceNormalizationOp, e: Emitter):
+def _instance_norm(op: onnx.InstanceNormalizationOp, e: TirEmitter):
     """(x - mean) / sqrt(var + eps) * scale + bias over the spatial axes."""
     shape = static_shape(op.input, e)
     axes = list(range(2, len(shape)))
     mean = reduce(e, ReduceFn.MEAN, op.input, axes, True)
-    centered = binary(e, BinaryFn.SUB, op.input, mean)
-    var = reduce(e, ReduceFn.MEAN, binary(e, BinaryFn.MUL, centered, centered), axes, True)
-    denom = unary(e, UnaryFn.SQRT, binary(e, BinaryFn.ADD, var, scalar(e, op.epsilon.value.data, var)))
-    normed = binary(e, BinaryFn.DIV, centered, denom)
+    centered = e.binary(BinaryFn.SUB, op.input, mean)
+    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    denom = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(op.epsilon.value.data, var)))
+    normed = e.binary(BinaryFn.DIV, centered, denom)
     bshape = [1, shape[1]] + [1] * (len(shape) - 2)
     scale = e.value(tir.ReshapeOp(op.scale, bshape))
     bias = e.value(tir.ReshapeOp(op.B, bshape))
-    return [binary(e, BinaryFn.ADD, binary(e, BinaryFn.MUL, normed, scale), bias)]
+    return [e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, normed, scale), bias)]

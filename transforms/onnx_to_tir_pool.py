@@ -12,9 +12,9 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import fold_spatial_pad, reduce, spatial
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -70,7 +70,7 @@ def _needs_windows(op, e) -> bool:
     return dilated or rank not in (3, 4)
 
 
-def _window_pool(op, e: Emitter, kind: str):
+def _window_pool(op, e: TirEmitter, kind: str):
     """Pooling of any rank and dilation as the max or sum of one strided
     slice of the padded input per kernel position (K slices for a kernel of
     K positions). An average divides by a compile-time count per output
@@ -103,7 +103,7 @@ def _window_pool(op, e: Emitter, kind: str):
     ]
     if kind == "lp":
         p = op.p.value.data
-        x = binary(e, BinaryFn.POW, unary(e, UnaryFn.ABS, x), scalar(e, p, x))
+        x = e.binary(BinaryFn.POW, e.unary(UnaryFn.ABS, x), e.scalar(p, x))
     fill = -math.inf if kind == "max" else 0.0
     if any(begin) or any(end) or any(over):
         pad_list = [0, 0, 0, 0]
@@ -118,10 +118,10 @@ def _window_pool(op, e: Emitter, kind: str):
         if total is None:
             total = piece
         else:
-            total = binary(e, BinaryFn.MAX if kind == "max" else BinaryFn.ADD, total, piece)
+            total = e.binary(BinaryFn.MAX if kind == "max" else BinaryFn.ADD, total, piece)
     assert total is not None
     if kind == "lp":
-        return binary(e, BinaryFn.POW, total, scalar(e, 1 / op.p.value.data, total))
+        return e.binary(BinaryFn.POW, total, e.scalar(1 / op.p.value.data, total))
     if kind == "avg":
         include = bool(op.count_include_pad.value.data)
         counts = np.ones([1, 1], np.float32)
@@ -131,13 +131,13 @@ def _window_pool(op, e: Emitter, kind: str):
             positions = starts[:, None] + np.arange(k)[None, :] * d
             count = ((positions >= lo) & (positions < hi)).sum(axis=1).astype(np.float32)
             counts = counts[..., None] * count
-        inverse = constant(e, (1.0 / counts).astype(dtypes.numpy_dtype(dtypes.tensor(total.type).element_type)))
-        return binary(e, BinaryFn.MUL, total, inverse)
+        inverse = e.constant((1.0 / counts).astype(dtypes.numpy_dtype(dtypes.tensor(total.type).element_type)))
+        return e.binary(BinaryFn.MUL, total, inverse)
     return total
 
 
 @lowers(onnx.MaxPoolOp)
-def _max_pool(op: onnx.MaxPoolOp, e: Emitter):
+def _max_pool(op: onnx.MaxPoolOp, e: TirEmitter):
     if _needs_windows(op, e):
         if op.Indices is not None and op.Indices.uses:
             raise e.error("the Indices output is not supported")
@@ -152,7 +152,7 @@ def _max_pool(op: onnx.MaxPoolOp, e: Emitter):
 
 
 @lowers(onnx.AveragePoolOp)
-def _avg_pool(op: onnx.AveragePoolOp, e: Emitter):
+def _avg_pool(op: onnx.AveragePoolOp, e: TirEmitter):
     if _needs_windows(op, e):
         return [_window_pool(op, e, "avg")]
     if len(static_shape(op.X, e)) == 3:
@@ -161,21 +161,21 @@ def _avg_pool(op: onnx.AveragePoolOp, e: Emitter):
 
 
 @lowers(onnx.LpPoolOp)
-def _lp_pool(op: onnx.LpPoolOp, e: Emitter):
+def _lp_pool(op: onnx.LpPoolOp, e: TirEmitter):
     """(sum over the window of |x|^p)^(1/p): an average pool that counts the
     zero padding, times the window's size."""
     if _needs_windows(op, e) or len(static_shape(op.X, e)) != 4:
         return [_window_pool(op, e, "lp")]
     p = op.p.value.data
-    powered = binary(e, BinaryFn.POW, unary(e, UnaryFn.ABS, op.X), scalar(e, p, op.X))
+    powered = e.binary(BinaryFn.POW, e.unary(UnaryFn.ABS, op.X), e.scalar(p, op.X))
     pooled = e.value(_pool(op, e, PoolKind.AVG, powered, include=True))
     kh, kw = op.kernel_shape.get_values()
-    total = binary(e, BinaryFn.MUL, pooled, scalar(e, kh * kw, pooled))
-    return [binary(e, BinaryFn.POW, total, scalar(e, 1 / p, total))]
+    total = e.binary(BinaryFn.MUL, pooled, e.scalar(kh * kw, pooled))
+    return [e.binary(BinaryFn.POW, total, e.scalar(1 / p, total))]
 
 
 @lowers(onnx.GlobalAveragePoolOp, onnx.GlobalMaxPoolOp)
-def _global_pool(op: onnx.GlobalAveragePoolOp | onnx.GlobalMaxPoolOp, e: Emitter):
+def _global_pool(op: onnx.GlobalAveragePoolOp | onnx.GlobalMaxPoolOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     average = isinstance(op, onnx.GlobalAveragePoolOp)
     if len(shape) == 4:  # one pool with the whole image as its window, as Forge's own path makes it

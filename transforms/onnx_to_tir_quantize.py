@@ -13,9 +13,9 @@ from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
-from forge_opt.transforms.lowering import Emitter, LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, cast_like, constant, scalar, unary
+from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -25,27 +25,27 @@ lowers = LOWERINGS.lowers
 _INTEGRAL_FROM = float(2**23)
 
 
-def round_half_even(e: Emitter, x: SSAValue) -> SSAValue:
+def round_half_even(e: TirEmitter, x: SSAValue) -> SSAValue:
     """floor(x), plus one above a half, plus the floor's parity at exactly a
     half; every step is exact in floating point. Values already integral
     (|x| >= 2^23, infinities) pass through."""
-    f = binary(e, BinaryFn.SUB, x, binary(e, BinaryFn.MOD, x, scalar(e, 1.0, x)))
-    d = binary(e, BinaryFn.SUB, x, f)
-    up = cast_like(e, binary(e, BinaryFn.GT, d, scalar(e, 0.5, x)), x)
-    tie = cast_like(e, binary(e, BinaryFn.EQ, d, scalar(e, 0.5, x)), x)
-    odd = binary(e, BinaryFn.MOD, f, scalar(e, 2.0, x))
-    rounded = binary(e, BinaryFn.ADD, binary(e, BinaryFn.ADD, f, up), binary(e, BinaryFn.MUL, tie, odd))
-    small = binary(e, BinaryFn.LT, unary(e, UnaryFn.ABS, x), scalar(e, _INTEGRAL_FROM, x))
+    f = e.floor(x)
+    d = e.binary(BinaryFn.SUB, x, f)
+    up = e.cast_like(e.binary(BinaryFn.GT, d, e.scalar(0.5, x)), x)
+    tie = e.cast_like(e.binary(BinaryFn.EQ, d, e.scalar(0.5, x)), x)
+    odd = e.binary(BinaryFn.MOD, f, e.scalar(2.0, x))
+    rounded = e.binary(BinaryFn.ADD, e.binary(BinaryFn.ADD, f, up), e.binary(BinaryFn.MUL, tie, odd))
+    small = e.binary(BinaryFn.LT, e.unary(UnaryFn.ABS, x), e.scalar(_INTEGRAL_FROM, x))
     return e.value(tir.WhereOp(small, rounded, x))
 
 
 @lowers(onnx.RoundOp)
-def _round(op: onnx.RoundOp, e: Emitter):
+def _round(op: onnx.RoundOp, e: TirEmitter):
     static_shape(op.X, e)
     return [round_half_even(e, op.X)]
 
 
-def _broadcast_param(e: Emitter, param: SSAValue, shape: list[int], axis: int, block: int, what: str) -> SSAValue:
+def _broadcast_param(e: TirEmitter, param: SSAValue, shape: list[int], axis: int, block: int, what: str) -> SSAValue:
     """A scale or zero point shaped to broadcast against the input: a scalar
     as it is, one value per index of `axis`, or (blocked) one per `block`
     indices of `axis`, repeated. `axis` is read only in the last two cases."""
@@ -64,10 +64,10 @@ def _broadcast_param(e: Emitter, param: SSAValue, shape: list[int], axis: int, b
     if p != expected:
         raise e.error(f"the {what} has shape {p}; blocks of {block} along axis {axis} need {expected}")
     which = (np.arange(shape[axis]) // block).astype(np.int64)
-    return e.value(tir.GatherOp(param, constant(e, which), axis))
+    return e.value(tir.GatherOp(param, e.constant(which), axis))
 
 
-def _params(op, e: Emitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None):
+def _params(op, e: TirEmitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None):
     shape = static_shape(x, e)
     axis = op.axis.value.data
     block = op.block_size.value.data
@@ -77,19 +77,19 @@ def _params(op, e: Emitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None)
 
 
 @lowers(onnx.DequantizeLinearOp)
-def _dequantize(op: onnx.DequantizeLinearOp, e: Emitter):
+def _dequantize(op: onnx.DequantizeLinearOp, e: TirEmitter):
     """(x - zero_point) * scale, in the scale's type."""
     scale, zero = _params(op, e, op.x, op.x_scale, op.x_zero_point)
-    x = cast_like(e, op.x, scale)
+    x = e.cast_like(op.x, scale)
     if zero is not None:
-        x = binary(e, BinaryFn.SUB, x, cast_like(e, zero, scale))
-    y = binary(e, BinaryFn.MUL, x, scale)
+        x = e.binary(BinaryFn.SUB, x, e.cast_like(zero, scale))
+    y = e.binary(BinaryFn.MUL, x, scale)
     out = dtypes.tensor(op.y.type).element_type
     return [y if out == dtypes.tensor(y.type).element_type else e.value(tir.CastOp(y, out))]
 
 
 @lowers(onnx.QuantizeLinearOp)
-def _quantize(op: onnx.QuantizeLinearOp, e: Emitter):
+def _quantize(op: onnx.QuantizeLinearOp, e: TirEmitter):
     """saturate(round_half_even(x / scale) + zero_point) in the output's integer type."""
     out = dtypes.tensor(op.y.type).element_type
     if not isinstance(out, IntegerType):
@@ -97,14 +97,14 @@ def _quantize(op: onnx.QuantizeLinearOp, e: Emitter):
     scale, zero = _params(op, e, op.x, op.y_scale, op.y_zero_point)
     x = op.x
     if dtypes.tensor(x.type).element_type != dtypes.tensor(scale.type).element_type:
-        x = cast_like(e, x, scale)
-    y = round_half_even(e, binary(e, BinaryFn.DIV, x, scale))
+        x = e.cast_like(x, scale)
+    y = round_half_even(e, e.binary(BinaryFn.DIV, x, scale))
     if zero is not None:
-        y = binary(e, BinaryFn.ADD, y, cast_like(e, zero, y))
+        y = e.binary(BinaryFn.ADD, y, e.cast_like(zero, y))
     return [_saturate(e, y, out)]
 
 
-def _saturate(e: Emitter, y: SSAValue, out: IntegerType) -> SSAValue:
+def _saturate(e: TirEmitter, y: SSAValue, out: IntegerType) -> SSAValue:
     """y clipped to the integer type's range, cast to it."""
     bits = out.width.data
     unsigned = out.signedness.data == Signedness.UNSIGNED
@@ -120,16 +120,18 @@ def _saturate(e: Emitter, y: SSAValue, out: IntegerType) -> SSAValue:
 _EXACT_TERMS = 2**24 // (255 * 255)
 
 
-def integer_matmul(e: Emitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None, b_zero: SSAValue | None) -> SSAValue:
+def integer_matmul(
+    e: TirEmitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None, b_zero: SSAValue | None
+) -> SSAValue:
     """(a - a_zero) @ (b - b_zero) exactly, as int32: float32 Matmuls over
     parts of the summed axis short enough to be exact, cast and added."""
     i32 = IntegerType(32)
     fa = e.value(tir.CastOp(a, f32))
     fb = e.value(tir.CastOp(b, f32))
     if a_zero is not None:
-        fa = binary(e, BinaryFn.SUB, fa, cast_like(e, a_zero, fa))
+        fa = e.binary(BinaryFn.SUB, fa, e.cast_like(a_zero, fa))
     if b_zero is not None:
-        fb = binary(e, BinaryFn.SUB, fb, cast_like(e, b_zero, fb))
+        fb = e.binary(BinaryFn.SUB, fb, e.cast_like(b_zero, fb))
     a_shape, b_shape = static_shape(fa, e), static_shape(fb, e)
     k = a_shape[-1]
     total = None
@@ -142,18 +144,18 @@ def integer_matmul(e: Emitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None
             tir.StridedSliceOp(fb, [len(b_shape) - 2], [start], [stop], [1])
         )
         part = e.value(tir.CastOp(matmul(e, pa, pb), i32))
-        total = part if total is None else binary(e, BinaryFn.ADD, total, part)
+        total = part if total is None else e.binary(BinaryFn.ADD, total, part)
     assert total is not None
     return total
 
 
 @lowers(onnx.MatMulIntegerOp)
-def _matmul_integer(op: onnx.MatMulIntegerOp, e: Emitter):
+def _matmul_integer(op: onnx.MatMulIntegerOp, e: TirEmitter):
     return [integer_matmul(e, op.A, op.B, op.a_zero_point, op.b_zero_point)]
 
 
 @lowers(onnx.QLinearMatMulOp)
-def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: Emitter):
+def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: TirEmitter):
     """The exact integer product, scaled by a_scale * b_scale / y_scale,
     rounded half to even, shifted by y_zero_point and saturated."""
     out = dtypes.tensor(op.y.type).element_type
@@ -163,8 +165,8 @@ def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: Emitter):
         if any(d != 1 for d in static_shape(scale, e, "scale")):
             raise e.error("per-axis scales are not supported (per-tensor only)")
     acc = e.value(tir.CastOp(integer_matmul(e, op.a, op.b, op.a_zero_point, op.b_zero_point), f32))
-    scale = binary(e, BinaryFn.DIV, binary(e, BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
+    scale = e.binary(BinaryFn.DIV, e.binary(BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
     # the scales may be float16; the float32 product is scaled in float32
-    y = round_half_even(e, binary(e, BinaryFn.MUL, acc, cast_like(e, scale, acc)))
-    y = binary(e, BinaryFn.ADD, y, cast_like(e, op.y_zero_point, y))
+    y = round_half_even(e, e.binary(BinaryFn.MUL, acc, e.cast_like(scale, acc)))
+    y = e.binary(BinaryFn.ADD, y, e.cast_like(op.y_zero_point, y))
     return [_saturate(e, y, out)]

@@ -15,44 +15,44 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, constant, scalar, unary
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 _ACTIVATIONS = {"Sigmoid": UnaryFn.SIGMOID, "Tanh": UnaryFn.TANH, "Relu": UnaryFn.RELU}
 
-Cell = Callable[[Emitter, "_Direction", SSAValue, SSAValue, SSAValue | None], tuple[SSAValue, SSAValue | None]]
+Cell = Callable[[TirEmitter, "_Direction", SSAValue, SSAValue, SSAValue | None], tuple[SSAValue, SSAValue | None]]
 
 
-def _take(e: Emitter, x: SSAValue, index: int, axis: int) -> SSAValue:
+def _take(e: TirEmitter, x: SSAValue, index: int, axis: int) -> SSAValue:
     """x[index] along `axis`, the axis removed."""
-    return e.value(tir.GatherOp(x, constant(e, np.array(index, np.int64)), axis))
+    return e.value(tir.GatherOp(x, e.constant(np.array(index, np.int64)), axis))
 
 
-def _cols(e: Emitter, x: SSAValue, start: int, size: int) -> SSAValue:
+def _cols(e: TirEmitter, x: SSAValue, start: int, size: int) -> SSAValue:
     last = len(static_shape(x, e)) - 1
     return e.value(tir.StridedSliceOp(x, [last], [start], [start + size], [1]))
 
 
-def _add(e: Emitter, *values: SSAValue | None) -> SSAValue:
+def _add(e: TirEmitter, *values: SSAValue | None) -> SSAValue:
     present = [v for v in values if v is not None]
     total = present[0]
     for v in present[1:]:
-        total = binary(e, BinaryFn.ADD, total, v)
+        total = e.binary(BinaryFn.ADD, total, v)
     return total
 
 
-def _mul(e: Emitter, a: SSAValue, b: SSAValue) -> SSAValue:
-    return binary(e, BinaryFn.MUL, a, b)
+def _mul(e: TirEmitter, a: SSAValue, b: SSAValue) -> SSAValue:
+    return e.binary(BinaryFn.MUL, a, b)
 
 
 class _Direction:
     """One direction's weights, split per gate, and its activations."""
 
-    def __init__(self, op, e: Emitter, d: int, gates: int, hidden: int, activations: list[str]):
+    def __init__(self, op, e: TirEmitter, d: int, gates: int, hidden: int, activations: list[str]):
         self.hidden = hidden
         self.activations = activations
         self.clip = op.clip.value.data if op.clip is not None else None
@@ -65,21 +65,21 @@ class _Direction:
             self.recurrent_bias = _cols(e, b, gates * hidden, gates * hidden)
         self.peepholes = _take(e, op.P, d, 0) if isinstance(op, onnx.LSTMOp) and op.P is not None else None
 
-    def gate(self, e: Emitter, values: SSAValue, k: int) -> SSAValue:
+    def gate(self, e: TirEmitter, values: SSAValue, k: int) -> SSAValue:
         return _cols(e, values, k * self.hidden, self.hidden)
 
-    def act(self, e: Emitter, k: int, x: SSAValue) -> SSAValue:
+    def act(self, e: TirEmitter, k: int, x: SSAValue) -> SSAValue:
         if self.clip is not None:
             x = e.value(tir.ClipOp(x, -self.clip, self.clip))
-        return unary(e, _ACTIVATIONS[self.activations[k]], x)
+        return e.unary(_ACTIVATIONS[self.activations[k]], x)
 
 
-def _initial(e: Emitter, given: SSAValue | None, d: int, batch: int, hidden: int) -> SSAValue:
+def _initial(e: TirEmitter, given: SSAValue | None, d: int, batch: int, hidden: int) -> SSAValue:
     """Direction d's initial state, zeros when the node gives none."""
-    return _take(e, given, d, 0) if given is not None else constant(e, np.zeros((batch, hidden), np.float32))
+    return _take(e, given, d, 0) if given is not None else e.constant(np.zeros((batch, hidden), np.float32))
 
 
-def _recurrent(op, e: Emitter, gates: int, defaults: list[str], cell: Cell, with_cell_state: bool):
+def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, with_cell_state: bool):
     x = op.X
     shape = static_shape(x, e)
     if op.layout.value.data:
@@ -129,7 +129,7 @@ def _recurrent(op, e: Emitter, gates: int, defaults: list[str], cell: Cell, with
     return [v for v, r in zip(values, op.onnx_results()) if r is not None]
 
 
-def _lstm_cell(e: Emitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAValue | None):
+def _lstm_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAValue | None):
     assert c is not None
     hw = _add(e, matmul(e, h, w.recurrent_t), w.recurrent_bias)
     i_, o_, f_, g_ = (_add(e, w.gate(e, xw, k), w.gate(e, hw, k)) for k in range(4))
@@ -146,13 +146,13 @@ def _lstm_cell(e: Emitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAValue
     return _mul(e, o, w.act(e, 2, c)), c
 
 
-def _bias(e: Emitter, w: _Direction, k: int) -> SSAValue | None:
+def _bias(e: TirEmitter, w: _Direction, k: int) -> SSAValue | None:
     """Gate k's recurrence bias, if the node has biases."""
     return None if w.recurrent_bias is None else w.gate(e, w.recurrent_bias, k)
 
 
 def _gru_cell(linear_before_reset: bool):
-    def cell(e: Emitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
+    def cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
         r_t = w.recurrent_t
         rz = _cols(e, r_t, 0, 2 * w.hidden)
         hz = matmul(e, h, rz)
@@ -164,27 +164,27 @@ def _gru_cell(linear_before_reset: bool):
         else:
             candidate = _add(e, matmul(e, _mul(e, r, h), rh), _bias(e, w, 2))
         h_new = w.act(e, 1, _add(e, w.gate(e, xw, 2), candidate))
-        one_minus_z = binary(e, BinaryFn.SUB, scalar(e, 1.0, z), z)
+        one_minus_z = e.binary(BinaryFn.SUB, e.scalar(1.0, z), z)
         return _add(e, _mul(e, one_minus_z, h_new), _mul(e, z, h)), None
 
     return cell
 
 
-def _rnn_cell(e: Emitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
+def _rnn_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
     return w.act(e, 0, _add(e, xw, matmul(e, h, w.recurrent_t), w.recurrent_bias)), None
 
 
 @lowers(onnx.LSTMOp)
-def _lstm(op: onnx.LSTMOp, e: Emitter):
+def _lstm(op: onnx.LSTMOp, e: TirEmitter):
     return _recurrent(op, e, 4, ["Sigmoid", "Tanh", "Tanh"], _lstm_cell, with_cell_state=True)
 
 
 @lowers(onnx.GRUOp)
-def _gru(op: onnx.GRUOp, e: Emitter):
+def _gru(op: onnx.GRUOp, e: TirEmitter):
     cell = _gru_cell(bool(op.linear_before_reset.value.data))
     return _recurrent(op, e, 3, ["Sigmoid", "Tanh"], cell, with_cell_state=False)
 
 
 @lowers(onnx.RNNOp)
-def _rnn(op: onnx.RNNOp, e: Emitter):
+def _rnn(op: onnx.RNNOp, e: TirEmitter):
     return _recurrent(op, e, 1, ["Tanh"], _rnn_cell, with_cell_state=False)

@@ -18,16 +18,16 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.interpreters.onnx import evaluate_node, one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import constant
+from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
 @lowers(onnx.ResizeOp)
-def _resize(op: onnx.ResizeOp, e: Emitter):
+def _resize(op: onnx.ResizeOp, e: TirEmitter):
     x = op.X
     shape = static_shape(x, e)
     out_shape = static_shape(op.results[0], e, "result")
@@ -60,13 +60,13 @@ def _resize(op: onnx.ResizeOp, e: Emitter):
             picked = weights.argmax(axis=1)
             if not np.array_equal(weights, np.eye(weights.shape[1])[picked]):
                 raise e.error("nearest resizing gave weights that are not one-hot")
-            y = e.value(tir.GatherOp(y, constant(e, picked.astype(np.int64)), axis))
+            y = e.value(tir.GatherOp(y, e.constant(picked.astype(np.int64)), axis))
         else:
             y = _contract(e, y, weights, axis)
     return [y]
 
 
-def _weights(op, e: Emitter, shape, axes, axis: int, given: dict, size_out: int) -> np.ndarray:
+def _weights(op, e: TirEmitter, shape, axes, axis: int, given: dict, size_out: int) -> np.ndarray:
     """The (output × input) weights of the resize along `axis`, column j
     being ONNX's reference Resize of a one-hot at position j."""
     size_in = shape[axis]
@@ -97,11 +97,11 @@ def _weights(op, e: Emitter, shape, axes, axis: int, given: dict, size_out: int)
     return weights
 
 
-def _contract(e: Emitter, y, weights: np.ndarray, axis: int):
+def _contract(e: TirEmitter, y, weights: np.ndarray, axis: int):
     """y with `axis` replaced by weights @ (that axis): a Matmul by the
     transposed weights on the last axis, the axis moved there and back."""
     rank = len(static_shape(y, e))
-    w = constant(e, np.ascontiguousarray(weights.T).astype(np.float32))
+    w = e.constant(np.ascontiguousarray(weights.T).astype(np.float32))
     if axis == rank - 1:
         return matmul(e, y, w)
     perm = list(range(rank))

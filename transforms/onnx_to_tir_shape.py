@@ -17,15 +17,15 @@ from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.tir_shapes import broadcast, split_sections
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import Emitter, LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_elementwise import binary, unary
+from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
 from forge_opt.transforms.onnx_to_tir_nn import reduce
+from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def required_constant(e: Emitter, value, what: str) -> np.ndarray:
+def required_constant(e: TirEmitter, value, what: str) -> np.ndarray:
     """The compile-time value of an input Forge needs static."""
     array = constant_array(value)
     if array is None:
@@ -33,18 +33,18 @@ def required_constant(e: Emitter, value, what: str) -> np.ndarray:
     return array
 
 
-def constant_ints(e: Emitter, value, what: str) -> list[int]:
+def constant_ints(e: TirEmitter, value, what: str) -> list[int]:
     return as_ints(required_constant(e, value, what))
 
 
-def reshape(e: Emitter, x, shape: list[int]):
+def reshape(e: TirEmitter, x, shape: list[int]):
     if static_shape(x, e) == list(shape):
         return x
     return e.value(tir.ReshapeOp(x, shape))
 
 
 @lowers(onnx.ReshapeOp)
-def _reshape(op: onnx.ReshapeOp, e: Emitter):
+def _reshape(op: onnx.ReshapeOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     target = constant_ints(e, op.shape, "shape")
     out = []
@@ -63,7 +63,7 @@ def _reshape(op: onnx.ReshapeOp, e: Emitter):
 
 
 @lowers(onnx.FlattenOp)
-def _flatten(op: onnx.FlattenOp, e: Emitter):
+def _flatten(op: onnx.FlattenOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     axis = op.axis.value.data
     axis = axis + len(shape) if axis < 0 else axis
@@ -71,7 +71,7 @@ def _flatten(op: onnx.FlattenOp, e: Emitter):
 
 
 @lowers(onnx.SqueezeOp)
-def _squeeze(op: onnx.SqueezeOp, e: Emitter):
+def _squeeze(op: onnx.SqueezeOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     if op.axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
@@ -84,7 +84,7 @@ def _squeeze(op: onnx.SqueezeOp, e: Emitter):
 
 
 @lowers(onnx.UnsqueezeOp)
-def _unsqueeze(op: onnx.UnsqueezeOp, e: Emitter):
+def _unsqueeze(op: onnx.UnsqueezeOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     axes = constant_ints(e, op.axes, "axes")
     rank = len(shape) + len(axes)
@@ -96,7 +96,7 @@ def _unsqueeze(op: onnx.UnsqueezeOp, e: Emitter):
 
 
 @lowers(onnx.TransposeOp)
-def _transpose(op: onnx.TransposeOp, e: Emitter):
+def _transpose(op: onnx.TransposeOp, e: TirEmitter):
     rank = len(static_shape(op.data, e))
     perm = list(op.perm.get_values()) if op.perm is not None else list(reversed(range(rank)))
     if perm == list(range(rank)):
@@ -105,7 +105,7 @@ def _transpose(op: onnx.TransposeOp, e: Emitter):
 
 
 @lowers(onnx.ConcatOp)
-def _concat(op: onnx.ConcatOp, e: Emitter):
+def _concat(op: onnx.ConcatOp, e: TirEmitter):
     shapes = [static_shape(v, e) for v in op.inputs]
     axis = normalize_axis(op.axis.value.data, len(shapes[0]), e)
     inputs = [v for v, s in zip(op.inputs, shapes) if s[axis] != 0]
@@ -115,7 +115,7 @@ def _concat(op: onnx.ConcatOp, e: Emitter):
 
 
 @lowers(onnx.SplitOp)
-def _split(op: onnx.SplitOp, e: Emitter):
+def _split(op: onnx.SplitOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     dim = shape[axis]
@@ -140,7 +140,7 @@ def _split(op: onnx.SplitOp, e: Emitter):
 
 
 @lowers(onnx.SliceOp)
-def _slice(op: onnx.SliceOp, e: Emitter):
+def _slice(op: onnx.SliceOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     starts = constant_ints(e, op.starts, "starts")
     ends = constant_ints(e, op.ends, "ends")
@@ -180,13 +180,13 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
 
 
 @lowers(onnx.TileOp)
-def _tile(op: onnx.TileOp, e: Emitter):
+def _tile(op: onnx.TileOp, e: TirEmitter):
     static_shape(op.input, e)
     return [e.value(tir.TileOp(op.input, constant_ints(e, op.repeats, "repeats")))]
 
 
 @lowers(onnx.DepthToSpaceOp)
-def _depth_to_space(op: onnx.DepthToSpaceOp, e: Emitter):
+def _depth_to_space(op: onnx.DepthToSpaceOp, e: TirEmitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
     if op.mode.data == "DCR":
@@ -200,7 +200,7 @@ def _depth_to_space(op: onnx.DepthToSpaceOp, e: Emitter):
 
 
 @lowers(onnx.SpaceToDepthOp)
-def _space_to_depth(op: onnx.SpaceToDepthOp, e: Emitter):
+def _space_to_depth(op: onnx.SpaceToDepthOp, e: TirEmitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
     x = reshape(e, op.input, [n, c, h // b, b, w // b, b])
@@ -210,7 +210,7 @@ def _space_to_depth(op: onnx.SpaceToDepthOp, e: Emitter):
 
 
 @lowers(onnx.CumSumOp)
-def _cumsum(op: onnx.CumSumOp, e: Emitter):
+def _cumsum(op: onnx.CumSumOp, e: TirEmitter):
     shape = static_shape(op.x, e)
     axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
     x = op.x
@@ -219,14 +219,14 @@ def _cumsum(op: onnx.CumSumOp, e: Emitter):
         x = _reverse_slice(e, x, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
     y = e.value(tir.CumsumOp(x, axis))
     if op.exclusive.value.data:
-        y = binary(e, BinaryFn.SUB, y, x)
+        y = e.binary(BinaryFn.SUB, y, x)
     if reverse:
         y = _reverse_slice(e, y, shape, [axis], [-1], [-(shape[axis] + 1)], [-1])
     return [y]
 
 
 @lowers(onnx.ExpandOp)
-def _expand(op: onnx.ExpandOp, e: Emitter):
+def _expand(op: onnx.ExpandOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     target = broadcast(shape, constant_ints(e, op.shape, "shape"))
     if target == shape:
@@ -239,7 +239,7 @@ _COPYING_PADS = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
 @lowers(onnx.PadOp)
-def _pad(op: onnx.PadOp, e: Emitter):
+def _pad(op: onnx.PadOp, e: TirEmitter):
     mode = op.mode.data
     if mode != "constant" and mode not in _COPYING_PADS:
         raise e.error(f"mode '{mode}' is not supported (constant, reflect, edge, wrap)")
@@ -268,7 +268,7 @@ def _pad(op: onnx.PadOp, e: Emitter):
     return [e.value(tir.PadOp(op.data, full, value))]
 
 
-def _copying_pad(e: Emitter, x, shape: list[int], full: list[int], mode: str):
+def _copying_pad(e: TirEmitter, x, shape: list[int], full: list[int], mode: str):
     """Reflect, edge and wrap padding copy input elements: along each padded
     axis, a gather of the positions np.pad would copy."""
     for axis, size in enumerate(shape):
@@ -311,12 +311,12 @@ def _reduction(fn: ReduceFn, before=None, after=None):
 
 
 def _square(e, x):
-    return binary(e, BinaryFn.MUL, x, x)
+    return e.binary(BinaryFn.MUL, x, x)
 
 
 def _neg(e, x):
     """min = -max(-x); for booleans the negation is `not` (-True is True)."""
-    return unary(e, UnaryFn.NOT if x.type.element_type == i1 else UnaryFn.NEG, x)
+    return e.unary(UnaryFn.NOT if x.type.element_type == i1 else UnaryFn.NEG, x)
 
 
 LOWERINGS.update(
@@ -326,9 +326,9 @@ LOWERINGS.update(
         onnx.ReduceMaxOp: _reduction(ReduceFn.MAX),
         onnx.ReduceMinOp: _reduction(ReduceFn.MAX, _neg, _neg),
         onnx.ReduceSumSquareOp: _reduction(ReduceFn.SUM, _square),
-        onnx.ReduceL1Op: _reduction(ReduceFn.SUM, lambda e, x: unary(e, UnaryFn.ABS, x)),
-        onnx.ReduceL2Op: _reduction(ReduceFn.SUM, _square, lambda e, y: unary(e, UnaryFn.SQRT, y)),
-        onnx.ReduceLogSumOp: _reduction(ReduceFn.SUM, None, lambda e, y: unary(e, UnaryFn.LOG, y)),
+        onnx.ReduceL1Op: _reduction(ReduceFn.SUM, lambda e, x: e.unary(UnaryFn.ABS, x)),
+        onnx.ReduceL2Op: _reduction(ReduceFn.SUM, _square, lambda e, y: e.unary(UnaryFn.SQRT, y)),
+        onnx.ReduceLogSumOp: _reduction(ReduceFn.SUM, None, lambda e, y: e.unary(UnaryFn.LOG, y)),
     }
 )
 
@@ -337,7 +337,7 @@ _PRODUCT_LIMIT = 64  # slices multiplied per reduced axis
 
 
 @lowers(onnx.ReduceProdOp)
-def _reduce_prod(op: onnx.ReduceProdOp, e: Emitter):
+def _reduce_prod(op: onnx.ReduceProdOp, e: TirEmitter):
     """Forge has no product reduction: the slices along each reduced axis,
     multiplied. Exact, for integers too, unlike exp(sum(log))."""
     axes = _reduce_axes(op, e)
@@ -351,7 +351,7 @@ def _reduce_prod(op: onnx.ReduceProdOp, e: Emitter):
         product = e.value(tir.StridedSliceOp(x, [axis], [0], [1], [1]))
         for i in range(1, shape[axis]):
             piece = e.value(tir.StridedSliceOp(x, [axis], [i], [i + 1], [1]))
-            product = binary(e, BinaryFn.MUL, product, piece)
+            product = e.binary(BinaryFn.MUL, product, piece)
         x = product
     if not op.keepdims.value.data:
         x = reshape(e, x, [d for i, d in enumerate(shape) if i not in axes])
@@ -359,7 +359,7 @@ def _reduce_prod(op: onnx.ReduceProdOp, e: Emitter):
 
 
 @lowers(onnx.CumProdOp)
-def _cumprod(op: onnx.CumProdOp, e: Emitter):
+def _cumprod(op: onnx.CumProdOp, e: TirEmitter):
     """Running products of the slices along the axis, joined again (Forge
     has CumSum only; exclusive shifts in a 1, reverse runs from the end)."""
     shape = static_shape(op.x, e)
@@ -374,7 +374,7 @@ def _cumprod(op: onnx.CumProdOp, e: Emitter):
         piece = e.value(tir.StridedSliceOp(op.x, [axis], [i], [i + 1], [1]))
         if op.exclusive.value.data:
             running.append(product if product is not None else _ones_like(e, piece))
-        product = piece if product is None else binary(e, BinaryFn.MUL, product, piece)
+        product = piece if product is None else e.binary(BinaryFn.MUL, product, piece)
         if not op.exclusive.value.data:
             running.append(product)
     if op.reverse.value.data:
@@ -382,7 +382,7 @@ def _cumprod(op: onnx.CumProdOp, e: Emitter):
     return [running[0] if len(running) == 1 else e.value(tir.ConcatOp(running, axis))]
 
 
-def _ones_like(e: Emitter, x):
+def _ones_like(e: TirEmitter, x):
     t = dtypes.tensor(x.type)
     elem = t.element_type
     one = IntegerAttr(1, elem) if isinstance(elem, IntegerType) else FloatAttr(1.0, cast(AnyFloat, elem))
@@ -390,7 +390,7 @@ def _ones_like(e: Emitter, x):
 
 
 @lowers(onnx.ReduceLogSumExpOp)
-def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: Emitter):
+def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: TirEmitter):
     # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp
     # never overflows (float32's exp does past 88)
     axes = _reduce_axes(op, e)
@@ -399,17 +399,17 @@ def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: Emitter):
     keep = bool(op.keepdims.value.data)
     shape = static_shape(op.data, e)
     if any(shape[a] == 0 for a in axes):  # an empty sum: log(0) = -inf, no maximum to take
-        return [unary(e, UnaryFn.LOG, reduce(e, ReduceFn.SUM, unary(e, UnaryFn.EXP, op.data), axes, keep))]
+        return [e.unary(UnaryFn.LOG, reduce(e, ReduceFn.SUM, e.unary(UnaryFn.EXP, op.data), axes, keep))]
     m = reduce(e, ReduceFn.MAX, op.data, axes, True)
-    total = reduce(e, ReduceFn.SUM, unary(e, UnaryFn.EXP, binary(e, BinaryFn.SUB, op.data, m)), axes, keep)
-    return [binary(e, BinaryFn.ADD, unary(e, UnaryFn.LOG, total), reshape(e, m, static_shape(total, e)))]
+    total = reduce(e, ReduceFn.SUM, e.unary(UnaryFn.EXP, e.binary(BinaryFn.SUB, op.data, m)), axes, keep)
+    return [e.binary(BinaryFn.ADD, e.unary(UnaryFn.LOG, total), reshape(e, m, static_shape(total, e)))]
 
 
 @lowers(onnx.ArgMaxOp, onnx.ArgMinOp)
-def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
+def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: TirEmitter):
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
-    x = op.data if isinstance(op, onnx.ArgMaxOp) else unary(e, UnaryFn.NEG, op.data)
+    x = op.data if isinstance(op, onnx.ArgMaxOp) else e.unary(UnaryFn.NEG, op.data)
     keepdims = bool(op.keepdims.value.data)
     if not op.select_last_index.value.data:
         return [e.value(tir.ArgmaxOp(x, axis, keepdims))]
@@ -418,11 +418,11 @@ def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: Emitter):
     reversed_positions = e.value(tir.ConstantOp(array_to_attr(np.arange(shape[axis] - 1, -1, -1, dtype=np.int64))))
     first = e.value(tir.ArgmaxOp(e.value(tir.GatherOp(x, reversed_positions, axis)), axis, keepdims))
     last = e.value(tir.ConstantOp(array_to_attr(np.array(shape[axis] - 1, dtype=np.int64))))
-    return [binary(e, BinaryFn.SUB, last, first)]
+    return [e.binary(BinaryFn.SUB, last, first)]
 
 
 @lowers(onnx.TopKOp)
-def _top_k(op: onnx.TopKOp, e: Emitter):
+def _top_k(op: onnx.TopKOp, e: TirEmitter):
     """K rounds of: the (first) maximum along the axis and where it is, then
     that position masked out with -inf. Ties go to the lower index, as ONNX
     asks; the smallest K are the largest K of -x. Results come sorted."""
@@ -435,7 +435,7 @@ def _top_k(op: onnx.TopKOp, e: Emitter):
     if not 0 <= k <= shape[axis]:
         raise e.error(f"K = {k} is outside [0, {shape[axis]}] for axis {axis} of size {shape[axis]}")
     largest = bool(op.largest.value.data)
-    x = op.X if largest else unary(e, UnaryFn.NEG, op.X)
+    x = op.X if largest else e.unary(UnaryFn.NEG, op.X)
     positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
     position = e.value(tir.ConstantOp(array_to_attr(positions)))
     element = dtypes.tensor(op.X.type).element_type
@@ -444,10 +444,10 @@ def _top_k(op: onnx.TopKOp, e: Emitter):
     for round_ in range(k):
         where = e.value(tir.ArgmaxOp(x, axis, True))
         best = reduce(e, ReduceFn.MAX, x, [axis], True)
-        values.append(best if largest else unary(e, UnaryFn.NEG, best))
+        values.append(best if largest else e.unary(UnaryFn.NEG, best))
         indices.append(where)
         if round_ < k - 1:
-            x = e.value(tir.WhereOp(binary(e, BinaryFn.EQ, position, where), lowest, x))
+            x = e.value(tir.WhereOp(e.binary(BinaryFn.EQ, position, where), lowest, x))
     if k == 1:
         return [values[0], indices[0]]
     return [e.value(tir.ConcatOp(values, axis)), e.value(tir.ConcatOp(indices, axis))]
@@ -462,17 +462,17 @@ def _lowest(element):
 
 
 @lowers(onnx.HardmaxOp)
-def _hardmax(op: onnx.HardmaxOp, e: Emitter):
+def _hardmax(op: onnx.HardmaxOp, e: TirEmitter):
     """1 where the first maximum along `axis` is, 0 elsewhere: the argmax
     compared with each position's index along the axis."""
     shape = static_shape(op.input, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     where = e.value(tir.ArgmaxOp(op.input, axis, True))
     positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
-    hit = binary(e, BinaryFn.EQ, where, e.value(tir.ConstantOp(array_to_attr(positions))))
+    hit = e.binary(BinaryFn.EQ, where, e.value(tir.ConstantOp(array_to_attr(positions))))
     return [e.value(tir.CastOp(hit, dtypes.tensor(op.input.type).element_type))]
 
 
 @lowers(onnx.ShapeOp, onnx.SizeOp)
-def _shape(op: onnx.ShapeOp | onnx.SizeOp, e: Emitter):
+def _shape(op: onnx.ShapeOp | onnx.SizeOp, e: TirEmitter):
     raise e.error("the input has no static shape; Forge needs static shapes")

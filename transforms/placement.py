@@ -23,6 +23,7 @@ from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lower_split import split_to_strided_slices
 from forge_opt.transforms.lowering import erase_dead_ops, leaving_failures, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.tir_builder import TirEmitter
 from forge_opt.transforms.tir_to_forge import tir_to_forge_rewrite
 
 _LOWERED = ("forge.", "func.", "builtin.")
@@ -59,7 +60,7 @@ def place(
     failures: dict = {}
     rewrite_in_order(trial, fold_constant_op)
     folded = {node_name(op) for op in trial.walk() if isinstance(op, onnx_ops.ConstantOp)}
-    rewrite_in_order(trial, leaving_failures(table_rewrite(ONNX_LOWERINGS), failures))
+    rewrite_in_order(trial, leaving_failures(table_rewrite(ONNX_LOWERINGS, TirEmitter), failures))
     erase_dead_ops(trial)
     rewrite_in_order(trial, split_to_strided_slices)
     rewrite_in_order(trial, leaving_failures(tir_to_forge_rewrite(), failures))

@@ -8,11 +8,11 @@ missing operand fails the type check instead of a run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
+from forge_opt.tools.generated_file import generator_main
 
 OUTPUT = Path(__file__).resolve().parent.parent / "dialects" / "forge_calls.py"
 
@@ -89,17 +89,7 @@ from forge_opt.dialects.forge import ForgeOp, build
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the module is stale")
-    args = parser.parse_args(argv)
-    text = generate()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT} is out of date: run python -m forge_opt.tools.gen_forge_calls")
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    return 0
+    return generator_main(__doc__, OUTPUT, generate, "forge_opt.tools.gen_forge_calls", argv)
 
 
 if __name__ == "__main__":

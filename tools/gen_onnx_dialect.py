@@ -11,7 +11,6 @@ string, tensor -> elements attribute); graph attributes become regions.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,6 +18,8 @@ import numpy as np
 import onnx
 import onnx.defs
 from onnx import AttributeProto, helper
+
+from forge_opt.tools.generated_file import generator_main
 
 OUTPUT = Path(__file__).resolve().parent.parent / "dialects" / "onnx_ops.py"
 
@@ -194,17 +195,7 @@ ONNX_VERSION = "{onnx.__version__}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
-    args = parser.parse_args(argv)
-    text = generate()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT} is out of date: run python -m forge_opt.tools.gen_onnx_dialect")
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    return 0
+    return generator_main(__doc__, OUTPUT, generate, "forge_opt.tools.gen_onnx_dialect", argv)
 
 
 if __name__ == "__main__":

@@ -65,11 +65,10 @@ def call(
         new = builder(*args, **kwargs)
     except forge_rules.ForgeRuleError as error:
         raise e.error(f"Forge cannot compute it: {error}") from None
-    got, want = dtypes.tensor(new.results[0].type), dtypes.tensor(result_type)
-    if got is not want and got.shape != want.shape:
+    got = new.results[0].type
+    if got is not result_type and dtypes.tensor(got).shape != dtypes.tensor(result_type).shape:
         raise e.error(
-            f"forge.op.{new.FORGE_FUNCTION} gives shape {list(got.get_shape())}, not the {list(want.get_shape())} "
-            "it lowers"
+            f"forge.op.{new.FORGE_FUNCTION} gives {got}, not the shape of the {result_type} it lowers"
         )
     return e.value(new)
 
@@ -128,8 +127,12 @@ def _unary(op: tir.UnaryOp, e: Emitter):
     x = op.input
     if fn == UnaryFn.NEG:
         return [call(e, op.output.type, F.Multiply, x, scalar_constant(e, -1, x))]
-    function = UNARY[fn]
-    return [call(e, op.output.type, F.BY_NAME[function.forge_function], x, **function.keywords)]
+    builder, keywords = _UNARY_CALLS[fn]
+    return [call(e, op.output.type, builder, x, **keywords)]
+
+
+# each unary kind's builder and keywords, looked up once
+_UNARY_CALLS = {fn: (F.BY_NAME[f.forge_function], f.keywords) for fn, f in UNARY.items() if f.forge is not None}
 
 
 def scalar_constant(e: Emitter, value, like):

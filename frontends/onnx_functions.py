@@ -21,7 +21,7 @@ from forge_opt.frontends.onnx_graph import node_label, rename_reads, subgraphs
 
 @cache
 def _lowered() -> frozenset[str]:
-    from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+    from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
 
     return frozenset(getattr(cls, "ONNX_OP_TYPE", "") for cls in ONNX_LOWERINGS)
 

@@ -1,5 +1,5 @@
 """DFT as Matmuls by matrices from ONNX's reference DFT on one-hot probes
-(transforms/onnx_to_tir_dft.py)."""
+(transforms/onnx_lowerings/dft.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Einsum as diagonals, sums and one Matmul per pair of operands
-(transforms/onnx_to_tir_einsum.py), in float32: the node tests' Einsum
+(transforms/onnx_lowerings/einsum.py), in float32: the node tests' Einsum
 cases are float64, which Forge cannot hold. Det by cofactor expansion."""
 
 from __future__ import annotations

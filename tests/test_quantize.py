@@ -1,4 +1,4 @@
-"""Round and linear quantization (transforms/onnx_to_tir_quantize.py):
+"""Round and linear quantization (transforms/onnx_lowerings/quantize.py):
 half-to-even rounding with its ties, saturation, per-axis and blocked
 parameters, and a CNN quantized the way onnxruntime's quantizer writes it."""
 

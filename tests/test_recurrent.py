@@ -1,4 +1,4 @@
-"""LSTM, GRU and RNN unrolled (transforms/onnx_to_tir_recurrent.py), in the
+"""LSTM, GRU and RNN unrolled (transforms/onnx_lowerings/recurrent.py), in the
 models that use them: a speech-style front end (STFT as a Conv1d over a
 reflect-padded signal, then an LSTM, then a classifier) and a CRNN-style
 OCR recogniser (CNN, then a bidirectional GRU or LSTM)."""

@@ -20,7 +20,7 @@ from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.interpreters.tir_kinds import NUMPY
 from forge_opt.targets.forge_python import emit_module
 from forge_opt.transforms import tir_to_forge
-from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.xdsl_internals import interpreted_ops
 

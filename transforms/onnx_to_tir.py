@@ -1,6 +1,6 @@
 """`onnx-to-tir`: fold what is known at compile time, then rewrite `onnx`
 ops into framework-neutral `tir` ops (one lowering function per ONNX op,
-in `onnx_to_tir_*.py`). Ops without a lowering stay and are reported by
+in `onnx_lowerings/`). Ops without a lowering stay and are reported by
 `tir-to-forge`."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from forge_opt.frontends.onnx import INPUT_DIMS_ATTR
 from forge_opt.frontends.onnx_shapes import symbols_hint
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
-from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
 from forge_opt.transforms.tir_builder import TirEmitter
 
 

@@ -22,7 +22,7 @@ from forge_opt.dialects.onnx import INITIALIZER_ATTR, CustomOp, OnnxOp
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lower_split import split_to_strided_slices
 from forge_opt.transforms.lowering import erase_dead_ops, leaving_failures, rewrite_in_order, table_rewrite
-from forge_opt.transforms.onnx_to_tir_ops import ONNX_LOWERINGS
+from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
 from forge_opt.transforms.tir_builder import TirEmitter
 from forge_opt.transforms.tir_to_forge import tir_to_forge_rewrite
 

@@ -1,6 +1,6 @@
 """Lowerings of ONNX's data-movement ops to `tir`: reshapes, transposes,
 concatenation, split, slice, expand, pad, reductions (gathers, scatters
-and OneHot are in `onnx_to_tir_gather_scatter.py`)."""
+and OneHot are in `gather_scatter.py`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.tir_shapes import broadcast, split_sections
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_nn import reduce
+from forge_opt.transforms.onnx_lowerings.nn import reduce
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

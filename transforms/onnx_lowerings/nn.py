@@ -1,7 +1,7 @@
 """Lowerings of ONNX's linear-algebra and convolution ops to `tir`: MatMul,
 Gemm, Conv, ConvTranspose, Det; and the helpers the other families share
-(`matmul`, `reduce`, `spatial`). Pooling is `onnx_to_tir_pool.py`,
-normalisations `onnx_to_tir_norm.py`."""
+(`matmul`, `reduce`, `spatial`). Pooling is `pool.py`,
+normalisations `norm.py`."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_nn import reduce
-from forge_opt.transforms.onnx_to_tir_shape import constant_ints
+from forge_opt.transforms.onnx_lowerings.nn import reduce
+from forge_opt.transforms.onnx_lowerings.shape import constant_ints
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

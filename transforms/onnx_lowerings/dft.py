@@ -15,7 +15,7 @@ from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.interpreters.onnx import one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

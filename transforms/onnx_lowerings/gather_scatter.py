@@ -18,7 +18,7 @@ from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_to_tir_shape import required_constant, reshape
+from forge_opt.transforms.onnx_lowerings.shape import required_constant, reshape
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

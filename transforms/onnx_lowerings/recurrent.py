@@ -16,7 +16,7 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_nn import matmul
+from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

@@ -13,7 +13,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_to_tir_nn import fold_spatial_pad, reduce, spatial
+from forge_opt.transforms.onnx_lowerings.nn import fold_spatial_pad, reduce, spatial
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()

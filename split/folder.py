@@ -98,8 +98,14 @@ def write_split(
     weights = _Weights(folder, base)
     for n, entry in enumerate(infos["graphs"]):
         onnx.save(sub_model(model, plan, n, weights), folder / entry["model_info"]["model_path"])
-    (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
+    write_infos(folder, infos)
     return infos
+
+
+def write_infos(folder: Path, infos: dict) -> None:
+    """`graph_infos.json`, for a split and for a tensor-parallel plan alike
+    (`read_split` reads both)."""
+    (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
 
 
 @dataclass

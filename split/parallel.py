@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import math
 import os
 from collections import Counter
@@ -40,7 +39,7 @@ from forge_opt.frontends.onnx_shapes import InputShapes
 from forge_opt.frontends.onnx_values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.tir import TirFunctions
-from forge_opt.split.folder import INFOS
+from forge_opt.split.folder import write_infos
 from forge_opt.split.plan import DEVICE
 from forge_opt.split.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
@@ -549,7 +548,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         "devices": devices,
         "layers": [layer.entry() for layer in layers] if layers is not None else layer_entries(module),
     }
-    (folder / INFOS).write_text(json.dumps(infos, indent=2) + "\n")
+    write_infos(folder, infos)
     return infos
 
 

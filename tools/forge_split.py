@@ -93,7 +93,7 @@ def _why(infos: dict) -> str:
 
 def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
     """A run-time If's branches, or a Loop's body: each one's folder and its sub-models' devices."""
-    import json
+    from forge_opt.split.folder import read_split
 
     if "branches" in entry:
         info = entry["branches"]
@@ -107,7 +107,7 @@ def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
         return []
     out = []
     for which, (sub, when) in kinds.items():
-        devices = [g["device"] for g in json.loads((folder / sub / "graph_infos.json").read_text())["graphs"]]
+        devices = [g["device"] for g in read_split(folder / sub)[0]["graphs"]]
         count = f"{len(devices)} sub-model{'' if len(devices) == 1 else 's'}"
         out.append((which, f"{sub}/ ({count}: {', '.join(devices)}), {when}"))
     return out

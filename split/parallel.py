@@ -44,8 +44,8 @@ from forge_opt.split.plan import DEVICE
 from forge_opt.split.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names, output_names, save_constants
 from forge_opt.transforms.lowering import erase_dead_ops
-from forge_opt.transforms.pipelines import run_passes, run_pipeline, segment_passes
-from forge_opt.transforms.tp.annotate import annotate, layer_entries
+from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, segment_passes, verify_after
+from forge_opt.transforms.tp.annotate import layer_entries
 from forge_opt.transforms.tp.partition import grid_info, split_axes
 
 COLLECTIVE_OPS = {
@@ -495,7 +495,7 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
     ]
 
 
-def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, layout: str = "NCHW") -> dict:
+def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict:
     """Compile each segment for each device into `folder`: `dev{k}/` holds
     device k's modules, their constants and `weights.onnx`; the plan is
     `graph_infos.json`. Returns the plan."""
@@ -546,7 +546,7 @@ def write_parallel(module: ModuleOp, folder: Path, layers: list | None = None, l
         "grid": {"name": program.grid, "shape": [p]},
         "collectives": collectives,
         "devices": devices,
-        "layers": [layer.entry() for layer in layers] if layers is not None else layer_entries(module),
+        "layers": layer_entries(module),
     }
     write_infos(folder, infos)
     return infos
@@ -578,7 +578,8 @@ def tensor_parallel(
         raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
     model, loaded_from = load_model(source)
     module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
-    run_pipeline(module, "onnx-to-tir")
-    layers = annotate(module, devices, min_size, plan, require_sharded)
-    run_pipeline(module, "tp-partition")
-    return write_parallel(module, out, layers)
+    # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
+    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, verify_each=True)
+    verify_after(None, module)
+    run_passes([pipeline], Context(), module, verify_each=False)
+    return write_parallel(module, out)

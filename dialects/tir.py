@@ -89,10 +89,7 @@ class ConstantOp(TirOp):
     assembly_format = "attr-dict `:` type($output)"
 
     def __init__(self, value: Attribute, weight_name: str | None = None):
-        super().__init__(
-            result_types=[self.infer(value)],
-            properties={"value": value, "weight_name": None if weight_name is None else StringAttr(weight_name)},
-        )
+        self.init_inferred({}, value=value, weight_name=None if weight_name is None else StringAttr(weight_name))
 
     @staticmethod
     def infer(value: Attribute) -> Attribute:
@@ -100,9 +97,6 @@ class ConstantOp(TirOp):
         if not isinstance(t, TensorType):
             raise ShapeError(f"a constant's value must be a tensor, not {value}")
         return t
-
-    def inferred(self):
-        return [self.infer(self.value)]
 
 
 @op_definition
@@ -141,16 +135,13 @@ class UnaryOp(OneInputOp):
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, fn: UnaryFn, input: SSAValue):
-        super().__init__(operands=[input], result_types=[self.infer(input.type)], properties={"fn": unary_attr(fn)})
+        self.init_inferred({"input": input}, fn=unary_attr(fn))
 
     @staticmethod
     def infer(input: Attribute) -> Attribute:
         if not isinstance(input, TensorType):
             raise ShapeError(f"expected a ranked tensor, got {input}")
         return input
-
-    def inferred(self):
-        return [self.infer(self.input.type)]
 
 
 @op_definition
@@ -167,10 +158,7 @@ class BinaryOp(TirOp):
     assembly_format = "$fn $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($output)"
 
     def __init__(self, fn: BinaryFn, lhs: SSAValue, rhs: SSAValue):
-        attr = binary_attr(fn)
-        super().__init__(
-            operands=[lhs, rhs], result_types=[self.infer(attr.data, lhs.type, rhs.type)], properties={"fn": attr}
-        )
+        self.init_inferred({"lhs": lhs, "rhs": rhs}, fn=binary_attr(fn))
 
     @staticmethod
     def infer(fn: BinaryFn, lhs: Attribute, rhs: Attribute) -> TensorType:
@@ -182,9 +170,6 @@ class BinaryOp(TirOp):
                 "the operands' element types must be equal (only pow's exponent may differ)"
             )
         return tensor_type(i1 if BINARY[fn].comparison else lhs.element_type, shape)
-
-    def inferred(self):
-        return [self.infer(self.fn.data, self.lhs.type, self.rhs.type)]
 
 
 @op_definition
@@ -202,7 +187,7 @@ class WhereOp(TirOp):
     )
 
     def __init__(self, condition: SSAValue, x: SSAValue, y: SSAValue):
-        super().__init__(operands=[condition, x, y], result_types=[self.infer(condition.type, x.type, y.type)])
+        self.init_inferred({"condition": condition, "x": x, "y": y})
 
     @staticmethod
     def infer(condition: Attribute, x: Attribute, y: Attribute) -> TensorType:
@@ -210,9 +195,6 @@ class WhereOp(TirOp):
         if like_elem(x) != like_elem(y):
             raise ShapeError(f"tir.where of {like_elem(x)} and {like_elem(y)}: the two branches' element types differ")
         return like(x, shape)
-
-    def inferred(self):
-        return [self.infer(self.condition.type, self.x.type, self.y.type)]
 
 
 @op_definition
@@ -241,14 +223,11 @@ class ClipOp(OneInputOp):
     max = prop_def(FloatAttr)
 
     def __init__(self, input: SSAValue, min: float, max: float):
-        super().__init__(
-            operands=[input],
-            result_types=[UnaryOp.infer(input.type)],
-            properties={"min": FloatAttr(min, f32), "max": FloatAttr(max, f32)},
-        )
+        self.init_inferred({"input": input}, min=FloatAttr(min, f32), max=FloatAttr(max, f32))
 
-    def inferred(self):
-        return [UnaryOp.infer(self.input.type)]
+    @staticmethod
+    def infer(input: Attribute) -> Attribute:
+        return UnaryOp.infer(input)
 
 
 TIR = Dialect(

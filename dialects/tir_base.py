@@ -1,17 +1,21 @@
-"""What every `tir` op shares: the base classes (result types checked
-against `inferred()`), and helpers building their properties."""
+"""What every `tir` op shares: the base classes (result types from each
+op's `infer`, for its builder and its verifier alike), and helpers building
+their properties."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
+    FloatAttr,
     IntegerAttr,
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     ParsePropInAttrDict,
     operand_def,
@@ -58,10 +62,40 @@ def like_elem(t: Attribute) -> Attribute:
 
 
 class TirOp(FastOp):
-    """A `tir` op: its results have the types `inferred()` gives."""
+    """A `tir` op: its results have the types `infer` gives.
+
+    `infer` is a static method whose parameters are named for the op's
+    operands (each read as its type: None when an optional one is absent, a
+    list for a variadic one) and properties (each read as a Python value:
+    ints, a float, a tuple of ints, an enum member). The builder (`init_inferred`)
+    and the verifier (`inferred`) both call it by those names, so each op
+    states its inputs once. An op whose result type is itself an input (a
+    reshape's shape, a cast's element type) overrides `inferred`."""
+
+    @staticmethod
+    def infer(*args) -> Attribute | Sequence[Attribute]:
+        raise NotImplementedError
+
+    @classmethod
+    def infer_names(cls) -> tuple[str, ...]:
+        names = cls.__dict__.get("_infer_names")
+        if names is None:
+            names = tuple(inspect.signature(cls.infer).parameters)
+            cls._infer_names = names
+        return names
 
     def inferred(self) -> Sequence[Attribute]:
-        raise NotImplementedError
+        return _as_list(self.infer(*[python_value(getattr(self, name)) for name in self.infer_names()]))
+
+    def init_inferred(
+        self, operands: Mapping[str, SSAValue | Sequence[SSAValue] | None], **properties: Attribute | None
+    ) -> None:
+        """Build the op from its operands (by name, in the definition's
+        order) and properties, with the result types `infer` gives."""
+        given = {**operands, **properties}
+        result = self.infer(*[python_value(given.get(name)) for name in self.infer_names()])
+        # a list of types is one variadic group of results
+        FastOp.__init__(self, operands=list(operands.values()), result_types=[result], properties=properties)
 
     def verify_(self) -> None:
         try:
@@ -81,6 +115,25 @@ class TirOp(FastOp):
                 and shapes.matches(want.get_shape(), got.get_shape())
             ):
                 raise VerifyException(f"result {i} has type {got}, expected {want}")
+
+
+def python_value(value):
+    """What `infer` reads for an operand or a property (see `TirOp`)."""
+    if isinstance(value, SSAValue):
+        return value.type
+    if isinstance(value, DenseArrayBase):
+        return value.get_values()
+    if isinstance(value, IntegerAttr | FloatAttr):
+        return value.value.data
+    if isinstance(value, EnumAttribute):
+        return value.data
+    if isinstance(value, list | tuple):
+        return [python_value(v) for v in value]
+    return value
+
+
+def _as_list(result: Attribute | Sequence[Attribute]) -> Sequence[Attribute]:
+    return result if isinstance(result, Sequence) else [result]
 
 
 class OneInputOp(TirOp):

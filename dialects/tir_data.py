@@ -84,16 +84,12 @@ class TransposeOp(OneInputOp):
     assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, input: SSAValue, perm: Sequence[int]):
-        super().__init__(
-            operands=[input], result_types=[self.infer(input.type, perm)], properties={"perm": ints_attr(perm)}
-        )
+        self.init_inferred({"input": input}, perm=ints_attr(perm))
 
     @staticmethod
     def infer(input: Attribute, perm: Sequence[int]) -> TensorType:
         return like(input, shapes.transpose(shape_of(input), perm))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.perm.get_values())]
 
 
 @op_definition
@@ -108,18 +104,11 @@ class ConcatOp(TirOp):
     assembly_format = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($output)"
 
     def __init__(self, inputs: Sequence[SSAValue], axis: int):
-        super().__init__(
-            operands=[list(inputs)],
-            result_types=[self.infer([v.type for v in inputs], axis)],
-            properties={"axis": int_attr(axis)},
-        )
+        self.init_inferred({"inputs": list(inputs)}, axis=int_attr(axis))
 
     @staticmethod
     def infer(inputs: Sequence[Attribute], axis: int) -> TensorType:
         return like(inputs[0], shapes.concat([shape_of(t) for t in inputs], axis))
-
-    def inferred(self):
-        return [self.infer([v.type for v in self.inputs], self.axis.value.data)]
 
 
 @op_definition
@@ -133,18 +122,12 @@ class ReduceOp(OneInputOp):
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, fn: ReduceFn, input: SSAValue, axes: Sequence[int], keepdims: bool):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, axes, keepdims)],
-            properties={"fn": ReduceFnAttr(fn), "axes": ints_attr(axes), "keepdims": int_attr(keepdims)},
-        )
+        self.init_inferred({"input": input}, fn=ReduceFnAttr(fn), axes=ints_attr(axes), keepdims=int_attr(keepdims))
 
     @staticmethod
     def infer(input: Attribute, axes: Sequence[int], keepdims: bool) -> TensorType:
         return like(input, shapes.reduce(shape_of(input), list(axes), bool(keepdims)))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.axes.get_values(), bool(self.keepdims.value.data))]
 
 
 @op_definition
@@ -156,18 +139,12 @@ class ArgmaxOp(OneInputOp):
     keepdims = prop_def(IntegerAttr[I64])
 
     def __init__(self, input: SSAValue, axis: int, keepdims: bool):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, axis, keepdims)],
-            properties={"axis": int_attr(axis), "keepdims": int_attr(keepdims)},
-        )
+        self.init_inferred({"input": input}, axis=int_attr(axis), keepdims=int_attr(keepdims))
 
     @staticmethod
     def infer(input: Attribute, axis: int, keepdims: bool) -> TensorType:
         return tensor_type(i64, shapes.reduce(shape_of(input), [axis], bool(keepdims)))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.axis.value.data, bool(self.keepdims.value.data))]
 
 
 @op_definition
@@ -178,16 +155,12 @@ class TileOp(OneInputOp):
     repeats = prop_def(DenseArrayBase.constr(i64))
 
     def __init__(self, input: SSAValue, repeats: Sequence[int]):
-        super().__init__(
-            operands=[input], result_types=[self.infer(input.type, repeats)], properties={"repeats": ints_attr(repeats)}
-        )
+        self.init_inferred({"input": input}, repeats=ints_attr(repeats))
 
     @staticmethod
     def infer(input: Attribute, repeats: Sequence[int]) -> TensorType:
         return like(input, shapes.tile(shape_of(input), repeats))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.repeats.get_values())]
 
 
 @op_definition
@@ -198,14 +171,12 @@ class CumsumOp(OneInputOp):
     axis = prop_def(IntegerAttr[I64])
 
     def __init__(self, input: SSAValue, axis: int):
-        super().__init__(
-            operands=[input], result_types=[self.infer(input.type, axis)], properties={"axis": int_attr(axis)}
-        )
+        self.init_inferred({"input": input}, axis=int_attr(axis))
 
-    infer = staticmethod(SoftmaxOp.infer)
+    @staticmethod
+    def infer(input: Attribute, axis: int) -> TensorType:
+        return SoftmaxOp.infer(input, axis)
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.axis.value.data)]
 
 
 @op_definition
@@ -217,18 +188,12 @@ class PadOp(OneInputOp):
     value = prop_def(FloatAttr)
 
     def __init__(self, input: SSAValue, pads: Sequence[int], value: float):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, pads)],
-            properties={"pads": ints_attr(pads), "value": FloatAttr(value, f32)},
-        )
+        self.init_inferred({"input": input}, pads=ints_attr(pads), value=FloatAttr(value, f32))
 
     @staticmethod
     def infer(input: Attribute, pads: Sequence[int]) -> TensorType:
         return like(input, shapes.pad(shape_of(input), pads))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.pads.get_values())]
 
 
 @op_definition
@@ -245,11 +210,7 @@ class GatherOp(TirOp):
     assembly_format = "$input `,` $indices attr-dict `:` type($input) `,` type($indices) `->` type($output)"
 
     def __init__(self, input: SSAValue, indices: SSAValue, axis: int):
-        super().__init__(
-            operands=[input, indices],
-            result_types=[self.infer(input.type, indices.type, axis)],
-            properties={"axis": int_attr(axis)},
-        )
+        self.init_inferred({"input": input, "indices": indices}, axis=int_attr(axis))
 
     @staticmethod
     def infer(input: Attribute, indices: Attribute, axis: int) -> TensorType:
@@ -257,8 +218,6 @@ class GatherOp(TirOp):
             raise ShapeError(f"indices must be integers, not {indices}")
         return like(input, shapes.gather(shape_of(input), shape_of(indices), axis))
 
-    def inferred(self):
-        return [self.infer(self.input.type, self.indices.type, self.axis.value.data)]
 
 
 @op_definition
@@ -283,18 +242,12 @@ class SplitOp(TirOp):
         if not -rank <= axis < rank:
             raise ShapeError(f"axis {axis} is out of range for rank {rank}")
         axis %= rank
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, axis, sections)],
-            properties={"axis": int_attr(axis), "sections": ints_attr(sections)},
-        )
+        self.init_inferred({"input": input}, axis=int_attr(axis), sections=ints_attr(sections))
 
     @staticmethod
     def infer(input: Attribute, axis: int, sections: Sequence[int]) -> list[TensorType]:
         return [like(input, s) for s in shapes.split(shape_of(input), axis, list(sections))]
 
-    def inferred(self):
-        return self.infer(self.input.type, self.axis.value.data, self.sections.get_values())
 
 
 @op_definition
@@ -313,13 +266,8 @@ class StridedSliceOp(OneInputOp):
     def __init__(
         self, input: SSAValue, axes: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int]
     ):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, axes, begin, end, strides)],
-            properties={
-                "axes": ints_attr(axes), "begin": ints_attr(begin), "end": ints_attr(end), "strides": ints_attr(strides)
-            },
-        )
+        properties = {"axes": axes, "begin": begin, "end": end, "strides": strides}
+        self.init_inferred({"input": input}, **{k: ints_attr(v) for k, v in properties.items()})
 
     @staticmethod
     def infer(input: Attribute, axes, begin, end, strides) -> TensorType:
@@ -330,14 +278,3 @@ class StridedSliceOp(OneInputOp):
         return list(
             zip(self.axes.get_values(), self.begin.get_values(), self.end.get_values(), self.strides.get_values())
         )
-
-    def inferred(self):
-        return [
-            self.infer(
-                self.input.type,
-                self.axes.get_values(),
-                self.begin.get_values(),
-                self.end.get_values(),
-                self.strides.get_values(),
-            )
-        ]

@@ -55,10 +55,7 @@ class MatmulOp(TirOp):
     )
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, bias: SSAValue | None = None):
-        super().__init__(
-            operands=[lhs, rhs, [] if bias is None else [bias]],
-            result_types=[self.infer(lhs.type, rhs.type, None if bias is None else bias.type)],
-        )
+        self.init_inferred({"lhs": lhs, "rhs": rhs, "bias": bias})
 
     @staticmethod
     def infer(lhs: Attribute, rhs: Attribute, bias: Attribute | None = None) -> TensorType:
@@ -67,16 +64,11 @@ class MatmulOp(TirOp):
             raise ShapeError(f"a bias of shape {list(shape_of(bias))} does not broadcast to the product's {list(out)}")
         return like(lhs, out)
 
-    def inferred(self):
-        return [self.infer(self.lhs.type, self.rhs.type, None if self.bias is None else self.bias.type)]
 
+class WindowOp(TirOp):
+    """The convolutions: an NCHW input, a weight, an optional bias, and a
+    window's strides, pads, dilations and groups."""
 
-@op_definition
-class Conv2dOp(TirOp):
-    """2-D convolution, NCHW activations, OIHW weights; `pads` is
-    [top, left, bottom, right]."""
-
-    name = "tir.conv2d"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -88,6 +80,21 @@ class Conv2dOp(TirOp):
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def init_window(self, input, weight, bias, strides, pads, dilations, groups, **more: Attribute) -> None:
+        self.init_inferred(
+            {"input": input, "weight": weight, "bias": bias},
+            strides=ints_attr(strides), pads=ints_attr(pads), dilations=ints_attr(dilations), **more,
+            groups=int_attr(groups),
+        )
+
+
+@op_definition
+class Conv2dOp(WindowOp):
+    """2-D convolution, NCHW activations, OIHW weights; `pads` is
+    [top, left, bottom, right]."""
+
+    name = "tir.conv2d"
 
     def __init__(
         self,
@@ -99,19 +106,7 @@ class Conv2dOp(TirOp):
         dilations: Sequence[int],
         groups: int,
     ):
-        result = self.infer(
-            input.type, weight.type, None if bias is None else bias.type, strides, pads, dilations, groups
-        )
-        super().__init__(
-            operands=[input, weight, [] if bias is None else [bias]],
-            result_types=[result],
-            properties={
-                "strides": ints_attr(strides),
-                "pads": ints_attr(pads),
-                "dilations": ints_attr(dilations),
-                "groups": int_attr(groups),
-            },
-        )
+        self.init_window(input, weight, bias, strides, pads, dilations, groups)
 
     @staticmethod
     def infer(input, weight, bias, strides, pads, dilations, groups: int) -> TensorType:
@@ -119,39 +114,15 @@ class Conv2dOp(TirOp):
         out = shapes.conv2d(shape_of(input), shape_of(weight), bias_shape, strides, pads, dilations, groups)
         return like(input, out)
 
-    def inferred(self):
-        return [
-            self.infer(
-                self.input.type,
-                self.weight.type,
-                None if self.bias is None else self.bias.type,
-                self.strides.get_values(),
-                self.pads.get_values(),
-                self.dilations.get_values(),
-                self.groups.value.data,
-            )
-        ]
-
 
 @op_definition
-class ConvTranspose2dOp(TirOp):
+class ConvTranspose2dOp(WindowOp):
     """2-D transposed convolution (torch's conv_transpose2d): NCHW
     activations, (Cin, Cout/groups, kH, kW) weights; `pads` [pH, pW] are
     cut from both ends of each dim of the full result."""
 
     name = "tir.conv_transpose2d"
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-    output = result_def(TensorType)
-    strides = prop_def(DenseArrayBase.constr(i64))
-    pads = prop_def(DenseArrayBase.constr(i64))
-    dilations = prop_def(DenseArrayBase.constr(i64))
     output_padding = prop_def(DenseArrayBase.constr(i64))
-    groups = prop_def(IntegerAttr[I64])
-    traits = traits_def(Pure())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
 
     def __init__(
         self,
@@ -164,18 +135,8 @@ class ConvTranspose2dOp(TirOp):
         output_padding: Sequence[int],
         groups: int,
     ):
-        bias_type = None if bias is None else bias.type
-        result = self.infer(input.type, weight.type, bias_type, strides, pads, dilations, output_padding, groups)
-        super().__init__(
-            operands=[input, weight, [] if bias is None else [bias]],
-            result_types=[result],
-            properties={
-                "strides": ints_attr(strides),
-                "pads": ints_attr(pads),
-                "dilations": ints_attr(dilations),
-                "output_padding": ints_attr(output_padding),
-                "groups": int_attr(groups),
-            },
+        self.init_window(
+            input, weight, bias, strides, pads, dilations, groups, output_padding=ints_attr(output_padding)
         )
 
     @staticmethod
@@ -185,20 +146,6 @@ class ConvTranspose2dOp(TirOp):
             shape_of(input), shape_of(weight), bias_shape, strides, pads, dilations, output_padding, groups
         )
         return like(input, shape)
-
-    def inferred(self):
-        return [
-            self.infer(
-                self.input.type,
-                self.weight.type,
-                None if self.bias is None else self.bias.type,
-                self.strides.get_values(),
-                self.pads.get_values(),
-                self.dilations.get_values(),
-                self.output_padding.get_values(),
-                self.groups.value.data,
-            )
-        ]
 
 
 @op_definition
@@ -217,7 +164,7 @@ class Pool2dOp(OneInputOp):
 
     def __init__(
         self,
-        kind: PoolKind | str,
+        kind: PoolKind,
         input: SSAValue,
         kernel: Sequence[int],
         strides: Sequence[int],
@@ -226,35 +173,20 @@ class Pool2dOp(OneInputOp):
         ceil_mode: bool,
         count_include_pad: bool,
     ):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, kernel, strides, pads, dilations, ceil_mode)],
-            properties={
-                "kind": PoolKindAttr(PoolKind(kind)),
-                "kernel": ints_attr(kernel),
-                "strides": ints_attr(strides),
-                "pads": ints_attr(pads),
-                "dilations": ints_attr(dilations),
-                "ceil_mode": int_attr(ceil_mode),
-                "count_include_pad": int_attr(count_include_pad),
-            },
+        self.init_inferred(
+            {"input": input},
+            kind=PoolKindAttr(PoolKind(kind)),
+            kernel=ints_attr(kernel),
+            strides=ints_attr(strides),
+            pads=ints_attr(pads),
+            dilations=ints_attr(dilations),
+            ceil_mode=int_attr(ceil_mode),
+            count_include_pad=int_attr(count_include_pad),
         )
 
     @staticmethod
     def infer(input, kernel, strides, pads, dilations, ceil_mode: bool) -> TensorType:
         return like(input, shapes.pool2d(shape_of(input), kernel, strides, pads, dilations, bool(ceil_mode)))
-
-    def inferred(self):
-        return [
-            self.infer(
-                self.input.type,
-                self.kernel.get_values(),
-                self.strides.get_values(),
-                self.pads.get_values(),
-                self.dilations.get_values(),
-                bool(self.ceil_mode.value.data),
-            )
-        ]
 
 
 @op_definition
@@ -274,19 +206,12 @@ class BatchnormOp(TirOp):
     assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input, scale, bias, mean, var, epsilon: float):
-        params = [scale, bias, mean, var]
-        super().__init__(
-            operands=[input, *params],
-            result_types=[self.infer(input.type, *(p.type for p in params))],
-            properties={"epsilon": FloatAttr(epsilon, f32)},
-        )
+        operands = {"input": input, "scale": scale, "bias": bias, "mean": mean, "var": var}
+        self.init_inferred(operands, epsilon=FloatAttr(epsilon, f32))
 
     @staticmethod
-    def infer(input, *params) -> TensorType:
-        return like(input, shapes.per_channel(shape_of(input), 1, *(shape_of(p) for p in params)))
-
-    def inferred(self):
-        return [self.infer(*(v.type for v in self.operands))]
+    def infer(input, scale, bias, mean, var) -> TensorType:
+        return like(input, shapes.per_channel(shape_of(input), 1, *(shape_of(p) for p in (scale, bias, mean, var))))
 
 
 @op_definition
@@ -298,18 +223,11 @@ class SoftmaxOp(OneInputOp):
     log = prop_def(IntegerAttr[I64], IntegerAttr(0, i64))
 
     def __init__(self, input: SSAValue, axis: int, log: bool = False):
-        super().__init__(
-            operands=[input],
-            result_types=[self.infer(input.type, axis)],
-            properties={"axis": int_attr(axis), "log": int_attr(log)},
-        )
+        self.init_inferred({"input": input}, axis=int_attr(axis), log=int_attr(log))
 
     @staticmethod
     def infer(input: Attribute, axis: int) -> TensorType:
         return like(input, shapes.same(shape_of(input), axis))
-
-    def inferred(self):
-        return [self.infer(self.input.type, self.axis.value.data)]
 
 
 @op_definition
@@ -327,15 +245,8 @@ class LayernormOp(TirOp):
     assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, scale: SSAValue, bias: SSAValue, epsilon: float):
-        super().__init__(
-            operands=[input, scale, bias],
-            result_types=[self.infer(input.type, scale.type, bias.type)],
-            properties={"epsilon": FloatAttr(epsilon, f32)},
-        )
+        self.init_inferred({"input": input, "scale": scale, "bias": bias}, epsilon=FloatAttr(epsilon, f32))
 
     @staticmethod
     def infer(input, scale, bias) -> TensorType:
         return like(input, shapes.per_channel(shape_of(input), -1, shape_of(scale), shape_of(bias)))
-
-    def inferred(self):
-        return [self.infer(self.input.type, self.scale.type, self.bias.type)]

@@ -35,7 +35,12 @@ def test_every_lowering_key_is_an_op_of_its_dialect():
 @pytest.mark.parametrize("op", TIR_OPS, ids=lambda op: op.name)
 def test_every_tir_op_has_a_builder_an_interpreter_and_a_forge_lowering(op):
     assert any("__init__" in vars(c) for c in op.__mro__ if issubclass(c, tir.TirOp) and c is not tir.TirOp)
-    assert op.inferred is not tir.TirOp.inferred, "its verifier must infer its result types"
+    assert op.infer is not tir.TirOp.infer, "its builder and verifier must infer its result types"
+    definition = op.get_irdl_definition()
+    fields = {name for name, _ in definition.operands} | set(definition.properties)
+    assert op.inferred is not tir.TirOp.inferred or set(op.infer_names()) <= fields, (
+        "infer's parameters are named for the op's operands and properties, or the op reads them itself"
+    )
     assert op in interpreted_ops(TirFunctions), f"{op.name} has no numpy implementation"
     assert op in tir_to_forge.LOWERINGS or op.name in tir_to_forge.DECOMPOSED_BY
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import onnx
 
-from forge_opt.frontends.onnx_shapes import symbol_names
+from forge_opt.frontends.onnx.shapes import symbol_names
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

@@ -17,7 +17,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 
 from forge_opt.check.compare import compare_output
-from forge_opt.frontends.onnx_names import ambiguous, ssa_name
+from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
 from forge_opt.interpreters.run import main_func

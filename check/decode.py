@@ -24,7 +24,7 @@ from forge_opt.check.driver import load_checked, model_feeds
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_shapes import InputShapes
+from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.interpreters.run import main_func
 from forge_opt.targets.forge_python import output_names

@@ -17,7 +17,7 @@ from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_o
 from forge_opt.check.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, import_model, load_model
-from forge_opt.frontends.onnx_shapes import InputShapes
+from forge_opt.frontends.onnx.shapes import InputShapes
 
 
 @dataclass(frozen=True)

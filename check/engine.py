@@ -21,8 +21,8 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model
-from forge_opt.frontends.onnx_shapes import InputShapes
-from forge_opt.frontends.onnx_values import with_external_data
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names

@@ -11,7 +11,7 @@ from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
-from forge_opt.frontends.onnx_shapes import InputShapes, is_known, symbols_hint
+from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import INFOS, converted_module, parallel_dir, read_split, write_split
 from forge_opt.split.parallel import tensor_parallel

@@ -28,7 +28,7 @@ import onnx
 from onnx import GraphProto, ModelProto, NodeProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_graph import describe_node, outer_reads
+from forge_opt.frontends.onnx.graph import describe_node, outer_reads
 
 BRANCHES = ("then", "else")
 

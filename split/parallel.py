@@ -35,8 +35,8 @@ from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import forge, shard, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.frontends.onnx import import_model, load_model
-from forge_opt.frontends.onnx_shapes import InputShapes
-from forge_opt.frontends.onnx_values import release_mapped_pages
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.folder import write_infos

@@ -30,7 +30,7 @@ import onnx
 
 from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_values import with_external_data
+from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
 from forge_opt.split.folder import INFOS, SplitGraph, converted_module, parallel_dir, read_split

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from forge_opt.frontends.onnx_values import release_mapped_pages
+from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.shard import block
 

@@ -17,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt import check_model, compile_onnx, import_onnx
 from forge_opt.check import NOT_COMPILED
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_shapes import InputShapes
-from forge_opt.frontends.onnx_unroll import MAX_UNROLLED_NODES
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.frontends.onnx.unroll import MAX_UNROLLED_NODES
 
 MODELS = Path(__file__).parent / "data" / "models"
 

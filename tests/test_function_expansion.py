@@ -1,5 +1,5 @@
 """Ops defined by a function body in their ONNX schema and without a
-lowering of their own compile as that body (frontends/onnx_functions.py)."""
+lowering of their own compile as that body (frontends/onnx/functions.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 
 from forge_opt import check_model, import_onnx
 from forge_opt.check import MATCH
-from forge_opt.frontends.onnx_functions import expandable
+from forge_opt.frontends.onnx.functions import expandable
 
 _model = partial(make_model, opset=23)
 

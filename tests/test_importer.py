@@ -107,7 +107,7 @@ def test_value_names_are_set_as_xdsls_setter_sets_them(name):
 
     fast, slow = Block(arg_types=[TensorType(f32, [1])] * 2).args
     set_name_hint(fast, name)
-    # the rule's statement (frontends/onnx_names.py): other characters become _, leading non-letters go
+    # the rule's statement (frontends/onnx/names.py): other characters become _, leading non-letters go
     hint = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name).lstrip("_0123456789")
     if hint:
         slow.name_hint = hint  # xDSL's setter: validates, drops a trailing _<digits>

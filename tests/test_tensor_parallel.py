@@ -603,7 +603,7 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
     few rows at a time with each band's pages dropped after, is its block."""
     from forge_opt.dialects.elements import attr_to_array
     from forge_opt.frontends.onnx import load_model
-    from forge_opt.frontends.onnx_values import tensor_attr
+    from forge_opt.frontends.onnx.values import tensor_attr
     from forge_opt.interpreters.shard import block
     from forge_opt.split import weight_file
 

@@ -169,7 +169,7 @@ def test_bisect_finds_values_by_the_importers_naming_rule(monkeypatch):
 
 
 def test_one_naming_rule():
-    from forge_opt.frontends.onnx_names import ambiguous, ssa_name
+    from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 
     assert ssa_name("hidden") == "hidden" and ssa_name("b_1") == "b"
     assert ssa_name("/model/layer.0/MatMul_output_0") == "model_layer_0_MatMul_output"

@@ -197,7 +197,7 @@ _STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 def run_case(case) -> Result:
     """The case compiled whole to Forge and run on the stand-in."""
     from forge_opt.check.engine import compile_model, run_compiled
-    from forge_opt.frontends.onnx_shapes import InputShapes
+    from forge_opt.frontends.onnx.shapes import InputShapes
 
     prepared = _prepare(case)
     if isinstance(prepared, Result):
@@ -218,7 +218,7 @@ def run_case_split(case) -> Result:
     CPU ones (onnxruntime) elsewhere. `forge_ops` holds the devices used."""
     import tempfile
 
-    from forge_opt.frontends.onnx_shapes import InputShapes
+    from forge_opt.frontends.onnx.shapes import InputShapes
     from forge_opt.split.api import convert, run_split, split_model
 
     prepared = _prepare(case)

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from forge_opt.check import NOT_COMPILED, check_model
-    from forge_opt.frontends.onnx_shapes import InputShapes
+    from forge_opt.frontends.onnx.shapes import InputShapes
 
     try:
         inputs = None

@@ -74,7 +74,7 @@ class ForgeOptMain(xDSLOptMain):
         self.available_frontends["onnxtxt"] = from_text
 
     def _shapes(self):
-        from forge_opt.frontends.onnx_shapes import InputShapes
+        from forge_opt.frontends.onnx.shapes import InputShapes
 
         return InputShapes.parse(self.args.shape, self.args.dim)
 

@@ -115,7 +115,7 @@ def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
 
 def _split(argv: list[str]) -> int:
     args = _split_parser().parse_args(argv)
-    from forge_opt.frontends.onnx_shapes import InputShapes
+    from forge_opt.frontends.onnx.shapes import InputShapes
     from forge_opt.split.api import convert, split_model
 
     chosen = InputShapes.parse(args.shape, args.dim)

@@ -26,7 +26,7 @@ from forge_opt.dialects import onnx_ops
 from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
 from forge_opt.frontends.onnx import INPUT_DIMS_ATTR
-from forge_opt.frontends.onnx_shapes import symbols_hint
+from forge_opt.frontends.onnx.shapes import symbols_hint
 from forge_opt.transforms.fold_constants import fold_constant_op
 from forge_opt.transforms.lowering import erase_dead_ops, rewrite_in_order, table_rewrite
 from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS

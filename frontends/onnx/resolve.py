@@ -10,8 +10,8 @@ inference and folding run in turn until nothing changes (at most
   is evaluated (onnx.reference) and becomes a constant; so does
   `Shape`/`Size` of a statically shaped value;
 - an `If`, `Loop` or `Scan` known at compile time is replaced by its taken
-  branch or unrolled (`onnx_unroll`);
-- sequences of known length become their tensors (`onnx_sequences`).
+  branch or unrolled (`unroll`);
+- sequences of known length become their tensors (`sequences`).
 
 It works on the importer's copy of the graph without its large weights
 (`onnx._without_large_weights`), so weight bytes are never read, and never
@@ -29,11 +29,11 @@ import onnx
 from onnx import AttributeProto, ModelProto, NodeProto, numpy_helper
 
 from forge_opt.dtypes import holds
-from forge_opt.frontends.onnx_functions import expand, expandable, function_body
-from forge_opt.frontends.onnx_graph import node_reads
-from forge_opt.frontends.onnx_round import static_shape
-from forge_opt.frontends.onnx_sequences import SEQUENCE_OPS, ResolveSequences
-from forge_opt.frontends.onnx_unroll import UnrollControlFlow
+from forge_opt.frontends.onnx.functions import expand, expandable, function_body
+from forge_opt.frontends.onnx.graph import node_reads
+from forge_opt.frontends.onnx.round import static_shape
+from forge_opt.frontends.onnx.sequences import SEQUENCE_OPS, ResolveSequences
+from forge_opt.frontends.onnx.unroll import UnrollControlFlow
 from forge_opt.transforms.fold_constants import FOLD_LIMIT
 
 MAX_ROUNDS = 8
@@ -63,7 +63,7 @@ def resolve(inferred: ModelProto, infer: Callable[[ModelProto], ModelProto]) -> 
 
 class _Round(UnrollControlFlow, ResolveSequences):
     """One in-order walk over the graph; inlined nodes are walked where they
-    land. Control flow (`onnx_unroll`) and sequences (`onnx_sequences`) are
+    land. Control flow (`unroll`) and sequences (`sequences`) are
     resolved by the families' own steps."""
 
     def run(self) -> bool:

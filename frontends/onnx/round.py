@@ -1,4 +1,4 @@
-"""What one round of graph resolution (`onnx_resolve`) holds and the steps
+"""What one round of graph resolution (`resolve`) holds and the steps
 its families share: the values known so far, fresh names, new constants,
 and Squeeze/Unsqueeze written in the model's opset."""
 

@@ -1,4 +1,4 @@
-"""Sequences of known length, for graph resolution (`onnx_resolve`): they
+"""Sequences of known length, for graph resolution (`resolve`): they
 become their tensors (`SequenceAt` an `Identity`, `SplitToSequence` a
 `Split`, `ConcatFromSequence` a `Concat`)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 from onnx import NodeProto
 
-from forge_opt.frontends.onnx_graph import node_label
-from forge_opt.frontends.onnx_round import RoundState, static_shape
+from forge_opt.frontends.onnx.graph import node_label
+from forge_opt.frontends.onnx.round import RoundState, static_shape
 
 SEQUENCE_OPS = {
     "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from onnx import NodeProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_graph import describe_node, node_reads
+from forge_opt.frontends.onnx.graph import describe_node, node_reads
 
 # -- the graph --------------------------------------------------------------------
 

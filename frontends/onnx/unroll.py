@@ -1,4 +1,4 @@
-"""Control flow known at compile time, for graph resolution (`onnx_resolve`):
+"""Control flow known at compile time, for graph resolution (`resolve`):
 an `If` whose condition is known becomes its taken branch; a `Loop` with a
 known trip count (and a condition known, or passed through unchanged by
 the body) and a `Scan` whose scan axis has a known length are unrolled,
@@ -12,8 +12,8 @@ import onnx
 from onnx import AttributeProto, GraphProto, NodeProto, numpy_helper
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx_graph import describe_node, node_label, rename_reads, subgraphs
-from forge_opt.frontends.onnx_round import RoundState, static_shape
+from forge_opt.frontends.onnx.graph import describe_node, node_label, rename_reads, subgraphs
+from forge_opt.frontends.onnx.round import RoundState, static_shape
 
 #: A Loop is unrolled only while the copies of its body stay below this.
 MAX_UNROLLED_NODES = 20_000

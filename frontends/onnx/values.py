@@ -32,7 +32,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects.onnx_base import OptType, SeqType, StringType
 from forge_opt.dialects.tir_shapes import DYNAMIC
-from forge_opt.frontends.onnx_weights import WeightMap
+from forge_opt.frontends.onnx.weights import WeightMap
 
 # -- types --------------------------------------------------------------------
 

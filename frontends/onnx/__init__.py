@@ -34,20 +34,20 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, text
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OPS_BY_TYPE, CustomOp, YieldOp
 from forge_opt.dialects.onnx_base import OnnxOp
-from forge_opt.frontends.onnx_adapters import adapt_node, schema_version
-from forge_opt.frontends.onnx_functions import expandable
-from forge_opt.frontends.onnx_graph import describe_node, node_label, node_reads
-from forge_opt.frontends.onnx_names import ssa_name
-from forge_opt.frontends.onnx_resolve import RESOLVED_OPS, resolve
-from forge_opt.frontends.onnx_shapes import InputShapes, clear_negative_dims, dim_names, specialise
-from forge_opt.frontends.onnx_toposort import check_text, toposort
-from forge_opt.frontends.onnx_values import (
+from forge_opt.frontends.onnx.adapters import adapt_node, schema_version
+from forge_opt.frontends.onnx.functions import expandable
+from forge_opt.frontends.onnx.graph import describe_node, node_label, node_reads
+from forge_opt.frontends.onnx.names import ssa_name
+from forge_opt.frontends.onnx.resolve import RESOLVED_OPS, resolve
+from forge_opt.frontends.onnx.shapes import InputShapes, clear_negative_dims, dim_names, specialise
+from forge_opt.frontends.onnx.toposort import check_text, toposort
+from forge_opt.frontends.onnx.values import (
     attribute_value,
     mlir_type,
     tensor_attr,
     tensor_type,
 )
-from forge_opt.frontends.onnx_weights import WeightMap, load_without_weights
+from forge_opt.frontends.onnx.weights import WeightMap, load_without_weights
 from forge_opt.xdsl_internals import name_loc, set_name
 
 #: A graph input's symbols, one per dim ("" where the size is known).
@@ -81,7 +81,7 @@ def load_model(source: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
 
 def load_model_lazily(path: Path) -> tuple[ModelProto, Path | None, WeightMap | None]:
     """Like `load_model` for a file, with large weights left in the file
-    (`onnx_weights`) until the importer reads each once."""
+    (`weights`) until the importer reads each once."""
     if path.suffix == ".onnxtxt" or not path.is_file():
         model, base = load_model(path)
         return model, base, None
@@ -185,7 +185,7 @@ class Importer:
     def needs_resolution(self) -> bool:
         """Whether the main graph has control flow or sequences, values
         whose sizes inference left unknown, or tensors of no elements
-        (`onnx_resolve`). Converts the types the import needs anyway, so a
+        (`resolve`). Converts the types the import needs anyway, so a
         static model pays one dict."""
         opset = self.opsets.get("", 1)
         for i in self.inferred.graph.input:
@@ -426,7 +426,7 @@ def _own_types(g: GraphProto) -> dict[str, TypeProto]:
 
 def _static_and_filled(t: Attribute) -> bool:
     """A tensor type of known sizes, none 0, or a value without sizes
-    (sequences). Unknown sizes and empty tensors are for `onnx_resolve`."""
+    (sequences). Unknown sizes and empty tensors are for `resolve`."""
     if isinstance(t, UnrankedTensorType):
         return False
     if isinstance(t, TensorType):
@@ -483,7 +483,7 @@ def _without_large_weights(model: ModelProto, chosen: InputShapes | None = None)
 def infer_types(model: ModelProto, chosen: InputShapes | None = None) -> ModelProto:
     """The model without its large weights, its types inferred; where shapes
     stay unknown or control flow can be decided, resolved at compile time
-    (`onnx_resolve`)."""
+    (`resolve`)."""
     return _importer(model, None, None, chosen).inferred
 
 

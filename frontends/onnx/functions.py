@@ -16,7 +16,7 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto, FunctionProto, NodeProto, TypeProto
 
-from forge_opt.frontends.onnx_graph import node_label, rename_reads, subgraphs
+from forge_opt.frontends.onnx.graph import node_label, rename_reads, subgraphs
 
 
 @cache

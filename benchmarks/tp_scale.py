@@ -8,7 +8,8 @@ pay) and against compiling for one device.
     python benchmarks/tp_scale.py MODEL.onnx [--devices 8] [--runs 3] [--dim NAME=N ...] [--sync]
 
 The model is built locally, not checked in (1.8 GB): with the export venv of
-tests/data/models/make_llm_decoders.py,
+tests/data/models/make_llm_decoders.py and `onnxruntime==1.32.0` (Optimum's
+`--dtype fp16` runs it to fix the dynamic axes),
 
     transformers.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
         num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8)

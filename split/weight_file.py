@@ -141,7 +141,8 @@ class WeightFile:
         self.file = open(dev / "weights.bin", "wb")  # noqa: SIM115 (closed by close())
         self.tensors: list[onnx.TensorProto] = []
         self.names: dict[object, str] = {}  # the value a block is of, its name
-        self.digests: dict[tuple, str] = {}  # small blocks written, by weight and content
+        self.small: dict[tuple, list[str]] = {}  # small blocks written, by weight, type and shape
+        self.digests: dict[str, bytes] = {}  # the content digests of those taken so far
         self.places: dict[str, Place] = {}  # each parameter written
         self.nbytes = 0
 
@@ -168,14 +169,35 @@ class WeightFile:
             return name
         if data.nbytes <= SAME_BLOCK_BYTES:
             data = np.asarray(value_of(data), order="C")  # (ascontiguousarray makes a scalar 1-d)
-            digest = (name.rsplit(".shard", 1)[0], data.dtype.str, data.shape, hashlib.sha1(_bytes(data)).digest())
-            if digest in self.digests:
-                return self.digests[digest]
-            self.digests[digest] = name
+            same = self._written_before(name, data)
+            if same is not None:
+                return same
         self.index(name, data.shape, data.dtype, data.nbytes)
         for band in data.bands() if isinstance(data, WeightBlock) else [np.asarray(data, order="C")]:
             self.file.write(_bytes(band))
         return name
+
+    def _written_before(self, name: str, data: np.ndarray) -> str | None:
+        """A small block of the same weight, type and shape written already
+        with `data`'s content; None after noting `data` as written. Digests
+        are taken only when two such blocks meet (rarely: most weights
+        have one block a device), the earlier one read back for it."""
+        key = (name.rsplit(".shard", 1)[0], data.dtype.str, data.shape)
+        earlier = self.small.setdefault(key, [])
+        if earlier:
+            digest = _digest(data)
+            for other in earlier:
+                if other not in self.digests:
+                    self.file.flush()
+                    place = self.places[other]
+                    count = int(np.prod(place.shape, dtype=np.int64))
+                    stored = np.fromfile(self.dev / "weights.bin", place.dtype, count, offset=place.offset)
+                    self.digests[other] = _digest(stored)
+                if self.digests[other] == digest:
+                    return other
+            self.digests[name] = digest
+        earlier.append(name)
+        return None
 
     def index(self, name: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> None:
         """Parameter `name` as the next `nbytes` the file is given."""
@@ -210,6 +232,10 @@ class WeightFile:
         self.file.close()
         graph = onnx.helper.make_graph([], "weights", [], [], self.tensors)
         onnx.save_model(onnx.helper.make_model(graph), self.dev / "weights.onnx")
+
+
+def _digest(data: np.ndarray) -> bytes:
+    return hashlib.sha1(_bytes(np.ascontiguousarray(data))).digest()
 
 
 def _bytes(data: np.ndarray) -> memoryview:

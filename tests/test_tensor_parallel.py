@@ -695,3 +695,33 @@ def test_a_parameter_is_laid_out_in_place(tmp_path):
     np.testing.assert_array_equal(loaded["w"], w.T.reshape(5, 1, 2))
     np.testing.assert_array_equal(loaded["a"], a)
     np.testing.assert_array_equal(loaded["b"], b)
+
+
+def test_an_equal_small_block_of_a_weight_is_written_once(tmp_path):
+    """Two small blocks of one weight with the same content are one
+    parameter; with other content, or of another weight, two."""
+    from forge_opt.split.weight_file import WeightFile
+
+    f = WeightFile(tmp_path)
+    w, other = _f32(4, 2), _f32(4, 2)
+    assert f.add("w.shard", w) == "w.shard"
+    assert f.add("v.shard", w.copy()) == "v.shard"  # another weight: its own, though equal
+    assert f.add("w.shard1", other) == "w.shard1"  # the same weight, other values
+    assert f.add("w.shard2", w.copy()) == "w.shard"  # read back and found equal
+    assert f.add("w.shard3", other.copy()) == "w.shard1"
+    assert f.add("w.shard4", w.reshape(2, 4)) == "w.shard4"  # same bytes, another shape
+    f.close()
+    loaded = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "weights.onnx")).graph.initializer}
+    assert sorted(loaded) == ["v.shard", "w.shard", "w.shard1", "w.shard4"]
+    np.testing.assert_array_equal(loaded["w.shard1"], other)
+
+
+def test_devices_running_the_same_module_share_its_file(tmp_path):
+    """A device that runs device 0's very module links its files, the
+    same bytes; device 1, lowered on its own, has its own."""
+    tensor_parallel(linear_model(2), tmp_path / "tp", 4)
+    first = tmp_path / "tp" / "dev0" / "segment_0.py"
+    for rank in range(1, 4):
+        mine = tmp_path / "tp" / f"dev{rank}" / "segment_0.py"
+        assert mine.read_text() == first.read_text()
+        assert mine.samefile(first) == (rank > 1)

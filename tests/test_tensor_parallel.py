@@ -605,7 +605,7 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
     from forge_opt.frontends.onnx import load_model
     from forge_opt.frontends.onnx.values import tensor_attr
     from forge_opt.interpreters.shard import block
-    from forge_opt.split import weight_file
+    from forge_opt.split.parallel import weight_file
 
     w = _f32(8, 12, 4)
     graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
@@ -683,7 +683,7 @@ def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
 def test_a_parameter_is_laid_out_in_place(tmp_path):
     """`WeightFile.lay_out` rewrites one parameter in its new order and shape,
     the parameters around it untouched."""
-    from forge_opt.split.weight_file import WeightFile
+    from forge_opt.split.parallel.weight_file import WeightFile
 
     a, w, b = _f32(3), _f32(2, 5), _f32(4)
     f = WeightFile(tmp_path)
@@ -700,7 +700,7 @@ def test_a_parameter_is_laid_out_in_place(tmp_path):
 def test_an_equal_small_block_of_a_weight_is_written_once(tmp_path):
     """Two small blocks of one weight with the same content are one
     parameter; with other content, or of another weight, two."""
-    from forge_opt.split.weight_file import WeightFile
+    from forge_opt.split.parallel.weight_file import WeightFile
 
     f = WeightFile(tmp_path)
     w, other = _f32(4, 2), _f32(4, 2)

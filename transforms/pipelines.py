@@ -65,7 +65,7 @@ class OnnxToForgePass(ModulePass):
     lower-split, tir-to-forge, fold-weight-layouts. With
     `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
     per-device program is lowered to Forge segment by segment, device by
-    device, when forge-python writes it (`split/parallel.py`)."""
+    device, when forge-python writes it (`split/parallel/`)."""
 
     name = "onnx-to-forge"
 

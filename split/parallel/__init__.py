@@ -1,0 +1,278 @@
+"""A per-device program (`tp-partition`'s output) as what the host runs:
+segments of device work cut at each collective, each compiled to one Forge
+module per device, and the plan saying in order which segment runs and
+which collective joins them. The plan is `graph_infos.json` (AutoSplit's
+format, `split/plan.py`) extended with `grid` and `collectives`; the same
+runner executes both (`split/runner.py`).
+
+Device k's modules load only its blocks of the weights: every
+`shard.all_slice` of a value made of constants is computed once per device
+at compile time into a constant of its own (a parameter when it slices a
+model weight, saved in `dev{k}/weights.onnx`).
+
+`program.py` cuts the program into segments; this module lowers, emits and
+writes them; `weight_file.py` streams each device's weights to its file.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects import forge, tir
+from forge_opt.dialects.elements import attr_to_array
+from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.frontends.onnx.values import release_mapped_pages
+from forge_opt.interpreters.forge import laid_out
+from forge_opt.split.folder import write_infos
+from forge_opt.split.parallel.program import COLLECTIVE_OPS, Blocks, Program, ring_bytes, value_nbytes
+from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
+from forge_opt.split.plan import DEVICE
+from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
+from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, segment_passes, verify_after
+from forge_opt.transforms.tp.annotate import layer_entries
+
+
+@dataclass
+class CompiledSegment:
+    module: ModuleOp | None  # lowered; None once emitted
+    blocks: list[str]  # the device's own parameters, in order
+    others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
+    blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
+    layouts: dict[str, list[tuple[str, tuple[int, ...]]]]  # each parameter's load-time steps
+    emitted: ForgePythonModule | None = None
+
+    def emit(self, laid_out: Collection[str]) -> ForgePythonModule:
+        """The module's Forge Python, the weights named in `laid_out`
+        stored in their layout already."""
+        assert self.module is not None
+        self.emitted = emit_module(self.module, laid_out)
+        self.module = None
+        return self.emitted
+
+    def same_as(self, other: CompiledSegment) -> bool:
+        assert self.emitted is not None and other.emitted is not None
+        mine, theirs = self.emitted.constants, other.emitted.constants
+        return (
+            self.blocks_untouched and other.blocks_untouched
+            and self.emitted.source == other.emitted.source
+            and [n for n, _ in self.others] == [n for n, _ in other.others]
+            and mine.keys() == theirs.keys()
+            and all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        )
+
+
+def compile_segment(module: ModuleOp, blocks: list[str]) -> CompiledSegment:
+    """Lower a segment's module, noting whether its blocks reached Forge
+    untouched and each parameter's layout."""
+    before = {
+        op.weight_name.data: op.value
+        for op in module.walk()
+        if isinstance(op, tir.ConstantOp) and op.weight_name is not None and op.weight_name.data in blocks
+    }
+    run_passes(segment_passes(), Context(), module, False)
+    params = [op for op in module.walk() if isinstance(op, forge.ParameterOp)]
+    after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
+    others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
+    untouched = after.keys() == before.keys() and all(after[k] is before[k] for k in after)
+    layouts = {p.parameter_name.data: p.steps() for p in params if p.layout is not None}
+    return CompiledSegment(module, blocks, others, untouched, layouts)
+
+
+def _stored_laid_out(program: Program, compiled: CompiledSegment, blocks: Blocks, weights: WeightFile) -> dict:
+    """The parameters whose layout the weight files take on (so the module
+    loads them as they are): a block or a weight this segment alone reads
+    (no other can want it in another layout), not a small block (those
+    may be written once for two)."""
+    value_of_block = {name: v for v, (name, _) in blocks.items()}
+    stored = {}
+    for name, steps in compiled.layouts.items():
+        v = value_of_block.get(name)
+        if v is not None:
+            alone = program.readers[v] == 1 and weights.places[name].nbytes > SAME_BLOCK_BYTES
+        else:
+            alone = program.readers[name] == 1 and name not in weights
+        if alone:
+            stored[name] = steps
+    return stored
+
+
+def _save_module(emitted: ForgePythonModule, dev: Path, n: int, same_as: Path | None) -> None:
+    """Segment `n`'s module and constants in `dev`; hard links to the files
+    of `same_as`, which holds the very same module (creating a file costs
+    more than linking one: 272 files for 34 segments on 8 devices)."""
+    files = [f"segment_{n}.py", *([emitted.constants_file] if emitted.constants else [])]
+    if same_as is not None:
+        try:
+            for name in files:
+                os.link(same_as / name, dev / name)
+            return
+        except OSError:  # a file system without hard links: written again
+            for name in files:
+                (dev / name).unlink(missing_ok=True)
+    (dev / files[0]).write_text(emitted.source)
+    save_constants(emitted, dev)
+
+
+def _write_devices(program: Program, folder: Path) -> list[dict]:
+    """Every device's segment modules and weights, streamed: a segment's
+    blocks are written and dropped before the next are made.
+
+    Devices 0 and 1 each lower the segment. When they compile to the same
+    module and lowering passed each block through as a parameter, as it
+    was, the other devices differ from device 0 only in their blocks'
+    values: they reuse its module, and their blocks go from the weight
+    file to theirs a band at a time, never whole. Lowering is most of the
+    compile, and otherwise repeated P times."""
+    p = program.devices
+    dirs = [folder / f"dev{rank}" for rank in range(p)]
+    for d in dirs:
+        d.mkdir(exist_ok=True)
+    files = [WeightFile(d) for d in dirs]
+    constant_bytes = [0] * p
+    for n in range(len(program.segments)):
+        blocks = program.write_blocks(n, dict(enumerate(files)), keep={0, 1})
+        names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
+        first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
+        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
+        stored = _stored_laid_out(program, first, blocks[0], files[0])
+        first.emit(stored)
+        second.emit(stored)
+        shared = first if second.same_as(first) else None
+        del blocks
+        gc.collect()  # the modules (IR is cyclic) and the blocks they held
+        for rank in range(p):
+            if rank < 2:
+                compiled = (first, second)[rank]
+            elif shared is not None and shared.blocks == names[rank]:
+                compiled = shared
+            else:  # its blocks differ in kind (an equal small one written once): read again
+                own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
+                compiled = compile_segment(program.segment_module(n, rank, own), names[rank])
+                compiled.emit(stored)
+                del own
+                gc.collect()
+            others = dict(compiled.others)
+            for name, steps in stored.items():
+                if name in others:
+                    others[name] = laid_out(others[name], steps)
+                else:  # a block, written as it was this segment
+                    files[rank].lay_out(name, steps)
+            for name, array in others.items():
+                files[rank].add(name, array)
+            emitted = compiled.emitted
+            assert emitted is not None
+            _save_module(emitted, dirs[rank], n, dirs[0] if rank > 0 and compiled is shared else None)
+            constant_bytes[rank] += sum(a.nbytes for a in emitted.constants.values())
+        release_mapped_pages()  # the weights this segment read stay in the file, not in this process
+    for f in files:
+        f.close()
+    return [
+        {
+            "rank": rank,
+            "parameter_bytes": int(f.nbytes),
+            "parameters": len(f.tensors),
+            "constant_bytes": int(constant_bytes[rank]),
+        }
+        for rank, f in enumerate(files)
+    ]
+
+
+def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict:
+    """Compile each segment for each device into `folder`: `dev{k}/` holds
+    device k's modules, their constants and `weights.onnx`; the plan is
+    `graph_infos.json`. Returns the plan."""
+    program = Program(module)
+    p = program.devices
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = program.tensors()
+    # Each segment's module (IR is cyclic) and its blocks of the weights are garbage once written: a
+    # collection after each frees them, and costs little once everything older is frozen out of it.
+    # (forge-opt runs with the cyclic collector off.)
+    gc.freeze()
+    try:
+        devices = _write_devices(program, folder)
+    finally:
+        gc.unfreeze()
+    graphs = []
+    for n, seg in enumerate(program.segments):
+        graphs.append({
+            "inputs": [program.names[v] for v in seg.inputs],
+            "outputs": [program.names[v] for v in seg.outputs],
+            "device": DEVICE,
+            "model_info": {"model_path": "dev{rank}/weights.onnx", "module_path": f"dev{{rank}}/segment_{n}.py"},
+            "context_dir": "dev{rank}",
+        })
+    collectives = []
+    for c in program.collectives:
+        kind = COLLECTIVE_OPS[type(c.op)]
+        moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
+        nbytes = value_nbytes(moved.type)
+        entry = {
+            "after_graph": c.after,
+            "op": kind,
+            "input": program.names[c.op.operands[0]],
+            "output": program.names[c.op.results[0]],
+            "bytes": nbytes,
+            "ring_bytes_per_device": ring_bytes(kind, nbytes, p),
+        }
+        if kind != "all_reduce":
+            entry["axis"] = c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
+        collectives.append(entry)
+    infos = {
+        "graphs": graphs,
+        "tensors": tensors,
+        "graph_num": len(graphs),
+        "platform": "onnx",
+        "dynamic": False,
+        "layout": layout,
+        "grid": {"name": program.grid, "shape": [p]},
+        "collectives": collectives,
+        "devices": devices,
+        "layers": layer_entries(module),
+    }
+    write_infos(folder, infos)
+    return infos
+
+
+def tensor_parallel(
+    source: str | os.PathLike | bytes | ModelProto,
+    folder: str | os.PathLike,
+    devices: int,
+    *,
+    min_size: int = 0,
+    plan: str = "",
+    require_sharded: bool = False,
+    force: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    base: Path | None = None,
+) -> dict:
+    """Compile the model for `devices` devices into `folder` (per-device
+    Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
+    layers of fewer weight elements stay replicated; `plan`: a JSON file
+    pinning layers (`transforms/tp/annotate.py`); `require_sharded`:
+    a larger layer left replicated is an error; `base`: the folder of
+    a loaded model's external data."""
+    if devices < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
+    model, loaded_from = load_model(source)
+    module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
+    # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
+    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, verify_each=True)
+    verify_after(None, module)
+    run_passes([pipeline], Context(), module, verify_each=False)
+    return write_parallel(module, out)

@@ -101,3 +101,16 @@ def test_a_floor_imports_nothing_from_above(package):
         for target in targets if _package(target) in FORBIDDEN[package]
     ]
     assert not above, "\n".join(above)
+
+
+#: a hand-written module longer than this is split by family
+MAX_LINES = 600
+
+
+def test_no_hand_written_module_is_over_600_lines():
+    long = [
+        f"{name}: {count} lines"
+        for name, path in _modules().items()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES and "GENERATED" not in path.read_text()[:600]
+    ]
+    assert not long, "\n".join(long)

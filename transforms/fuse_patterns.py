@@ -39,8 +39,9 @@ from xdsl.passes import ModulePass
 from forge_opt import dtypes
 from forge_opt.diagnostics import node_name
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr, attr_to_array, fill_value
+from forge_opt.dialects.elements import array_to_attr, fill_value
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
+from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Replacement, erase_dead_ops, rewrite_in_order
 
 # elements of a `tir.full` a fold may make whole (a Conv's weights, say)
@@ -50,17 +51,12 @@ _FULL_LIMIT = 1 << 24
 def _const(v: SSAValue) -> np.ndarray | None:
     """The value of a constant (a `tir.full` made whole: folds need its elements)."""
     op = v.owner
-    if isinstance(op, tir.ConstantOp):
-        try:
-            return attr_to_array(op.value)
-        except ValueError:
-            return None
     if isinstance(op, tir.FullOp):
         t = dtypes.tensor(op.output.type)
         if math.prod(t.get_shape()) > _FULL_LIMIT:  # a ConstantOfShape of any size: not made whole
             return None
         return np.full(t.get_shape(), fill_value(op.fill), dtypes.numpy_dtype(t.element_type))
-    return None
+    return constant_array(v)
 
 
 def _scalar(v: SSAValue, expected: float, rel: float = 1e-6) -> bool:

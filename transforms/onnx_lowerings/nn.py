@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import SSAValue
 
 from forge_opt.dialects import onnx_ops as onnx
@@ -18,10 +17,6 @@ from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
-
-
-def _ints(values) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, [int(v) for v in values])
 
 
 def matmul(e: TirEmitter, a, b):

@@ -21,16 +21,8 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import COMPILE, whole_process
+from measure import COMPILE, importing, whole_process
 from node_heavy import chain
-
-
-def _importable(checkout: Path, folder: Path) -> Path:
-    """A folder from which `import forge_opt` loads `checkout` (the
-    repository's root is the package)."""
-    folder.mkdir()
-    (folder / "forge_opt").symlink_to(checkout.resolve(), target_is_directory=True)
-    return folder
 
 
 def main() -> None:
@@ -43,14 +35,9 @@ def main() -> None:
         raise SystemExit(f"{args.baseline} is not a forge-opt checkout")
     this = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {
-            "baseline": _importable(args.baseline, Path(tmp) / "baseline"),
-            "this": _importable(this, Path(tmp) / "this"),
-        }
         bodies = {
-            k: f"sys.path.insert(0, {str(p)!r})\nimport forge_opt\n"
-            f"assert forge_opt.__file__.startswith({str(p)!r}), forge_opt.__file__\n{COMPILE}"
-            for k, p in paths.items()
+            "baseline": importing(args.baseline, Path(tmp) / "baseline") + COMPILE,
+            "this": importing(this, Path(tmp) / "this") + COMPILE,
         }
         print(f"element-wise chains; whole processes taken in turn, median of {args.runs}")
         print(

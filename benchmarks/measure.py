@@ -45,6 +45,15 @@ COMPILE = (
 PROCESSES = {"onnx.load (floor)": FLOOR, "forge-opt import": IMPORT, "forge-opt to Forge": COMPILE}
 
 
+def importing(checkout: Path, folder: Path) -> str:
+    """Lines that make a process body import forge_opt from `checkout` (the
+    repository's root is the package), through a link in `folder`."""
+    folder.mkdir()
+    (folder / "forge_opt").symlink_to(checkout.resolve(), target_is_directory=True)
+    return (f"sys.path.insert(0, {str(folder)!r})\nimport forge_opt\n"
+            f"assert forge_opt.__file__.startswith({str(folder)!r}), forge_opt.__file__\n")
+
+
 def whole_process(body: str, model: Path, *args: str) -> tuple[float, float]:
     """Wall seconds (interpreter start to exit) and peak RSS in MB; `body`
     reads the model's path as `sys.argv[1]` and `args` after it."""

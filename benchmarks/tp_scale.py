@@ -6,6 +6,12 @@ weight file once (the floor a compile that writes every weight once must
 pay) and against compiling for one device.
 
     python benchmarks/tp_scale.py MODEL.onnx [--devices 8] [--runs 3] [--dim NAME=N ...] [--sync]
+        [--baseline CHECKOUT]
+
+`--baseline` adds the P-device compile of another checkout (`git worktree
+add /tmp/baseline main~3`) to the same interleaved rounds: on a shared
+machine whose disk and CPU drift from one minute to the next, only runs
+taken in turn show a change.
 
 The model is built locally, not checked in (1.8 GB): with the export venv of
 tests/data/models/make_llm_decoders.py and `onnxruntime==1.32.0` (Optimum's
@@ -28,7 +34,7 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import whole_process
+from measure import importing, whole_process
 
 _FORGE_OPT = "from forge_opt.tools.forge_opt import main\nsys.argv = ['forge-opt', sys.argv[1], {args}]\nmain()"
 
@@ -43,6 +49,7 @@ def main() -> None:
     parser.add_argument("--sync", action="store_true",
                         help="time each process until what it wrote is on disk (os.sync before it exits), "
                              "not only in the page cache")
+    parser.add_argument("--baseline", type=Path, help="a checkout of forge-opt to compare against")
     args = parser.parse_args()
     weights = next(args.model.parent.glob("*_data"))
     data_mb = weights.stat().st_size / 2**20
@@ -55,6 +62,10 @@ def main() -> None:
         f"forge-opt, {args.devices} devices": _FORGE_OPT.format(
             args=f"{dims}, '-p', 'onnx-to-forge{{devices={args.devices}}}', '-t', 'forge-python', '-o', {out} + '/'"),
     }
+    if args.baseline is not None:
+        links = tempfile.TemporaryDirectory()  # removed when the script ends
+        prefix = importing(args.baseline, Path(links.name) / "baseline")
+        bodies[f"baseline, {args.devices} devices"] = prefix + bodies[f"forge-opt, {args.devices} devices"]
     if args.sync:  # forge-opt leaves by os._exit: sync on the way out
         bodies = {label: "_leave = os._exit\nos._exit = lambda code: (os.sync(), _leave(code))\n" + body + "\nos.sync()"
                   for label, body in bodies.items()}

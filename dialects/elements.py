@@ -31,3 +31,18 @@ def array_to_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
     # xDSL's annotation asks for a TensorType of a narrower element type than it checks
     return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))  # pyright: ignore[reportArgumentType]
+
+
+def array_view_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """An elements attribute over the array's own bytes, not a copy, as the
+    importer's attributes are views of the mapped model; the array is made
+    read-only, so the bytes cannot change under the attribute. It cannot be
+    hashed (an array is not): for a parameter's value, which no pass keys
+    on (`merge-equal-ops` never compares weights). An array not contiguous
+    or not little-endian is copied, as `array_to_attr` does."""
+    if not array.flags.c_contiguous or array.dtype.byteorder == ">":
+        return array_to_attr(array)
+    array.setflags(write=False)
+    elem = dtypes.mlir_type_of_numpy(array.dtype)
+    data = memoryview(array.reshape(-1).view(np.uint8))
+    return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))  # pyright: ignore[reportArgumentType]

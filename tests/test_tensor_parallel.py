@@ -725,3 +725,20 @@ def test_devices_running_the_same_module_share_its_file(tmp_path):
         mine = tmp_path / "tp" / f"dev{rank}" / "segment_0.py"
         assert mine.read_text() == first.read_text()
         assert mine.samefile(first) == (rank > 1)
+
+
+def test_a_kept_block_becomes_an_attribute_over_its_own_bytes():
+    """The writer's segment modules hold each kept block without a copy;
+    the array turns read-only under it. A strided array is copied."""
+    from forge_opt.dialects.elements import array_view_attr, attr_to_array
+
+    block = _f32(6, 4)
+    attr = array_view_attr(block)
+    view = attr_to_array(attr)
+    assert np.shares_memory(view, block) and not block.flags.writeable
+    np.testing.assert_array_equal(view, block)
+    assert attr == array_view_attr(block.copy())  # compared by value, as a copy's attribute is
+    strided = _f32(6, 4)[:, ::2]
+    copied = attr_to_array(array_view_attr(strided))
+    assert not np.shares_memory(copied, strided) and strided.flags.writeable
+    np.testing.assert_array_equal(copied, strided)

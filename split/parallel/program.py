@@ -20,7 +20,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import shard, tir
-from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.dialects.elements import array_view_attr, attr_to_array
 from forge_opt.interpreters.tir import TirFunctions
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
@@ -236,7 +236,7 @@ class Program:
                 name, array = blocks[v]
                 if name not in params:  # else the same block, reached twice
                     assert array is not None, f"block {name} was not kept"
-                    const = tir.ConstantOp(array_to_attr(array), name)
+                    const = tir.ConstantOp(array_view_attr(array), name)  # (its bytes, not a copy)
                     const.location = op.location
                     body.add_op(const)
                     params[name] = const.output

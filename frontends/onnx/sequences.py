@@ -18,6 +18,8 @@ SEQUENCE_OPS = {
 
 
 class ResolveSequences(RoundState):
+    """The walk's steps for sequence ops: each resolved sequence is the list
+    of its tensors' names (`seqs`)."""
 
     def _sequence(self, node: NodeProto) -> list[NodeProto] | None:
         op, seqs, out = node.op_type, self.seqs, node.output[0]

@@ -20,6 +20,8 @@ MAX_UNROLLED_NODES = 20_000
 
 
 class UnrollControlFlow(RoundState):
+    """The walk's steps for If, Loop and Scan: the nodes that replace one,
+    its subgraph inlined under the node's name."""
 
     def _if(self, node: NodeProto) -> list[NodeProto] | None:
         cond = self.known.get(node.input[0])

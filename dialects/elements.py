@@ -44,5 +44,5 @@ def array_view_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
         return array_to_attr(array)
     array.setflags(write=False)
     elem = dtypes.mlir_type_of_numpy(array.dtype)
-    data = memoryview(array.reshape(-1).view(np.uint8))
+    data = array.reshape(-1).view(np.uint8).data
     return DenseIntOrFPElementsAttr(TensorType(elem, array.shape), BytesAttr(data))  # pyright: ignore[reportArgumentType]

@@ -50,6 +50,9 @@ class OutputResult:
     ok: bool
     reason: str = ""  # what is wrong, when not ok: shape, dtype or (empty) values
     tolerance: float = 0.0  # the largest difference a float output may show
+    # for a float output off by more than the tolerance (and not by its PCC): the --rtol at which
+    # the same comparison would accept it (small: rounding; large: a wrong value); NaN otherwise
+    accepting_rtol: float = math.nan
 
 
 def pcc(a: np.ndarray, b: np.ndarray) -> float:
@@ -141,7 +144,20 @@ def compare_output(
         ok = ok and p >= min_pcc
     elif not ok and want.size > 1:
         p = pcc(want, got)  # shown beside a mismatch, to tell noise from garbage
-    return OutputResult(name, got.shape, err, p, ok, tolerance=tolerance)
+    accepting = math.nan
+    if not ok and scaled and scale > 0 and not np.all(close) and (min_pcc is None or not p < min_pcc):
+        # the tolerance grows by rtol * scale alone: the rtol that covers the largest difference not close
+        accepting = _rounded_up(rtol + float(np.max(np.where(close, 0.0, diff)) - tolerance) / scale)
+    return OutputResult(name, got.shape, err, p, ok, tolerance=tolerance, accepting_rtol=accepting)
+
+
+def _rounded_up(x: float) -> float:
+    """`x` up to two significant digits, so that the figure shown accepts;
+    NaN when no rtol would (a NaN or an infinite difference)."""
+    if not math.isfinite(x) or x <= 0:
+        return math.nan
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / step) * step
 
 
 def compared_verdict(results: list[OutputResult], expected: int) -> str | None:

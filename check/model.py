@@ -56,6 +56,13 @@ def format_results(results: list[OutputResult]) -> list[str]:
         tolerance = f"{o.tolerance:.1e}" if o.tolerance else "exact"
         p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
         lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {p:>10}  {verdict}")
+    failed = [o for o in results if not o.ok]
+    rtols = [o.accepting_rtol for o in failed if o.accepting_rtol == o.accepting_rtol]
+    if len(failed) > 1 and len(rtols) == len(failed):
+        lines.append(f"--rtol {max(rtols):.1e} would accept every output")
+    else:
+        lines.extend(f"{o.name}: --rtol {o.accepting_rtol:.1e} would accept it"
+                     for o in failed if o.accepting_rtol == o.accepting_rtol)
     return lines
 
 

@@ -130,3 +130,32 @@ def test_a_float16_output_within_the_tolerance_shown_is_a_match():
     assert result.max_abs_error < result.tolerance and result.ok
     got[near_zero] = want[near_zero] + np.float16(0.05)
     assert not compare_output("y", want, got, rtol=1e-4, atol=1e-6, min_pcc=0.999).ok
+
+
+@pytest.mark.parametrize("dtype, noise", [(np.float32, 3e-3), (np.float16, 2e-2)])
+def test_a_mismatch_by_rounding_says_which_rtol_would_accept_it(dtype, noise):
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal(64).astype(dtype)
+    got = (want.astype(np.float64) + rng.uniform(-noise, noise, 64)).astype(dtype)
+    result = _compare(want, got)
+    assert not result.ok and result.accepting_rtol == result.accepting_rtol
+    assert _compare(want, got, rtol=result.accepting_rtol).ok  # the figure shown accepts
+    assert not _compare(want, got, rtol=result.accepting_rtol / 1.2).ok  # and is not far above what must be
+    assert f"--rtol {result.accepting_rtol:.1e} would accept it" in "\n".join(format_results([result]))
+
+
+def test_no_rtol_is_offered_for_a_wrong_value():
+    want = np.linspace(-1, 1, 64).astype(np.float32)
+    reversed_ = _compare(want, want[::-1].copy())  # off by the whole scale, and uncorrelated
+    nan = _compare(want, np.where(want > 0.5, np.nan, want).astype(np.float32))
+    assert not reversed_.ok and reversed_.accepting_rtol != reversed_.accepting_rtol
+    assert not nan.ok and nan.accepting_rtol != nan.accepting_rtol
+    assert "would accept" not in "\n".join(format_results([reversed_, nan]))
+
+
+def test_outputs_all_off_by_rounding_get_one_rtol():
+    want = np.linspace(-1, 1, 64).astype(np.float32)
+    a, b = _compare(want, want + np.float32(2e-3)), _compare(want, want - np.float32(5e-3))
+    lines = format_results([a, b])
+    assert lines[-1] == f"--rtol {b.accepting_rtol:.1e} would accept every output"
+    assert _compare(want, want + np.float32(2e-3), rtol=b.accepting_rtol).ok

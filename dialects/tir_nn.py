@@ -175,7 +175,7 @@ class Pool2dOp(OneInputOp):
     ):
         self.init_inferred(
             {"input": input},
-            kind=PoolKindAttr(PoolKind(kind)),
+            kind=PoolKindAttr(kind),
             kernel=ints_attr(kernel),
             strides=ints_attr(strides),
             pads=ints_attr(pads),

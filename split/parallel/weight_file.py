@@ -188,11 +188,7 @@ class WeightFile:
             digest = _digest(data)
             for other in earlier:
                 if other not in self.digests:
-                    self.file.flush()
-                    place = self.places[other]
-                    count = int(np.prod(place.shape, dtype=np.int64))
-                    stored = np.fromfile(self.dev / "weights.bin", place.dtype, count, offset=place.offset)
-                    self.digests[other] = _digest(stored)
+                    self.digests[other] = _digest(self._read(self.places[other]))
                 if self.digests[other] == digest:
                     return other
             self.digests[name] = digest
@@ -213,15 +209,19 @@ class WeightFile:
         self.nbytes += nbytes
         self.tensors.append(t)
 
+    def _read(self, place: Place) -> np.ndarray:
+        """A parameter's bytes as written, read back from the file."""
+        self.file.flush()
+        count = int(np.prod(place.shape, dtype=np.int64))
+        data = np.fromfile(self.dev / "weights.bin", dtype=place.dtype, count=count, offset=place.offset)
+        return data.reshape(place.shape)
+
     def lay_out(self, name: str, steps) -> None:
         """Rewrite parameter `name` in place as its layout `steps` leave it
         (the same bytes in another order): read back, laid out, written
         over itself. One parameter in memory at a time."""
         place = self.places[name]
-        self.file.flush()
-        count = int(np.prod(place.shape, dtype=np.int64))
-        data = np.fromfile(self.dev / "weights.bin", dtype=place.dtype, count=count, offset=place.offset)
-        out = np.asarray(laid_out(data.reshape(place.shape), steps), order="C")
+        out = np.asarray(laid_out(self._read(place), steps), order="C")
         self.file.seek(place.offset)
         self.file.write(_bytes(out))
         self.file.seek(0, os.SEEK_END)
@@ -235,7 +235,7 @@ class WeightFile:
 
 
 def _digest(data: np.ndarray) -> bytes:
-    return hashlib.sha1(_bytes(np.ascontiguousarray(data))).digest()
+    return hashlib.sha1(_bytes(data)).digest()
 
 
 def _bytes(data: np.ndarray) -> memoryview:

@@ -114,11 +114,17 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
     return dtype
 
 
+class UnrankedType(TypeError):
+    """A value whose rank ONNX could not infer (an op of another domain
+    made it) where a ranked tensor is needed; lowerings report it as an
+    error of their node."""
+
+
 def tensor(t: Attribute) -> TensorType:
     """`t` as the ranked tensor type every value of ours has past import."""
     if type(t) is TensorType or isinstance(t, TensorType):  # the first test is the cheap one
         return t
-    raise TypeError(f"expected a ranked tensor type, got {t}")
+    raise UnrankedType(f"a value of unknown rank ({t})")
 
 
 def onnx_type(element_type: Attribute) -> int:

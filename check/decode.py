@@ -13,16 +13,16 @@ are built once per shape and the report says how many were.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
-from forge_opt.check.driver import load_checked, model_feeds
-from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
+from forge_opt.check.driver import hidden_folder, load_checked, model_feeds
+from forge_opt.check.engine import compile_model, run_compiled
 from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
+from forge_opt.check.oracle import expected_outputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
@@ -61,9 +61,12 @@ class Programs:
     """Our side of the loop: one program per set of input shapes, built
     on first use (one device, or P tensor-parallel ones)."""
 
-    def __init__(self, model, base, devices: int, mpi: bool, plan: str, folder: Path):
+    def __init__(self, model, base, devices: int, mpi: bool, plan: str, folder: Path, min_size: int = 0,
+                 require_sharded: bool = False):
         self.model, self.base, self.devices, self.mpi, self.plan, self.folder = model, base, devices, mpi, plan, folder
+        self.min_size, self.require_sharded = min_size, require_sharded
         self.built: dict[tuple, Callable[[Feeds], dict[str, np.ndarray]]] = {}
+        self.report = ""  # the first tensor-parallel program's table and warnings
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
         key = tuple((name, a.shape) for name, a in feeds.items())
@@ -87,7 +90,11 @@ class Programs:
 
         folder = self.folder / f"program_{len(self.built)}"
         infos = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
-                                base=self.base)
+                                base=self.base, min_size=self.min_size, require_sharded=self.require_sharded)
+        if not self.report:
+            from forge_opt.split.api import parallel_report
+
+            self.report = parallel_report(infos)
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
             per_device = run_mpi(folder, feeds, self.devices) if self.mpi else run_parallel(folder, feeds)
@@ -104,6 +111,8 @@ def check_decode(
     devices: int = 1,
     mpi: bool = False,
     plan: str = "",
+    min_size: int = 0,
+    require_sharded: bool = False,
     rtol: float = RTOL,
     atol: float = ATOL,
     min_pcc: float = MIN_PCC,
@@ -130,17 +139,20 @@ def check_decode(
             )
         feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
         ours, theirs = feeds, dict(feeds)
-        lines = [f"{'step':<6} {'token':>10} {'onnxruntime':>12}"]
+        lines = [f"{'step':<6} {'token':>10} {'oracle':>12}"]
+        oracle, oracle_note = "onnxruntime", ""
         results: list[OutputResult] = []
         equal = 0
-        with tempfile.TemporaryDirectory() as tmp:
-            programs = Programs(model, base, devices, mpi, plan, Path(tmp))
+        with hidden_folder() as tmp:
+            programs = Programs(model, base, devices, mpi, plan, Path(tmp), min_size, require_sharded)
             for step in range(steps):
                 try:
                     got = programs.run(ours)
                 except ForgeCallError as e:
                     return CheckReport(MISMATCH, error=f"step {step}: the program failed on Forge: {e}")
-                want = dict(zip(out_names, expected_outputs(model, base, theirs).outputs))
+                reference = expected_outputs(model, base, theirs)
+                oracle, oracle_note = reference.oracle, reference.why
+                want = dict(zip(out_names, reference.outputs))
                 result = compare_output(f"logits (step {step})", want["logits"], got["logits"], rtol=rtol, atol=atol,
                                         min_pcc=min_pcc)
                 results.append(result)
@@ -149,14 +161,18 @@ def check_decode(
                 same = bool(np.array_equal(token, expected))
                 equal += same
                 lines.append(f"{step:<6} {_tokens(token):>10} {_tokens(expected):>12}{'' if same else '  differs'}")
+            # the last step's cache, which no later step reads: compared here, or an error in it passes
+            results += [compare_output(f"{present} (step {steps - 1})", want[present], got[present], rtol=rtol,
+                                       atol=atol, min_pcc=min_pcc) for present in pairs]
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
     built = len(programs.built)
     where = f"{devices} devices" + (" under MPI" if mpi else "") if devices > 1 else "one device"
-    lines.append(f"decode: {equal}/{steps} tokens equal to onnxruntime ({where}; "
+    lines.append(f"decode: {equal}/{steps} tokens equal to {oracle}'s ({where}; "
                  f"{built} program{'' if built == 1 else 's'} built, one per input shape)")
     status = MATCH if equal == steps and all(r.ok for r in results) else MISMATCH
-    return CheckReport(status, results, notes=[*notes, *lines])
+    return CheckReport(status, results, error=programs.report, oracle=oracle, oracle_note=oracle_note,
+                       notes=[*notes, *lines])
 
 
 def _tokens(t: np.ndarray) -> str:

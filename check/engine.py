@@ -8,8 +8,6 @@ rules) rejects. Callers decide what each means for them.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,14 +40,16 @@ class Compiled:
 
 
 def compile_model(
-    model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge", shapes: InputShapes | None = None
+    model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge", shapes: InputShapes | None = None,
+    stem: str = "",
 ) -> Compiled:
-    """`shapes`: sizes for symbolic input dims (`--dim`/`--shape`)."""
+    """`shapes`: sizes for symbolic input dims (`--dim`/`--shape`); `stem`:
+    the name of the module's file without `.py`, which names its constants."""
     module = import_model(model, base, shapes=shapes)
     func = main_func(module)
     names = input_names(func)
     run_pipeline(module, pipeline)
-    return Compiled(model, module, emit_module(module), names, base)
+    return Compiled(model, module, emit_module(module, stem=stem), names, base)
 
 
 def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -72,7 +72,8 @@ def random_inputs(module: ModuleOp, seed: int = 0, bounds: Mapping[str, int] | N
     for name, arg in zip(input_names(func), func.body.block.args):
         t = arg.type
         if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
-            raise ForgeOptError(f"input of type {t} has no static shape; pass --inputs, --dim or --shape")
+            raise ForgeOptError(f"input '{name}' of type {t} has unknown sizes: choose them with --dim SYMBOL=N or "
+                                f"--shape {name}=D0,D1,..., or pass --inputs")
         dtype = dtypes.numpy_dtype(t.element_type)
         if is_mask(name, dtype):
             arrays.append(np.ones(t.get_shape(), dtype))
@@ -127,68 +128,3 @@ def index_bounds(model: ModelProto) -> dict[str, int]:
             size = dims[axis % len(dims)]
             bounds[source] = min(size, bounds.get(source, size))
     return bounds
-
-
-@dataclass
-class Expected:
-    """The reference outputs, the oracle that computed them, and why it was
-    not onnxruntime (when it was not)."""
-
-    outputs: list[np.ndarray]
-    oracle: str = "onnxruntime"
-    why: str = ""
-
-
-def expected_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> Expected:
-    """onnxruntime's outputs or, when onnxruntime cannot run the model (an op
-    or a form it lacks, an opset newer than it knows), ONNX's own reference
-    implementation's."""
-    try:
-        return Expected(onnxruntime_outputs(model, base, feeds))
-    except ForgeOptError as ort_error:
-        from onnx.reference import ReferenceEvaluator
-
-        try:
-            if base is not None and any(t.data_location == 1 for t in model.graph.initializer):
-                import onnx.external_data_helper
-
-                model = _copy(model)
-                onnx.external_data_helper.load_external_data_for_model(model, str(base))
-            outputs = ReferenceEvaluator(model).run(None, feeds)
-        except Exception as e:  # the reference raises whatever its op implementations raise
-            raise ForgeOptError(f"{ort_error}; onnx.reference cannot run it either: {type(e).__name__}: {e}") from None
-        return Expected([np.asarray(o) for o in outputs], "onnx.reference", str(ort_error))
-
-
-def _copy(model: ModelProto) -> ModelProto:
-    copy = ModelProto()
-    copy.CopyFrom(model)
-    return copy
-
-
-def onnxruntime_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The reference: the model's outputs on onnxruntime's CPU provider."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise ForgeOptError("forge-check compares with onnxruntime: pip install 'forge-opt[test]'") from None
-
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4  # fatal only: its errors reach the user in our report
-        if base is not None and any(t.data_location == 1 for t in model.graph.initializer):
-            # external data: onnxruntime resolves it next to a file
-            import onnx
-
-            with tempfile.NamedTemporaryFile(suffix=".onnx", dir=base, delete=False) as f:
-                path = f.name
-            try:
-                onnx.save(model, path)
-                session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-            finally:
-                os.unlink(path)
-        else:
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return [np.asarray(value) for value in session.run(None, feeds)]
-    except Exception as e:  # onnxruntime's own errors carry no common base class
-        raise ForgeOptError(f"onnxruntime cannot run the model: {e}") from None

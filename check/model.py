@@ -11,9 +11,11 @@ import numpy as np
 from forge_opt.check.bisect import Divergence, first_divergence
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compared_verdict
 from forge_opt.check.driver import Tolerances, bounded_note, compare_outputs, load_checked
-from forge_opt.check.engine import compile_model, expected_outputs, index_bounds, random_inputs, run_compiled
+from forge_opt.check.engine import compile_model, index_bounds, random_inputs, run_compiled
+from forge_opt.check.oracle import expected_outputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge_standin import ForgeCallError
+from forge_opt.targets.forge_python import ForgePythonModule
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 
@@ -24,6 +26,7 @@ class CheckReport:
     outputs: list[OutputResult] = field(default_factory=list)
     error: str = ""
     forge_python: str = ""
+    emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
     oracle: str = "onnxruntime"  # what computed the expected outputs
@@ -50,12 +53,13 @@ class CheckReport:
 def format_results(results: list[OutputResult]) -> list[str]:
     """The table of compared outputs: error, the tolerance it was held to,
     PCC ("-" where none applies) and verdict."""
-    lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'pcc':>10}  verdict"]
+    lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'budget':>8} {'pcc':>10}  verdict"]
     for o in results:
         verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
-        tolerance = f"{o.tolerance:.1e}" if o.tolerance else "exact"
+        tolerance, budget = (f"{o.tolerance:.1e}", o.budget) if o.tolerance else ("exact", "-")
         p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
-        lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {p:>10}  {verdict}")
+        lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {budget:>8} "
+                     f"{p:>10}  {verdict}")
     failed = [o for o in results if not o.ok]
     rtols = [o.accepting_rtol for o in failed if o.accepting_rtol == o.accepting_rtol]
     if len(failed) > 1 and len(rtols) == len(failed):
@@ -89,6 +93,7 @@ def check_model(
     bisect: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    stem: str = "",
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
     stand-in, run the model on onnxruntime, and compare every output.
@@ -96,11 +101,13 @@ def check_model(
     `freeze` names graph inputs to compile as constants, with their values
     taken from `inputs` (a dict). With `bisect`, a mismatch also names the
     first ONNX node whose output diverges. `shapes` and `dims` fix symbolic
-    input sizes (as `import_onnx`); given inputs fix the others."""
+    input sizes (as `import_onnx`); given inputs fix the others. `stem`:
+    the name of the emitted module's file without `.py`, which names its
+    constants file."""
     try:
         loaded = load_checked(source, inputs, freeze=freeze, shapes=shapes, dims=dims)
         model, base, inputs = loaded.model, loaded.base, loaded.inputs
-        compiled = compile_model(model, base, shapes=loaded.sizes)
+        compiled = compile_model(model, base, shapes=loaded.sizes, stem=stem)
         names = compiled.input_names
         notes = []
         if inputs is None:
@@ -128,10 +135,10 @@ def check_model(
         return CheckReport(MISMATCH, error=f"the Forge module failed: {e}", forge_python=text)
 
     got = dict(zip([o.name for o in model.graph.output], actual))
-    results = compare_outputs(model, expected, got, Tolerances(rtol, atol, min_pcc))
+    results = compare_outputs(model, expected, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
     status, why = verdict(results, len(expected), len(actual))
-    report = CheckReport(status, results, error=why, forge_python=text, oracle=reference.oracle,
-                         oracle_note=reference.why, notes=notes)
+    report = CheckReport(status, results, error=why, forge_python=text, emitted=compiled.emitted,
+                         oracle=reference.oracle, oracle_note=reference.why, notes=notes)
     if bisect and status == MISMATCH:
         report.bisected = True
         report.divergence = first_divergence(model, compiled.module, feeds, rtol=rtol, atol=atol)

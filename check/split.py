@@ -5,20 +5,20 @@ model, `forge-check --devices P` through the tensor-parallel path."""
 
 from __future__ import annotations
 
-import tempfile
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
-from forge_opt.check.driver import Tolerances, compare_outputs, load_checked, model_feeds
-from forge_opt.check.engine import expected_outputs
+from forge_opt.check.driver import Tolerances, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.model import MISMATCH, NOT_COMPILED, CheckReport, verdict
+from forge_opt.check.oracle import expected_outputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split.api import convert, describe_split, run_split, split_model
+from forge_opt.split.api import convert, describe_split, require_static_inputs, run_split, split_model
 from forge_opt.split.folder import read_split
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble
@@ -50,12 +50,14 @@ def check_fallback(
         loaded = load_checked(source, inputs, freeze=freeze, shapes=shapes, dims=dims)
         original, base = loaded.model, loaded.base
         model = resolved_model(original, loaded.sizes)
+        if loaded.inputs is None:
+            require_static_inputs(model)  # names each unknown size and the flag that fixes it
         feeds, notes = model_feeds(model, base, loaded.inputs, seed)
         # first the reference: inputs the model itself cannot take are named by the oracle
         reference = expected_outputs(original, base, feeds)
-        with tempfile.TemporaryDirectory() as tmp:
+        with hidden_folder() as tmp:
             folder = Path(tmp) / "split"
-            _, infos = split_model(model, folder, min_device_ops=min_device_ops, devices=devices)
+            _, infos = split_model(model, folder, min_device_ops=min_device_ops, devices=devices, base=base)
             convert(folder)  # the check runs what ships: the converted modules
             layout = describe_split(folder)
             try:
@@ -69,13 +71,15 @@ def check_fallback(
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
     want = reference.outputs
-    results = compare_outputs(model, want, got, Tolerances(rtol, atol, min_pcc))
+    results = compare_outputs(model, want, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
     status, why = verdict(results, len(want))
     if differ:
         differ_note = f"the MPI processes' outputs differ ({', '.join(differ)})"
         status, why = MISMATCH, "\n".join(filter(None, [why, differ_note]))
     count = infos["graph_num"]
     summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
+    if not re.search(r"\btt\b", layout):
+        summary += "; nothing runs on the device: this checks the split, not a Forge program"
     if devices > 1:
         summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
     return CheckReport(
@@ -111,7 +115,8 @@ def check_parallel(
         loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
         model, base, chosen = loaded.model, loaded.base, loaded.sizes
         feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
-        with tempfile.TemporaryDirectory() as tmp:
+        reference = expected_outputs(model, base, feeds)  # first: inputs the model cannot take are the user's
+        with hidden_folder() as tmp:
             folder = Path(tmp) / "tp"
             infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
                                     require_sharded=require_sharded, shapes=chosen.shapes, dims=chosen.dims, base=base)
@@ -121,9 +126,8 @@ def check_parallel(
                 return CheckReport(MISMATCH, error=f"a device segment failed on Forge: {e}")
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
-    reference = expected_outputs(model, base, feeds)
     got, differ = assemble(infos, per_device)
-    results = compare_outputs(model, reference.outputs, got, Tolerances(rtol, atol, min_pcc))
+    results = compare_outputs(model, reference.outputs, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
     status, why = verdict(results, len(reference.outputs))
     disagree = f"\nthe devices' outputs differ ({', '.join(differ)})" if differ else ""
     note = parallel_report(infos) + disagree + (f"\n{why}" if why else "")

@@ -34,6 +34,9 @@ def block(x: np.ndarray, axis: int, rank: int, size: int) -> np.ndarray:
 
 
 def rank_order_sum(parts: Sequence[np.ndarray]) -> np.ndarray:
+    shapes = {np.shape(p) for p in parts}
+    if len(shapes) > 1:  # MPI says "Message truncated"; numpy would broadcast them silently
+        raise ValueError(f"all_reduce of blocks of different shapes: {sorted(shapes)}")
     total = np.array(parts[0], copy=True)
     for p in parts[1:]:
         total = total + p

@@ -3,6 +3,7 @@ steps over a folder."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -10,10 +11,21 @@ from pathlib import Path
 from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.files import write_text
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
-from forge_opt.split.folder import INFOS, converted_module, parallel_dir, read_split, write_split
+from forge_opt.split.folder import (
+    INFOS,
+    SOURCE,
+    check_folder,
+    clear_folder,
+    converted_module,
+    model_digest,
+    parallel_dir,
+    read_split,
+    write_split,
+)
 from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.plan import DEVICE, Plan, make_plan
 from forge_opt.transforms.placement import place
@@ -31,20 +43,24 @@ def split_model(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     devices: int = 1,
+    base: Path | None = None,
 ) -> tuple[Plan, dict]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`.
     `shapes` and `dims` fix symbolic input sizes (as `import_onnx`); the
     split is of the model with its shapes folded and known control flow
     resolved. `devices` (P > 1): each device sub-model is converted for P
-    devices, tensor-parallel (the plan's `parallel`)."""
+    devices, tensor-parallel (the plan's `parallel`). `base`: the folder of
+    the model's external data, for a model given as a `ModelProto`."""
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
-    model, base = load_model(source)
+    model, loaded_from = load_model(source)
+    base = base or loaded_from
+    if not model.graph.output:
+        raise ForgeOptError("the model has no outputs: a split of it would compute nothing")
     model = resolved_model(model, InputShapes.of(shapes, dims))
     require_static_inputs(model)
     out = Path(folder)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces its split)")
+    check_folder(out, base, force, "--force replaces its split")
     return _split(model, base, out, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices)
 
 
@@ -57,6 +73,8 @@ def _split(
     sub-model (`control_flow.py`)."""
     placements = place(import_model(model, base), cpu_ops, cpu_nodes, check_pins=check_pins)
     plan = make_plan(model, placements, min_device_ops, base)
+    if check_pins:  # the whole model's split, now known to be made: what an older one left goes
+        clear_folder(folder)
     control = {}
     for n, sub in enumerate(plan.graphs):
         if len(sub.nodes) != 1 or not is_host_control_flow(sub.nodes[0]):
@@ -114,6 +132,9 @@ def convert(folder: str | os.PathLike) -> list[Path]:
 
     written = []
     infos, graphs = read_split(Path(folder))
+    if "grid" in infos:
+        raise ForgeOptError(f"{folder}: is a tensor-parallel plan, whose modules forge-opt compiled already: "
+                            "`forge-split run` runs it")
     for g in graphs:
         for sub_folder in g.subgraphs.values():
             written += convert(sub_folder)
@@ -123,24 +144,30 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             tensor_parallel(g.model_path, parallel_dir(g), infos["parallel"], force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)
             continue
-        compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent)
+        compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent, stem=f"graph_{g.index}")
         g.context_dir.mkdir(parents=True, exist_ok=True)
         path = converted_module(g)
         assert path is not None
-        path.write_text(compiled.emitted.source)
+        write_text(path, compiled.emitted.source)
         save_constants(compiled.emitted, g.context_dir)
-        (g.context_dir / f"graph_{g.index}.mlir").write_text(str(compiled.module) + "\n")
+        write_text(g.context_dir / f"graph_{g.index}.mlir", str(compiled.module) + "\n")
+        write_text(g.context_dir / SOURCE, json.dumps({"model_sha256": model_digest(g.model_path)}) + "\n")
         written.append(path)
     return written
 
 
-def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile: bool = False):
+def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile: bool = False,
+              loop_seconds: float | None = None):
     """The model's outputs, by name, from its split in `folder`
     (`runner.run_split`): device sub-models run as `convert` wrote them, or
-    compiled anew from their ONNX with `recompile`."""
+    compiled anew from their ONNX with `recompile`; a run-time Loop may run
+    `loop_seconds` (default 60)."""
     from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
 
-    return runner.run_split(Path(folder), inputs, mode, recompile)
+    if not isinstance(inputs, dict):
+        raise ForgeOptError("run_split takes the inputs as a dict by input name")
+    return runner.run_split(Path(folder), inputs, mode, recompile,
+                            loop_seconds=runner.LOOP_SECONDS if loop_seconds is None else loop_seconds)
 
 
 

@@ -103,7 +103,38 @@ def subgraph_models(model: ModelProto, node: NodeProto, types: dict[str, TypePro
     for value, tp in zip(body.input, fixed):
         if tp is not None and not _has_shape(value.type):
             value.type.CopyFrom(tp)
+    carried = len(node.input) - 2
+    growing = _changing_shapes(model, node, body, types, carried)
+    for k in growing:  # a carried value whose shape changes: its sizes are known only at run time
+        dims = body.input[2 + k].type.tensor_type.shape.dim
+        for axis, d in enumerate(dims):
+            d.Clear()
+            d.dim_param = f"{body.input[2 + k].name}_dim{axis}"
     return {"body": subgraph_model(model, node, body, types, "body")}
+
+
+def _changing_shapes(model: ModelProto, node: NodeProto, body: GraphProto, types: dict[str, TypeProto],
+                     carried: int) -> list[int]:
+    """The carried values (by position) whose shape after one iteration is
+    not the shape they came in with, by ONNX's shape inference on the body
+    typed with the initial values: a body compiled for the first
+    iteration's shape would be fed another at the next."""
+    typed = subgraph_model(model, node, body, types, "body")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(typed)
+    except Exception:  # shape inference's errors have no common base: nothing is known, all may change
+        return list(range(carried))
+    known = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    changing = []
+    for k in range(carried):
+        came, went = body.input[2 + k].type, known.get(body.output[1 + k].name)
+        if went is None or not _has_shape(went) or _dims(went) != _dims(came) or None in _dims(came):
+            changing.append(k)
+    return changing
+
+
+def _dims(tp: TypeProto) -> list[int | None]:
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tp.tensor_type.shape.dim]
 
 
 def _has_shape(tp: TypeProto) -> bool:

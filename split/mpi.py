@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.files import save_npz
 
 #: seconds an MPI run may take before forge-check stops waiting for it
 MPI_TIMEOUT = 600
@@ -25,23 +26,37 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
     if mpiexec is None:
         raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")
     with tempfile.TemporaryDirectory() as tmp:  # the inputs and outputs: never in the user's folder
-        np.savez(Path(tmp) / "inputs.npz", **feeds)  # pyright: ignore[reportArgumentType]
+        save_npz(Path(tmp) / "inputs.npz", feeds)
         command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
                    "--inputs", str(Path(tmp) / "inputs.npz"), "--output", str(Path(tmp) / "outputs_{rank}.npz")]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=MPI_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise ForgeOptError(f"the MPI run did not finish in {MPI_TIMEOUT} s ({' '.join(command)})") from None
-        if done.returncode != 0:
-            # each failing device says so in one line; MPI's own teardown text follows, for the rest
-            named = [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
-            detail = "\n".join(named) if named else done.stderr.strip()
-            raise ForgeOptError(f"the MPI run failed (exit {done.returncode}):\n{detail}")
+        missing = [rank for rank in range(devices) if not (Path(tmp) / f"outputs_{rank}.npz").is_file()]
+        if done.returncode != 0 or missing:
+            raise ForgeOptError(_failure(done, missing))
         outputs = []
         for rank in range(devices):
             with np.load(Path(tmp) / f"outputs_{rank}.npz") as data:
                 outputs.append({k: data[k] for k in data.files})
     return outputs
+
+
+def _failure(done: subprocess.CompletedProcess, missing: list[int]) -> str:
+    """Why an MPI run failed: each device that said so, in its own line;
+    else how mpiexec saw its processes end (exit status or signal, which
+    MPICH's launcher prints to standard output); and the devices that ended
+    without their outputs."""
+    named = [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
+    ended = [line.strip() for line in (done.stdout + done.stderr).splitlines()
+             if "BAD TERMINATION" in line or "EXIT STATUS" in line or "signal" in line.lower()]
+    lines = named or ended or [line for line in done.stderr.strip().splitlines() if line.strip()][-5:]
+    if missing:
+        lines.append(f"device{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: no outputs "
+                     "(the process ended before the run completed)")
+    how = f"exit {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
+    return f"the MPI run failed ({how}):\n" + "\n".join(lines)
 
 
 def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

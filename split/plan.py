@@ -66,9 +66,16 @@ def _info(name: str, types: dict[str, TypeProto], attr: str) -> TensorInfo:
 
 
 def _untyped(t: TypeProto | None) -> bool:
-    """No type at all, or a tensor of no known element type (sequences and
-    optionals have types of their own, which no run would give)."""
-    return t is None or t.WhichOneof("value") is None or (t.HasField("tensor_type") and not t.tensor_type.elem_type)
+    """No type at all, or a tensor of no known element type, rank or size
+    (sequences and optionals have types of their own, which no run would
+    give): the model's inputs are static, so only an op ONNX cannot infer
+    (of another domain) leaves one."""
+    if t is None or t.WhichOneof("value") is None:
+        return True
+    if not t.HasField("tensor_type"):
+        return False
+    tt = t.tensor_type
+    return not tt.elem_type or not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim)
 
 
 def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> dict[str, TypeProto]:
@@ -76,7 +83,8 @@ def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> d
     them), as a run of the model on onnxruntime gives them: AutoSplit too
     runs its sub-models to learn their outputs' shapes. Seeded random
     inputs, indices inside the tables they index."""
-    from forge_opt.check.engine import expected_outputs, index_bounds, random_array
+    from forge_opt.check.engine import index_bounds, random_array
+    from forge_opt.check.oracle import expected_outputs
 
     exposed = ModelProto()
     exposed.CopyFrom(model)
@@ -193,7 +201,9 @@ def make_plan(
         if maker >= 0 and x not in subs[maker].outputs:
             subs[maker].outputs.append(x)
     types = _type_of(model)
-    untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs) if _untyped(types.get(x))]
+    # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes)
+    untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs)
+               if x not in graph_inputs and _untyped(types.get(x))]
     if untyped:
         types.update(_types_from_run(model, base, list(dict.fromkeys(untyped))))
     tensors: dict[str, TensorInfo] = {}
@@ -201,6 +211,9 @@ def make_plan(
         for x in (*sub.inputs, *sub.outputs):
             attr = "input" if x in graph_inputs else "output" if x in graph_outputs else "intermediate"
             tensors.setdefault(x, _info(x, types, attr))
+    for x in graph_outputs:  # a model input the model returns as it is: the host passes it on
+        if x in graph_inputs and x not in tensors:
+            tensors[x] = _info(x, types, "input")
     return Plan(subs, tensors, types)
 
 

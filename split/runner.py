@@ -22,18 +22,28 @@ and given to all, and each device sub-model's outputs are joined from all.
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from forge_opt.check.engine import compile_model, expected_outputs, run_compiled
+from forge_opt.check.engine import compile_model, run_compiled
+from forge_opt.check.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
-from forge_opt.split.folder import INFOS, SplitGraph, converted_module, parallel_dir, read_split
+from forge_opt.split.folder import (
+    INFOS,
+    SplitGraph,
+    converted_from_this,
+    converted_module,
+    parallel_dir,
+    read_split,
+    returned,
+)
 from forge_opt.split.plan import DEVICE
 
 
@@ -46,6 +56,11 @@ def _load_converted(g: SplitGraph, model: onnx.ModelProto):
             f"graph_{g.index} ({g.device}): no converted Forge module"
             + (f" at {path}" if path is not None else " (no context_dir)")
             + ": run `forge-split convert` first (or `run --recompile` to compile the ONNX instead)"
+        )
+    if not converted_from_this(g):
+        raise ForgeOptError(
+            f"graph_{g.index} ({g.device}): its converted module {path} was not converted from {g.model_path.name} "
+            "as it is now: run `forge-split convert` again (or `run --recompile`)"
         )
     try:
         return forge_instance(path.read_text(), str(path), with_external_data(model, g.model_path.parent))
@@ -68,11 +83,16 @@ def _run_module(g: SplitGraph, module, inputs: list[np.ndarray]) -> list[np.ndar
                             f"{type(e).__name__}: {e}") from None
 
 
+#: seconds a run-time Loop may run before the run stops it (a while loop whose condition never falls)
+LOOP_SECONDS = 60.0
+
+
 @dataclass(frozen=True)
 class _How:
     mode: str = "device"
     recompile: bool = False
     member: MpiMember | None = None  # this process's device in an MPI job; else all simulated here
+    loop_seconds: float = LOOP_SECONDS  # how long a run-time Loop may run
 
     def on_host(self, compute, *args):
         """`compute(*args)`, done once by the host."""
@@ -89,13 +109,14 @@ class _How:
 
 def run_split(
     folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False,
-    member: MpiMember | None = None,
+    member: MpiMember | None = None, loop_seconds: float = LOOP_SECONDS,
 ) -> dict[str, np.ndarray]:
     """The model's outputs (by name) from its split in `folder`; with
-    `member`, as one process of an MPI job with one process per device."""
+    `member`, as one process of an MPI job with one process per device;
+    a run-time Loop stops the run after `loop_seconds`."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
-    return _run(folder, inputs, _How(mode, recompile, member))
+    return _run(folder, inputs, _How(mode, recompile, member, loop_seconds))
 
 
 def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
@@ -114,6 +135,7 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
     if missing:
         raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
     values = {name: np.asarray(inputs[name]) for name in wanted}
+    check_inputs(tensors, values)
     for g in graphs:
         if g.subgraphs:
             if g.branch_info is not None:
@@ -133,16 +155,35 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             compiled = compile_model(model, g.model_path.parent)
             outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
         elif on_device:
-            initializers = {t.name for t in model.graph.initializer}
-            order = [i.name for i in model.graph.input if i.name not in initializers]
+            # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
+            check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
+            order = [i.name for i in graph_inputs(model)]
             outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
+        if len(outputs) != len(g.outputs):
+            raise ForgeOptError(f"graph_{g.index} ({g.device}): returned {len(outputs)} outputs where its entry lists "
+                                f"{len(g.outputs)} ({', '.join(g.outputs)})")
         for name, value in zip(g.outputs, outputs):
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
-    return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+    return returned(infos, folder, values)
+
+
+def check_inputs(tensors: dict, values: dict[str, np.ndarray], devices: int = 1) -> None:
+    """The model's inputs against the plan's `tensors`: each of the element
+    type and the fixed sizes it was split or compiled for (an input split
+    across `devices` is whole here)."""
+    for name, value in values.items():
+        t = tensors[name]
+        if np.dtype(t["dtype"]) != value.dtype:
+            raise ForgeOptError(f"the input '{name}' is {value.dtype}, where the plan takes {t['dtype']}")
+        shape = list(t["shape"])
+        if t.get("split_axis") is not None:
+            shape[t["split_axis"]] *= devices
+        if len(shape) != value.ndim or any(0 <= d != v for d, v in zip(shape, value.shape)):
+            raise ForgeOptError(f"the input '{name}' has shape {list(value.shape)}, where the plan takes {shape}")
 
 
 def _cpu_outputs(model: onnx.ModelProto, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -195,10 +236,6 @@ def _run_branch(g: SplitGraph, info: dict, values: dict[str, np.ndarray], how: _
             values[result] = outputs[inner]
 
 
-#: iterations a run-time Loop may take before the run stops it (a while loop whose condition never falls)
-LOOP_LIMIT = 1 << 20
-
-
 def _run_loop(
     g: SplitGraph, info: dict, tensors: dict, values: dict[str, np.ndarray], how: _How
 ) -> None:
@@ -214,9 +251,11 @@ def _run_loop(
     n = len(carried)
     scans: list[list[np.ndarray]] = [[] for _ in body["outputs"][1 + n:]]
     step = 0
+    started = time.monotonic()
     while going and (trips is None or step < trips):
-        if step >= LOOP_LIMIT:
-            raise ForgeOptError(f"graph_{g.index}: the Loop ran {LOOP_LIMIT} iterations and its condition still holds")
+        if time.monotonic() - started > how.loop_seconds:
+            raise ForgeOptError(f"graph_{g.index}: the Loop ran {step} iterations in {how.loop_seconds:g} s and its "
+                                "condition still holds (--loop-seconds raises the limit)")
         feeds = dict(values)
         feeds.update(zip(body["inputs"], [np.array(step, np.int64), np.array(going), *carried]))
         outputs = _run_sub_split(g.subgraphs["body"], feeds, how)
@@ -259,6 +298,8 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     simulated in this process (a thread each); then the outputs of each
     device, which must agree."""
     infos, graphs = read_split(folder)
+    if "grid" not in infos:
+        raise ForgeOptError(f"{folder}: is a split, not a tensor-parallel plan: run_split runs it")
     devices = infos["grid"]["shape"][0]
     if member is not None and member.size != devices:
         raise ForgeOptError(f"the plan is for {devices} devices but the run has {member.size}")
@@ -283,13 +324,7 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
             source = mine.module_path.read_text()
             loaded[g.index, rank] = forge_instance(source, str(mine.module_path), weights[mine.model_path])
 
-    for name in wanted:
-        axis = tensors[name].get("split_axis")
-        if axis is not None and np.shape(inputs[name])[axis] != tensors[name]["shape"][axis] * devices:
-            raise ForgeOptError(
-                f"the input '{name}' has {np.shape(inputs[name])[axis]} along axis {axis}, which the plan splits "
-                f"into {devices} blocks of {tensors[name]['shape'][axis]}"
-            )
+    check_inputs(tensors, {name: np.asarray(inputs[name]) for name in wanted}, devices)
 
     def device(m: Collectives) -> dict[str, np.ndarray]:
         values = {}
@@ -303,7 +338,7 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
                 values[name] = np.asarray(v).astype(tensors[name]["dtype"], copy=False)
             for step in after.get(g.index, []):
                 values[step["output"]] = _collect(step, values[step["input"]], m)
-        return {name: values[name] for name, t in tensors.items() if t["attr"] == "output"}
+        return returned(infos, folder, values)
 
     if member is not None:
         return [device(member)]
@@ -315,10 +350,11 @@ def assemble(infos: dict, per_device: list[dict[str, np.ndarray]]) -> tuple[dict
     (a KV cache's present) joined from the devices' blocks, any other taken
     from device 0; and the names of those the devices disagree on."""
     tensors = infos["tensors"]
+    source = {o["name"]: o["tensor"] for o in infos.get("outputs", []) if "tensor" in o}
     first = per_device[0]
     whole, differ = {}, []
     for name, value in first.items():
-        axis = tensors[name].get("split_axis")
+        axis = tensors.get(source.get(name, name), {}).get("split_axis")
         if axis is not None:
             whole[name] = np.concatenate([d[name] for d in per_device], axis=axis)
         else:

@@ -14,7 +14,7 @@ import pytest
 from model_helpers import relu_topk_sigmoid
 from onnx import TensorProto, helper, numpy_helper
 
-from forge_opt.check.engine import onnxruntime_outputs
+from forge_opt.check.oracle import onnxruntime_outputs
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.api import convert, run_split, split_model
 

@@ -327,8 +327,11 @@ def test_tp_run_names_a_bad_inputs_file(tmp_path):
     "fault, message",
     [
         ("raise", "tp_run (device 1): error: RuntimeError: injected on device 1"),
-        ("kill", ""),  # a rank killed by a signal: MPI ends the job
+        ("kill", "signal 9"),  # a rank killed by a signal: MPI ends the job, and says how
         ("weights", "tp_run (device 1): error:"),  # a corrupt weights file
+        # audit 12 and 27: a module that exits, cleanly or at once, ends the job too, named
+        ("exit", "tp_run (device 1): error: the run called sys.exit(0) before it completed"),
+        ("_exit", "no outputs (the process ended before the run completed)"),
     ],
 )
 def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message):
@@ -343,8 +346,9 @@ def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message
     if fault == "weights":
         (folder / "dev1" / "weights.bin").write_bytes(b"\0" * 8)
     else:
-        inject = ("raise RuntimeError('injected on device 1')" if fault == "raise"
-                  else "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        inject = {"raise": "raise RuntimeError('injected on device 1')",
+                  "kill": "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                  "exit": "import sys; sys.exit(0)", "_exit": "import os; os._exit(0)"}[fault]
         head = "    def forward(self, x):\n"
         source = module.read_text().replace(head, f"{head}        {inject}\n")
         module.write_text(source)
@@ -460,7 +464,7 @@ def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
             assert [c["op"] for c in sub["collectives"]] == ["all_reduce"]
             assert [layer["case"] for layer in sub["layers"]] == ["column", "row"]
     x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    from forge_opt.check.engine import onnxruntime_outputs
+    from forge_opt.check.oracle import onnxruntime_outputs
 
     got = run_split(tmp_path / "split", x)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-4, atol=1e-4)
@@ -660,7 +664,7 @@ def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
 def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
     """A Gemm's transB=1 on a weight only one segment reads: each device's
     weights file holds it transposed, and its module loads it as it is."""
-    from forge_opt.check.engine import onnxruntime_outputs
+    from forge_opt.check.oracle import onnxruntime_outputs
     from forge_opt.split.runner import assemble, run_parallel
 
     model = make_model(

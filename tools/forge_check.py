@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from pathlib import Path
 
-import numpy as np
-
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, check_tolerances
 from forge_opt.diagnostics import ForgeOptError
 
 
@@ -81,13 +80,16 @@ def main(argv: list[str] | None = None) -> None:
     from forge_opt.frontends.onnx.shapes import InputShapes
 
     try:
+        check_tolerances(args.rtol, args.atol, args.pcc)
+        if args.max_devices < 1:
+            raise ForgeOptError(f"--max-devices {args.max_devices}: give 1 or more")
+        if args.emit:
+            _check_emit_path(args.emit)  # before the run: its verdict is not lost to a bad path
         inputs = None
         if args.inputs:
-            try:
-                with np.load(args.inputs) as data:
-                    inputs = {k: data[k] for k in data.files}
-            except (OSError, ValueError) as e:
-                raise ForgeOptError(f"{args.inputs}: cannot read the inputs: {e}") from None
+            from forge_opt.check.driver import read_inputs
+
+            inputs = read_inputs(args.inputs)
         chosen = InputShapes.parse(args.shape, args.dim)
         if (args.mpi or args.plan or args.min_size or args.require_sharded) and args.devices is None and \
                 args.device_memory is None:
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
 
             report = check_decode(
                 args.model, args.decode, inputs, devices=args.devices or 1, mpi=args.mpi, plan=args.plan,
+                min_size=args.min_size, require_sharded=args.require_sharded,
                 rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes,
                 dims=chosen.dims,
             )
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                 bisect=args.bisect,
                 shapes=chosen.shapes,
                 dims=chosen.dims,
+                stem=Path(args.emit).stem if args.emit else "",
             )
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)
@@ -156,9 +160,16 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         print(f"forge-check: error: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(NOT_COMPILED)
-    if args.emit and report.forge_python:
-        with open(args.emit, "w") as f:
-            f.write(report.forge_python)
+    if args.emit and report.emitted is not None:
+        from forge_opt.files import write_text
+        from forge_opt.targets.forge_python import save_constants
+
+        try:  # the module and, beside it, the constants it loads
+            save_constants(report.emitted, Path(args.emit).parent)
+            write_text(args.emit, report.emitted.source)
+        except OSError as e:
+            print(f"forge-check: error: --emit {args.emit}: {e.strerror}", file=sys.stderr)
+            sys.exit(NOT_COMPILED)
     if report.status == NOT_COMPILED:
         print(f"forge-check: error: {report.error}", file=sys.stderr)
     else:
@@ -166,6 +177,20 @@ def main(argv: list[str] | None = None) -> None:
             print(f"forge-check: {report.error}" if "\n" not in report.error else report.error, file=sys.stderr)
         print(report.format())
     sys.exit(report.status)
+
+
+def _check_emit_path(path: str) -> None:
+    """`--emit FILE` names a file that can be written: in a folder that
+    exists and takes files, not a folder itself."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ForgeOptError(f"--emit {path}: is a folder; name the module's file")
+    if not os.path.isdir(folder):
+        raise ForgeOptError(f"--emit {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ForgeOptError(f"--emit {path}: the folder {folder} cannot be written")
 
 
 if __name__ == "__main__":

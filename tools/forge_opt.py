@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import io
 import os
 import sys
 import traceback
@@ -95,7 +96,22 @@ class ForgeOptMain(xDSLOptMain):
     def prepare_output(self) -> IO[str]:
         if self._output_folder() is not None:
             return sys.stdout  # the files go into the folder; the report to the terminal
-        return super().prepare_output()
+        if self.args.output_file is None:
+            return sys.stdout
+        # the output replaces the file only once the whole run succeeded (`run`): a failed compile leaves it
+        folder = os.path.dirname(os.path.abspath(self.args.output_file))
+        if not os.path.isdir(folder):
+            raise ForgeOptError(f"{self.args.output_file}: the folder {folder} does not exist")
+        self._pending = _PendingOutput()
+        return self._pending
+
+    def run(self):
+        self._pending = None
+        super().run()
+        if self._pending is not None:
+            from forge_opt.files import write_text
+
+            write_text(self.args.output_file, self._pending.getvalue())
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         from xdsl.utils.arg_spec import parse_spec
@@ -126,11 +142,13 @@ class ForgeOptMain(xDSLOptMain):
 
             from forge_opt.targets.forge_python import ForgePythonTarget
 
-            # Computed constants are saved beside the output file.
-            folder = Path(self.args.output_file).parent if self.args.output_file else Path.cwd()
+            # Computed constants are saved beside the output file, named for it (model.py: model_constants.npz).
+            output = Path(self.args.output_file) if self.args.output_file else None
+            folder = output.parent if output else Path.cwd()
             target = ForgePythonTarget.from_spec(parse_spec(self.args.target))
             out = StringIO()
-            dataclasses.replace(target, constants_dir=str(folder)).emit(self.ctx, prog, out)
+            dataclasses.replace(target, constants_dir=str(folder), stem=output.stem if output else "").emit(
+                self.ctx, prog, out)
             return out.getvalue()
         return super().output_resulting_program(prog)
 
@@ -158,11 +176,21 @@ class ForgeOptMain(xDSLOptMain):
         )
 
 
+class _PendingOutput(io.StringIO):
+    """forge-opt's output to a file, kept until the run ends: xdsl-opt closes
+    its output stream even when a pass fails."""
+
+    def close(self) -> None:
+        pass
+
+
 def _check_folder(folder) -> None:
     """Write into an empty folder or over our own tensor-parallel plan, never
     over other files (an AutoSplit split included)."""
     import json
 
+    if folder.exists() and not folder.is_dir():
+        raise ForgeOptError(f"{folder}: is a file; -o DIR/ names a folder for a program of several devices")
     if not folder.exists() or not any(folder.iterdir()):
         return
     plan = folder / "graph_infos.json"
@@ -186,6 +214,8 @@ def _message(e: BaseException) -> str:
         if folder and not os.path.isdir(folder):
             return f"{e.filename}: the folder {folder} does not exist"
         return f"{e.filename}: no such file"
+    if isinstance(e, OSError) and e.strerror:  # a folder that cannot be written, a full disk
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     if isinstance(e, ArgSpecParseError):
         return (f"{text}\na pass option's value holding '/' or '.' is a string: quote it, as in "
                 "-p 'onnx-to-forge{devices=2 plan=\"plan.json\"}'")

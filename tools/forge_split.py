@@ -6,10 +6,12 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
                 [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--mpi] [--check [--model MODEL]]
+                [--loop-seconds S]
 
 `run --check` compares the outputs with onnxruntime (exit 0 match, 1
 mismatch, 2 did not compile, as forge-check): with the whole model given by
-`--model`, else with the split's sub-models all run on onnxruntime.
+`--model`, else with the split's sub-models all run on onnxruntime (which
+sees a lowering's error, not the split's own).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, check_tolerances
 from forge_opt.diagnostics import ForgeOptError
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -82,12 +84,21 @@ def _report(plan, infos, folder: Path) -> str:
     return "\n".join(lines)
 
 
-def _why(infos: dict) -> str:
-    """Per CPU sub-model, each node and why it is on the CPU."""
+def _why(infos: dict, folder: Path, where: str = "") -> str:
+    """Per CPU sub-model, each node and why it is on the CPU; inside a
+    run-time If's branches and a Loop's body too, named by their folder."""
+    from forge_opt.split.folder import read_split
+
     lines = []
     for n, entry in enumerate(infos["graphs"]):
         for node, reason in entry.get("why", {}).items():
-            lines.append(f"graph_{n} (cpu): node '{node}': {reason}")
+            lines.append(f"{where}graph_{n} (cpu): node '{node}': {reason}")
+        subs = [b["folder"] for w, b in entry.get("branches", {}).items() if w in ("then", "else")]
+        subs += [entry["loop"]["body"]["folder"]] if "loop" in entry else []
+        for sub in subs:
+            inner = _why(read_split(folder / sub)[0], folder / sub, f"{where}{sub}/")
+            if inner != "every node runs on the device":
+                lines.append(inner)
     return "\n".join(lines) or "every node runs on the device"
 
 
@@ -126,11 +137,12 @@ def _split(argv: list[str]) -> int:
     )
     print(_report(plan, infos, Path(args.output)))
     if args.why:
-        print(_why(infos))
+        print(_why(infos, Path(args.output)))
     if args.dot:
+        from forge_opt.files import write_text
         from forge_opt.split.dot import split_dot
 
-        Path(args.dot).write_text(split_dot(plan))
+        write_text(args.dot, split_dot(plan))
     if args.convert:
         for path in convert(args.output):
             print(f"wrote {path}")
@@ -148,6 +160,31 @@ def _convert(argv: list[str]) -> int:
     return 0
 
 
+def _add_model_inputs(inputs: dict[str, np.ndarray], model_path: str) -> None:
+    """Random values for the model's inputs the split does not read (one
+    whose only use folded away), so the whole model can run beside it."""
+    from forge_opt.check.engine import random_array
+    from forge_opt.check.oracle import graph_inputs
+    from forge_opt.frontends.onnx import load_model
+
+    rng = np.random.default_rng(1)
+    for info in graph_inputs(load_model(model_path)[0]):
+        if info.name in inputs:
+            continue
+        dims = info.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
+            raise ForgeOptError(f"the model's input '{info.name}' is not read by the split and has unknown sizes: "
+                                "pass --inputs")
+        dtype = onnx_dtype(info.type.tensor_type.elem_type)
+        inputs[info.name] = random_array([d.dim_value for d in dims], dtype, rng)
+
+
+def onnx_dtype(elem: int) -> np.dtype:
+    import onnx
+
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
 def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
     import onnx
 
@@ -156,11 +193,9 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
 
     infos, graphs = read_split(folder)
     if path:
-        try:
-            with np.load(path) as data:
-                return {k: data[k] for k in data.files}
-        except (OSError, ValueError) as e:
-            raise ForgeOptError(f"{path}: cannot read the inputs: {e}") from None
+        from forge_opt.check.driver import read_inputs
+
+        return read_inputs(path)
     rng = np.random.default_rng(0)
     bounds: dict[str, int] = {}
     for g in graphs:  # an index into a table stays inside it, whichever sub-model holds the table
@@ -196,15 +231,31 @@ def _run(argv: list[str]) -> int:
                    help=f"tolerance relative to each output's scale (default {RTOL})")
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
     p.add_argument("--pcc", type=float, default=MIN_PCC, help=f"minimum PCC (default {MIN_PCC})")
+    p.add_argument("--loop-seconds", type=float, default=60.0, metavar="S",
+                   help="how long a run-time Loop may run before the run stops it (default 60)")
     args = p.parse_args(argv)
+    check_tolerances(args.rtol, args.atol, args.pcc)
+    if not args.loop_seconds > 0:
+        raise ForgeOptError(f"--loop-seconds {args.loop_seconds}: give a positive number of seconds")
     from forge_opt.check.compare import compare_output
-    from forge_opt.check.engine import expected_outputs
     from forge_opt.check.model import format_results, verdict
+    from forge_opt.check.oracle import expected_outputs
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 
     folder = Path(args.folder)
     inputs = _load_inputs(args.inputs, folder)
+    if args.check and args.model and not args.inputs:
+        _add_model_inputs(inputs, args.model)
+    from forge_opt.split.folder import read_split
+
+    plan = "grid" in read_split(folder)[0]
+    if plan and args.recompile:
+        raise ForgeOptError(f"{folder}: a tensor-parallel plan has no ONNX sub-models to recompile (compile the model "
+                            "again with forge-opt)")
+    if plan and args.check and not args.model and args.mode == "device":
+        raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode to compare with: give --model MODEL "
+                            "(the whole model, run on onnxruntime)")
     if args.mpi:
         if args.mode == "cpu" or args.recompile:
             raise ForgeOptError("--mpi runs the converted modules on the devices: leave out --mode cpu and --recompile")
@@ -212,7 +263,7 @@ def _run(argv: list[str]) -> int:
 
         outputs = run_split_mpi(folder, inputs)
     else:
-        outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile)
+        outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile, loop_seconds=args.loop_seconds)
     if not args.check:
         for name, value in outputs.items():
             print(f"{name}: shape {list(value.shape)} dtype {value.dtype}")
@@ -226,7 +277,10 @@ def _run(argv: list[str]) -> int:
             print(f"oracle: {reference.oracle} ({reference.why})")
         want = dict(zip(names, reference.outputs))
     else:
-        want = run_split(folder, inputs, mode="cpu")
+        # the same split with its device sub-models on onnxruntime: tells a lowering bug, not a split's
+        print("reference: this split on the CPU (give --model to compare with the whole model: only that "
+              "sees an error of the split itself)")
+        want = run_split(folder, inputs, mode="cpu", loop_seconds=args.loop_seconds)
     missing = [name for name in want if name not in outputs]
     if missing:
         raise ForgeOptError(f"the split returns no output '{missing[0]}' of the model; nothing to compare it with")
@@ -251,6 +305,11 @@ def main(argv: list[str] | None = None) -> None:
         code = command(argv[1:] if command is not _split else argv)
     except ForgeOptError as e:
         print(f"forge-split: error: {e}", file=sys.stderr)
+        code = NOT_COMPILED
+    except OSError as e:  # a folder that cannot be written, a full disk: the user's to fix
+        if debug:
+            traceback.print_exc()
+        print(f"forge-split: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
         code = NOT_COMPILED
     except Exception as e:  # a bug of ours: one line, the traceback with --debug
         if debug:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.files import save_npz
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,27 +29,40 @@ def main(argv: list[str] | None = None) -> int:
     from forge_opt.split.runner import run_parallel, run_split
 
     member = MpiMember()
+    if args.output and member.size > 1 and "{rank}" not in args.output:
+        if member.rank == 0:
+            print(f"tp_run: error: --output {args.output}: name each device's file with {{rank}} "
+                  "(every device would write the same file)", file=sys.stderr, flush=True)
+        return 2
     try:
         with np.load(args.inputs) as data:
             inputs = {k: data[k] for k in data.files}
         folder = Path(args.folder)
-        if "grid" in read_split(folder)[0]:
+        infos = read_split(folder)[0]
+        if "grid" in infos:
             outputs = run_parallel(folder, inputs, member)[0]
         else:
             outputs = run_split(folder, inputs, member=member)
-    except Exception as e:
-        # Any failure on one device (a bad plan, inputs or weights file, a module that raises) ends
-        # every device: the others would wait in their next collective forever. MPI_Abort ends the
-        # job, as `python -m mpi4py` does for an uncaught exception.
-        what = str(e) if isinstance(e, ForgeOptError | OSError) else f"{type(e).__name__}: {e}"
+        if args.output:
+            save_npz(args.output.replace("{rank}", str(member.rank)), outputs)
+    except BaseException as e:
+        # Any way one device ends early (an error, a module calling sys.exit, Ctrl-C) ends every
+        # device: the others would wait in their next collective forever. MPI_Abort ends the job, as
+        # `python -m mpi4py` does for an uncaught exception.
+        if isinstance(e, SystemExit):
+            what = f"the run called sys.exit({e.code!r}) before it completed"
+        elif isinstance(e, ForgeOptError | OSError):
+            what = str(e)
+        else:
+            what = f"{type(e).__name__}: {e}"
         print(f"tp_run (device {member.rank}): error: {what}", file=sys.stderr, flush=True)
         member.comm.Abort(2)
         return 2
-    if args.output:
-        np.savez(args.output.replace("{rank}", str(member.rank)), **outputs)  # pyright: ignore[reportArgumentType]
     if member.rank == 0:
+        split = {name for name, t in infos["tensors"].items() if t.get("split_axis") is not None}
         for name, value in outputs.items():
-            print(f"{name}: {value.dtype} {list(value.shape)}")
+            whose = "  (device 0's block)" if name in split else ""
+            print(f"{name}: {value.dtype} {list(value.shape)}{whose}")
     return 0
 
 

@@ -20,6 +20,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects.tir_shapes import ShapeError
+from forge_opt.dtypes import UnrankedType
 from forge_opt.xdsl_internals import insert_before, item, move_uses, name_results, ops_of, take_name
 
 
@@ -134,6 +135,8 @@ def table_rewrite(table: dict[type[Operation], Lowering], emitter_class: type[Em
             results = list(fn(op, emitter))
         except ShapeError as error:
             raise emitter.error(str(error)) from None
+        except UnrankedType as error:  # ONNX could not type a value this lowering needs (another domain's op made it)
+            raise emitter.error(f"{error}; Forge needs static shapes") from None
         if len(results) != len(op.results):
             raise ForgeOptError(
                 f"{describe(op)}: lowering gave {len(results)} values for {len(op.results)} results"

@@ -91,6 +91,18 @@ class OnnxToForgePass(ModulePass):
             return [OnnxToTirPass(), annotate, TPPartitionPass()]
         return [OnnxToTirPass(), *segment_passes()]
 
+    def __post_init__(self):
+        # a value no run can use is the user's mistake, said at once (as forge-check says it)
+        if self.devices < 1:
+            raise ForgeOptError(f"onnx-to-forge: devices={self.devices}: give 1 or more (2 or more for tensor "
+                                "parallelism)")
+        if self.max_devices < 1:
+            raise ForgeOptError(f"onnx-to-forge: max-devices={self.max_devices}: give 1 or more")
+        if self.device_memory and self.devices != 1:
+            raise ForgeOptError("onnx-to-forge: device-memory chooses the device count: leave devices out")
+        if self.min_size < 0:
+            raise ForgeOptError(f"onnx-to-forge: min-size={self.min_size}: give 0 or more")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.device_memory:
             run_passes(self.passes(), ctx, op, self.verify_each)

@@ -30,12 +30,19 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.elements import attr_to_array
+from forge_opt.files import link_or_copy, save_npz, write_text
 from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
-from forge_opt.split.folder import write_infos
-from forge_opt.split.parallel.program import COLLECTIVE_OPS, Blocks, Program, ring_bytes, value_nbytes
+from forge_opt.split.folder import HOST_OUTPUTS, check_folder, clear_folder, read_split, write_infos
+from forge_opt.split.parallel.program import (
+    COLLECTIVE_OPS,
+    Blocks,
+    Program,
+    ring_bytes,
+    value_nbytes,
+)
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.split.plan import DEVICE
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
@@ -52,11 +59,11 @@ class CompiledSegment:
     layouts: dict[str, list[tuple[str, tuple[int, ...]]]]  # each parameter's load-time steps
     emitted: ForgePythonModule | None = None
 
-    def emit(self, laid_out: Collection[str]) -> ForgePythonModule:
-        """The module's Forge Python, the weights named in `laid_out`
+    def emit(self, laid_out: Collection[str], n: int) -> ForgePythonModule:
+        """Segment `n`'s Forge Python, the weights named in `laid_out`
         stored in their layout already."""
         assert self.module is not None
-        self.emitted = emit_module(self.module, laid_out)
+        self.emitted = emit_module(self.module, laid_out, stem=f"segment_{n}")
         self.module = None
         return self.emitted
 
@@ -113,14 +120,10 @@ def _save_module(emitted: ForgePythonModule, dev: Path, n: int, same_as: Path | 
     more than linking one: 272 files for 34 segments on 8 devices)."""
     files = [f"segment_{n}.py", *([emitted.constants_file] if emitted.constants else [])]
     if same_as is not None:
-        try:
-            for name in files:
-                os.link(same_as / name, dev / name)
-            return
-        except OSError:  # a file system without hard links: written again
-            for name in files:
-                (dev / name).unlink(missing_ok=True)
-    (dev / files[0]).write_text(emitted.source)
+        for name in files:
+            link_or_copy(same_as / name, dev / name)
+        return
+    write_text(dev / files[0], emitted.source)
     save_constants(emitted, dev)
 
 
@@ -137,7 +140,7 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
     p = program.devices
     dirs = [folder / f"dev{rank}" for rank in range(p)]
     for d in dirs:
-        d.mkdir(exist_ok=True)
+        d.mkdir()
     files = [WeightFile(d) for d in dirs]
     constant_bytes = [0] * p
     for n in range(len(program.segments)):
@@ -146,8 +149,8 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
         first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
         second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
         stored = _stored_laid_out(program, first, blocks[0], files[0])
-        first.emit(stored)
-        second.emit(stored)
+        first.emit(stored, n)
+        second.emit(stored, n)
         shared = first if second.same_as(first) else None
         del blocks
         gc.collect()  # the modules (IR is cyclic) and the blocks they held
@@ -159,7 +162,7 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
             else:  # its blocks differ in kind (an equal small one written once): read again
                 own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
                 compiled = compile_segment(program.segment_module(n, rank, own), names[rank])
-                compiled.emit(stored)
+                compiled.emit(stored, n)
                 del own
                 gc.collect()
             others = dict(compiled.others)
@@ -194,6 +197,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict
     `graph_infos.json`. Returns the plan."""
     program = Program(module)
     p = program.devices
+    clear_folder(folder)  # an older plan's device folders go whole: their files may be links to one another
     folder.mkdir(parents=True, exist_ok=True)
     tensors = program.tensors()
     # Each segment's module (IR is cyclic) and its blocks of the weights are garbage once written: a
@@ -241,7 +245,11 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict
         "devices": devices,
         "layers": layer_entries(module),
     }
+    infos["outputs"], host = program.returns()
+    if host:
+        save_npz(folder / HOST_OUTPUTS, host)
     write_infos(folder, infos)
+    read_split(folder)  # its own reader takes it, or the compile fails here, not the first run
     return infos
 
 
@@ -266,10 +274,12 @@ def tensor_parallel(
     a loaded model's external data."""
     if devices < 2:
         raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
+    if not isinstance(plan, str | os.PathLike):
+        raise ForgeOptError("plan= takes the path of a plan's JSON file")
+    plan = os.fspath(plan)
     out = Path(folder)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ForgeOptError(f"{out}: exists and is not empty (--force replaces it)")
     model, loaded_from = load_model(source)
+    check_folder(out, base or loaded_from, force, "--force replaces it")
     module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
     pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, verify_each=True)

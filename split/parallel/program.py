@@ -22,6 +22,7 @@ from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_view_attr, attr_to_array
 from forge_opt.interpreters.tir import TirFunctions
+from forge_opt.split.folder import HOST_OUTPUTS
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
@@ -135,6 +136,25 @@ class Program:
             n += 1
             name = f"{hint}_{n}"
         return name
+
+    def returns(self) -> tuple[list[dict], dict[str, np.ndarray]]:
+        """The model's outputs in order, each with where the host finds it:
+        the tensor a segment makes or the model input it is (`tensor`), or
+        a value no device computes (a weight, an empty tensor, a constant a
+        merged decoder returns), computed here and saved with the plan
+        (`file`); and those values by output name."""
+        if self.ret is None:
+            return [], {}
+        entries, values = [], {}
+        for v, name in zip(self.ret.arguments, output_names(self.func)):
+            if v in self.constant:
+                if self.per_device(v):
+                    raise ForgeOptError(f"the output '{name}' is a device's block of a constant: pin it replicated")
+                values[name] = value_of(_ConstantEvaluator(self.devices, 0).value(v))
+                entries.append({"name": name, "file": HOST_OUTPUTS})
+            else:
+                entries.append({"name": name, "tensor": self.names[v]})
+        return entries, values
 
     def per_device(self, v: SSAValue) -> bool:
         """Whether a constant value differs between devices (a block of one)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from forge_opt.files import save_onnx
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.shard import block
@@ -138,7 +139,8 @@ class WeightFile:
 
     def __init__(self, dev: Path):
         self.dev = dev
-        self.file = open(dev / "weights.bin", "wb")  # noqa: SIM115 (closed by close())
+        (dev / "weights.bin").unlink(missing_ok=True)  # never written through a link to an older file
+        self.file = open(dev / "weights.bin", "xb")  # noqa: SIM115 (closed by close())
         self.tensors: list[onnx.TensorProto] = []
         self.names: dict[object, str] = {}  # the value a block is of, its name
         self.small: dict[tuple, list[str]] = {}  # small blocks written, by weight, type and shape
@@ -231,7 +233,7 @@ class WeightFile:
     def close(self) -> None:
         self.file.close()
         graph = onnx.helper.make_graph([], "weights", [], [], self.tensors)
-        onnx.save_model(onnx.helper.make_model(graph), self.dev / "weights.onnx")
+        save_onnx(onnx.helper.make_model(graph), self.dev / "weights.onnx")
 
 
 def _digest(data: np.ndarray) -> bytes:

@@ -124,9 +124,17 @@ def read_plan(path: str) -> dict[str, Pin]:
         raise ForgeOptError(f'{path}: a plan is {{"layers": {{"NODE": {{"axis": 0 | 1 | null}}}}}}')
     pins = {}
     for name, entry in layers.items():
-        if not isinstance(entry, dict) or entry.get("axis", "missing") not in (0, 1, None):
+        # `True == 1` in Python: a bool is no axis
+        if not isinstance(entry, dict) or isinstance(entry.get("axis"), bool) or \
+                entry.get("axis", "missing") not in (0, 1, None):
             raise ForgeOptError(f"{path}: layer '{name}': 'axis' must be 0, 1 or null")
-        pins[name] = Pin(entry["axis"], bool(entry.get("gather_out", False)))
+        unknown = sorted(set(entry) - {"axis", "gather_out"})
+        if unknown:
+            raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis and "
+                                "gather_out)")
+        if not isinstance(entry.get("gather_out", False), bool):
+            raise ForgeOptError(f"{path}: layer '{name}': 'gather_out' must be true or false")
+        pins[name] = Pin(entry["axis"], entry.get("gather_out", False))
     return pins
 
 
@@ -272,6 +280,8 @@ class _Annotator:
             pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
             if isinstance(v.owner, tir.ConcatOp):
                 pasts = [a for a in pasts if a in v.owner.operands]
+            else:  # the Concat of an empty past folded away: only an empty input can be that past
+                pasts = [a for a in pasts if 0 in shape(a)]
             if not pasts:
                 continue
             self.annotate_return(v, s)

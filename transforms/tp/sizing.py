@@ -42,12 +42,14 @@ def _bytes(t) -> int:
 
 
 def device_bytes(module: ModuleOp) -> tuple[int, int]:
-    """What one device holds of a (per-device) program: its weights (a
-    constant read through `shard.all_slice` counts as its block) and its
+    """What one device holds of a (per-device) program: its weights and
+    constants (one read through `shard.all_slice` counts as its block) and its
     KV cache (the results that extend an input of the same kind)."""
     params = cache = 0
     for op in module.walk():
-        if isinstance(op, tir.ConstantOp) and op.weight_name is not None:
+        # the model's weights and the float constants computed from them (a tied LM head's transposed
+        # table); integer constants are indices and shapes the lowering consumes
+        if isinstance(op, tir.ConstantOp) and (op.weight_name is not None or _is_float(op.output.type)):
             params += math.ceil(_bytes(op.output.type) * _share(op.output))
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
@@ -56,21 +58,34 @@ def device_bytes(module: ModuleOp) -> tuple[int, int]:
     return params, cache
 
 
+def _is_float(t) -> bool:
+    return dtypes.is_float(dtypes.numpy_dtype(dtypes.tensor(t).element_type))
+
+
 def _share(v: SSAValue) -> float:
-    """The fraction of constant `v` one device holds: what its blocks
-    (`shard.all_slice`) keep of it, through the constant layout ops before
-    them (a fused projection's column permutation); all of it if any use
-    reads it whole."""
-    share = 0.0
+    """The fraction of constant `v` one device holds: the sum of its
+    distinct blocks (`shard.all_slice`), through the constant layout ops
+    before them (a fused projection's column permutation), plus all of it
+    if any use reads it whole. A weight tied to two layers (an embedding
+    and its LM head) is held as one block per layer."""
+    return sum(_blocks(v).values()) if v.uses else 1.0
+
+
+def _blocks(v: SSAValue) -> dict[object, float]:
+    """Each distinct piece of `v` a device holds (by its reader's kind,
+    axis and type, or `v` itself when read whole), with its fraction of `v`."""
+    pieces: dict[object, float] = {}
     for use in v.uses:
         op = use.operation
         if isinstance(op, shard.AllSliceOp):
-            share = max(share, _bytes(op.result.type) / max(_bytes(op.input.type), 1))
+            key = ("block", op.axis, op.result.type)
+            pieces[key] = _bytes(op.result.type) / max(_bytes(op.input.type), 1)
         elif op.results and all(_constant(o) for o in op.operands):
-            share = max([share, *(_share(r) for r in op.results)])
+            for r in op.results:  # a layout op's result is the constant rearranged: its pieces are v's
+                pieces.update(((op.name, key), fraction) for key, fraction in _blocks(r).items())
         else:
-            return 1.0
-    return share if v.uses else 1.0
+            pieces["whole"] = 1.0
+    return pieces
 
 
 def _constant(v: SSAValue) -> bool:

@@ -1,0 +1,62 @@
+"""The audit's small models (`shared/reference/audit.md`, appendix A), as
+the tests of its findings build them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "data" / "models"
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def onnx_model(nodes, inputs, outputs, inits=(), name="main_graph"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def mlp(scale: float = 1.0) -> onnx.ModelProto:
+    """The audit's `mlp.onnx` (x [1, 4, 8] → Linear → ReLU → Linear), its
+    first weight times `scale`."""
+    rng = np.random.default_rng(0)
+    w1, b1, w2, b2 = (rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16,), (16, 8), (8,)])
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["h0", "B1"], ["h1"], name="fc1b"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+             helper.make_node("MatMul", ["h2", "W2"], ["h3"], name="fc2"),
+             helper.make_node("Add", ["h3", "B2"], ["y"], name="fc2b")]
+    inits = [numpy_helper.from_array(a, n) for a, n in [(w1 * np.float32(scale), "W1"), (b1, "B1"), (w2, "W2"),
+                                                          (b2, "B2")]]
+    return onnx_model(nodes, [vi("x", [1, 4, 8])], [vi("y", [1, 4, 8])], inits)
+
+
+def external_model(folder: Path, location: str, scale: float = 1.0) -> Path:
+    """The audit's `mk_ext.py`: W1 in external data at `location`, a 128 KiB W2 inline."""
+    from onnx.external_data_helper import set_external_data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array((rng.standard_normal((256, 256)) * 0.05 * scale).astype(np.float32), "W1")
+    w2 = numpy_helper.from_array((rng.standard_normal((256, 128)) * 0.05).astype(np.float32), "W2")
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["a"], name="fc1"), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("MatMul", ["b", "W2"], ["y"], name="fc2")]
+    model = onnx_model(nodes, [vi("x", [4, 256])], [vi("y", [4, 128])], [w1, w2], name="ext")
+    t = model.graph.initializer[0]
+    (folder / location).write_bytes(t.raw_data)
+    set_external_data(t, location, 0, len(t.raw_data))
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder / "model.onnx"

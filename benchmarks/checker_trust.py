@@ -38,8 +38,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from forge_opt.check.compare import within_budget
-from forge_opt.check.driver import Tolerances, compare_outputs, load_checked
+from forge_opt.check.driver import Tolerances, compare_outputs, load_checked, measured
 from forge_opt.check.engine import Compiled, compile_model, index_bounds, random_inputs, run_compiled
 from forge_opt.check.float64 import QUANTIZED, float64_outputs
 from forge_opt.check.model import MATCH, verdict
@@ -170,10 +169,7 @@ def judge_variant(model, other, want, exact, got: dict[str, np.ndarray]) -> int:
     error, whichever reference the fixed rules used."""
     results = compare_outputs(model, other, got, Tolerances())
     if exact is not None:
-        names = [o.name for o in model.graph.output]
-        results = [r if r.ok or other[names.index(r.name)].dtype != np.float32 else
-                   within_budget(r, want[names.index(r.name)], got[r.name], exact[names.index(r.name)])
-                   for r in results]
+        results = measured(model, results, want, got, exact)
     return verdict(results, len(other))[0]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
-from forge_opt.frontends.onnx.values import external_bytes
+from forge_opt.frontends.onnx.values import initializer_array
 
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 
@@ -97,8 +97,4 @@ def _promote_graph(graph: GraphProto, base: Path | None) -> None:
 
 
 def _promote_tensor(t: TensorProto, base: Path | None) -> None:
-    if t.data_location == TensorProto.EXTERNAL:
-        values = np.frombuffer(external_bytes(t, base, f"initializer '{t.name}'"), np.float32).reshape(tuple(t.dims))
-    else:
-        values = numpy_helper.to_array(t)
-    t.CopyFrom(numpy_helper.from_array(values.astype(np.float64), t.name))
+    t.CopyFrom(numpy_helper.from_array(initializer_array(t, base).astype(np.float64), t.name))

@@ -26,7 +26,8 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx.values import external_bytes, with_external_data
+from forge_opt.frontends.onnx.shapes import dim_size, is_known, symbol_names
+from forge_opt.frontends.onnx.values import initializer_array, with_external_data
 
 
 class InputError(ForgeOptError):
@@ -82,7 +83,7 @@ def check_feeds(
             raise InputError(f"input '{info.name}' of {what} has rank {value.ndim} (shape {list(value.shape)}), "
                              f"where the model takes rank {len(dims)} ({_dims(dims)})")
         for axis, (d, size) in enumerate(zip(dims, value.shape)):
-            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != size:  # -1: unknown, as exporters write
+            if is_known(d) and d.dim_value != size:
                 raise InputError(f"input '{info.name}' of {what} has shape {list(value.shape)}, where the model "
                                  f"takes {_dims(dims)} (axis {axis} is {size}, not {d.dim_value})")
     _check_symbols(declared, feeds, what)
@@ -93,8 +94,6 @@ def _check_symbols(declared: list[onnx.ValueInfoProto], feeds: Mapping[str, np.n
     arithmetic of others (Optimum's `past_sequence_length +
     sequence_length`) of the size it computes: an attention mask one
     column short is the user's, named, not an index error deep in a run."""
-    from forge_opt.frontends.onnx.shapes import dim_size, symbol_names
-
     sizes: dict[str, tuple[int, str]] = {}
     later = []
     for info in declared:
@@ -119,8 +118,7 @@ def _check_symbols(declared: list[onnx.ValueInfoProto], feeds: Mapping[str, np.n
 
 
 def _dims(dims) -> str:
-    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?")
-                           for d in dims) + "]"
+    return "[" + ", ".join(str(d.dim_value) if is_known(d) else (d.dim_param or "?") for d in dims) + "]"
 
 
 def expected_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]) -> Expected:
@@ -216,11 +214,6 @@ def onnxruntime_outputs(
 def _external_initializers(model: ModelProto, base: Path | None) -> dict[str, np.ndarray]:
     """Each external initializer as an array over the mapped file (read-only,
     never copied), for `add_external_initializers`."""
-    arrays = {}
-    for t in model.graph.initializer:
-        if t.data_location == TensorProto.EXTERNAL:
-            data = external_bytes(t, base, f"initializer '{t.name}'")
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
-            arrays[t.name] = np.frombuffer(data, dtype).reshape(tuple(t.dims))
-    return arrays
+    return {t.name: initializer_array(t, base) for t in model.graph.initializer
+            if t.data_location == TensorProto.EXTERNAL}
 

@@ -29,6 +29,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import describe_node, outer_reads
+from forge_opt.frontends.onnx.shapes import is_known
 
 BRANCHES = ("then", "else")
 
@@ -134,7 +135,7 @@ def _changing_shapes(model: ModelProto, node: NodeProto, body: GraphProto, types
 
 
 def _dims(tp: TypeProto) -> list[int | None]:
-    return [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tp.tensor_type.shape.dim]
+    return [d.dim_value if is_known(d) else None for d in tp.tensor_type.shape.dim]
 
 
 def _has_shape(tp: TypeProto) -> bool:

@@ -17,7 +17,8 @@ from onnx import ModelProto, TensorProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dtypes import holds
 from forge_opt.files import link_or_copy, remove_tree_entries, save_npz, save_onnx, write_text
-from forge_opt.frontends.onnx.values import external_bytes
+from forge_opt.frontends.onnx.shapes import is_known
+from forge_opt.frontends.onnx.values import initializer_array
 from forge_opt.split.control_flow import BRANCHES
 from forge_opt.split.plan import CPU, DEVICE, Plan, graph_infos, sub_model
 
@@ -123,13 +124,7 @@ def _returns(model: ModelProto, plan: Plan, base: Path | None) -> tuple[list[dic
         if o.name in made or o.name not in weights:
             entries.append({"name": o.name, "tensor": o.name})
             continue
-        t = weights[o.name]
-        if t.data_location == TensorProto.EXTERNAL:
-            data = external_bytes(t, base, f"initializer '{t.name}'")
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
-            host[o.name] = np.frombuffer(data, dtype).reshape(tuple(t.dims))
-        else:
-            host[o.name] = onnx.numpy_helper.to_array(t)
+        host[o.name] = initializer_array(weights[o.name], base)
         entries.append({"name": o.name, "file": HOST_OUTPUTS})
     return entries, host
 
@@ -447,8 +442,7 @@ def _check_against_model(tensors: dict[str, dict], graph: SplitGraph, where: str
         elif t["dtype"] != dtype:
             raise ForgeOptError(f"{where}: tensor '{x}' is {t['dtype']} in 'tensors' but {dtype} in its sub-model")
         if tp.tensor_type.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else -1
-                    for d in tp.tensor_type.shape.dim]
+            dims = [d.dim_value if is_known(d) else -1 for d in tp.tensor_type.shape.dim]
             if len(dims) != len(t["shape"]) or any(0 <= a != b >= 0 for a, b in zip(dims, t["shape"])):
                 raise ForgeOptError(f"{where}: tensor '{x}' has shape {t['shape']} in 'tensors' but {dims} in its "
                                     "sub-model")

@@ -60,3 +60,17 @@ def external_model(folder: Path, location: str, scale: float = 1.0) -> Path:
     t.data_location = TensorProto.EXTERNAL
     onnx.save(model, str(folder / "model.onnx"))
     return folder / "model.onnx"
+
+
+def tanh_loop() -> onnx.ModelProto:
+    """The audit's `loop.onnx`: a run-time Loop of n steps, h = tanh(h @ Wl),
+    whose condition is an Identity of its input."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "Wl"], ["hm"], name="body_mm"),
+         helper.make_node("Tanh", ["hm"], ["h_out"], name="body_tanh"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [1, 8])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [1, 8])])
+    return onnx_model([helper.make_node("Loop", ["n", "", "h0"], ["h"], name="loop", body=body)],
+                      [vi("n", [], TensorProto.INT64), vi("h0", [1, 8])], [vi("h", [1, 8])],
+                      [numpy_helper.from_array(rand(8, 8) * np.float32(0.3), "Wl")])

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from audit_models import MODELS, ROOT, external_model, mlp, onnx_model, rand, vi
+from audit_models import MODELS, ROOT, external_model, mlp, onnx_model, rand, tanh_loop, vi
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check import MATCH, NOT_COMPILED
@@ -321,16 +321,7 @@ def test_why_names_the_reasons_inside_a_loops_body(tmp_path, capsys):
     """Audit 26: --why printed only the Loop's own reason."""
     from forge_opt.tools.forge_split import main as forge_split
 
-    body = helper.make_graph(
-        [helper.make_node("MatMul", ["h_in", "Wl"], ["hm"], name="body_mm"),
-         helper.make_node("Tanh", ["hm"], ["h_out"], name="body_tanh"),
-         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
-        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [1, 8])],
-        [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [1, 8])])
-    model = onnx_model([helper.make_node("Loop", ["n", "", "h0"], ["h"], name="loop", body=body)],
-                   [vi("n", [], TensorProto.INT64), vi("h0", [1, 8])], [vi("h", [1, 8])],
-                   [numpy_helper.from_array(rand(8, 8), "Wl")])
-    onnx.save(model, str(tmp_path / "loop.onnx"))
+    onnx.save(tanh_loop(), str(tmp_path / "loop.onnx"))
     with pytest.raises(SystemExit) as done:
         forge_split([str(tmp_path / "loop.onnx"), "-o", str(tmp_path / "s"), "--cpu-ops", "Tanh", "--why"])
     assert done.value.code == 0
@@ -367,16 +358,7 @@ def test_a_run_time_loop_checks_through_a_split_for_two_devices():
     plan output no device op computes: KeyError 'cond_out'."""
     from forge_opt.check.split import check_fallback
 
-    body = helper.make_graph(
-        [helper.make_node("MatMul", ["h_in", "Wl"], ["hm"], name="body_mm"),
-         helper.make_node("Tanh", ["hm"], ["h_out"], name="body_tanh"),
-         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
-        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [1, 8])],
-        [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [1, 8])])
-    model = onnx_model([helper.make_node("Loop", ["n", "", "h0"], ["h"], name="loop", body=body)],
-                   [vi("n", [], TensorProto.INT64), vi("h0", [1, 8])], [vi("h", [1, 8])],
-                   [numpy_helper.from_array(rand(8, 8) * np.float32(0.3), "Wl")])
-    report = check_fallback(model, {"n": np.array(3), "h0": rand(1, 8)}, devices=2)
+    report = check_fallback(tanh_loop(), {"n": np.array(3), "h0": rand(1, 8)}, devices=2)
     assert report.ok, report.error + report.format()
 
 

@@ -163,26 +163,23 @@ def _convert(argv: list[str]) -> int:
 def _add_model_inputs(inputs: dict[str, np.ndarray], model_path: str) -> None:
     """Random values for the model's inputs the split does not read (one
     whose only use folded away), so the whole model can run beside it."""
+    import onnx
+
     from forge_opt.check.engine import random_array
     from forge_opt.check.oracle import graph_inputs
     from forge_opt.frontends.onnx import load_model
+    from forge_opt.frontends.onnx.shapes import is_known
 
     rng = np.random.default_rng(1)
     for info in graph_inputs(load_model(model_path)[0]):
         if info.name in inputs:
             continue
         dims = info.type.tensor_type.shape.dim
-        if any(not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
+        if not all(is_known(d) for d in dims):
             raise ForgeOptError(f"the model's input '{info.name}' is not read by the split and has unknown sizes: "
                                 "pass --inputs")
-        dtype = onnx_dtype(info.type.tensor_type.elem_type)
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
         inputs[info.name] = random_array([d.dim_value for d in dims], dtype, rng)
-
-
-def onnx_dtype(elem: int) -> np.dtype:
-    import onnx
-
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
 
 
 def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, ModelProto, TensorProto, TypeProto
+from onnx import AttributeProto, ModelProto, TensorProto, TypeProto, numpy_helper
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BytesAttr,
@@ -123,6 +123,15 @@ def external_bytes(t: TensorProto, base: Path | None, what: str) -> bytes:
         raise ForgeOptError(f"{what}: external data '{location}' ends at byte {len(data)}, before {end}")
     # a view of the mapped file: pages are read only if something reads them
     return memoryview(data)[offset:end]  # pyright: ignore[reportReturnType]  (a buffer serves as bytes)
+
+
+def initializer_array(t: TensorProto, base: Path | None) -> np.ndarray:
+    """An initializer's value: for external data a read-only view of the
+    mapped file (never copied), else its own bytes."""
+    if t.data_location != TensorProto.EXTERNAL:
+        return numpy_helper.to_array(t)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    return np.frombuffer(external_bytes(t, base, f"initializer '{t.name}'"), dtype).reshape(tuple(t.dims))
 
 
 def with_external_data(model: ModelProto, base: Path | None) -> ModelProto:

@@ -184,6 +184,28 @@ def test_a_while_loop_that_never_ends_is_stopped_by_its_time_limit(tmp_path):
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.parametrize("seconds, says", [("1", "(--loop-seconds raises the limit)"),
+                                           ("0", "--loop-seconds 0.0: give a positive number of seconds")])
+def test_forge_split_run_takes_a_loop_time_limit(tmp_path, capsys, seconds, says):
+    """`forge-split run --loop-seconds S` as a user gives it, a bad value included."""
+    from forge_opt.split.api import convert, split_model
+    from forge_opt.tools.forge_split import main as forge_split
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["h_in"], ["h_out"], name="body_h"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+        [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [1, 8])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [1, 8])])
+    forever = onnx_model([helper.make_node("Loop", ["", "c0", "h0"], ["h"], name="loop", body=body)],
+                         [vi("c0", [], TensorProto.BOOL), vi("h0", [1, 8])], [vi("h", [1, 8])])
+    split_model(forever, tmp_path / "s")
+    convert(tmp_path / "s")
+    np.savez(tmp_path / "x.npz", c0=np.array(True), h0=np.ones((1, 8), np.float32))
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(tmp_path / "s"), "--inputs", str(tmp_path / "x.npz"), "--loop-seconds", seconds])
+    assert done.value.code == NOT_COMPILED and says in capsys.readouterr().err
+
+
 def test_tp_run_refuses_one_output_file_for_every_device(tmp_path):
     """Audit 30: every rank wrote the same file."""
     import shutil

@@ -312,7 +312,7 @@ def measure_plan(name: str, path: Path, devices: int = 2) -> Tally:
     loaded = load_checked(path, None, dims=sizes_for(model))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "tp"
-        infos = tensor_parallel(path, folder, devices, shapes=loaded.sizes.shapes, dims=loaded.sizes.dims)
+        plan = tensor_parallel(path, folder, devices, shapes=loaded.sizes.shapes, dims=loaded.sizes.dims)
         compiled = compile_model(loaded.model, loaded.base, shapes=loaded.sizes)
         arrays = random_inputs(compiled.module, 0, index_bounds(loaded.model))
         feeds = dict(zip(compiled.input_names, arrays))
@@ -324,11 +324,11 @@ def measure_plan(name: str, path: Path, devices: int = 2) -> Tally:
         info = {e.key: e.value for e in block.external_data}
         data = np.memmap(folder / "dev1" / "weights.bin", np.float32, "r+", int(info.get("offset", 0)),
                          (int(info["length"]) // 4,))
-        original, _ = assemble(infos, run_parallel(folder, feeds))
+        original, _ = assemble(plan, run_parallel(folder, feeds))
         data[:] = perturbed(np.asarray(data))
         data.flush()
         del data
-        got, _ = assemble(infos, run_parallel(folder, feeds))
+        got, _ = assemble(plan, run_parallel(folder, feeds))
         tally.mutants += 1
         if all(np.array_equal(got[n], original[n]) for n in got):
             tally.equivalent += 1

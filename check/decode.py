@@ -89,16 +89,16 @@ class Programs:
         from forge_opt.split.runner import agreed, run_parallel
 
         folder = self.folder / f"program_{len(self.built)}"
-        infos = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
+        written = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
                                 base=self.base, min_size=self.min_size, require_sharded=self.require_sharded)
         if not self.report:
             from forge_opt.split.api import parallel_report
 
-            self.report = parallel_report(infos)
+            self.report = parallel_report(written)
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
             per_device = run_mpi(folder, feeds, self.devices) if self.mpi else run_parallel(folder, feeds)
-            return agreed(infos, per_device, "the decode step's program")
+            return agreed(written, per_device, "the decode step's program")
 
         return parallel
 

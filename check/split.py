@@ -19,7 +19,6 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.api import convert, describe_split, require_static_inputs, run_split, split_model
-from forge_opt.split.folder import read_split
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble
 
@@ -57,13 +56,13 @@ def check_fallback(
         reference = expected_outputs(original, base, feeds)
         with hidden_folder() as tmp:
             folder = Path(tmp) / "split"
-            _, infos = split_model(model, folder, min_device_ops=min_device_ops, devices=devices, base=base)
+            _, plan = split_model(model, folder, min_device_ops=min_device_ops, devices=devices, base=base)
             convert(folder)  # the check runs what ships: the converted modules
             layout = describe_split(folder)
             try:
                 if mpi:
                     # a split's outputs have no split axis: each process's must be the same
-                    got, differ = assemble(read_split(folder)[0], run_mpi(folder, feeds, devices))
+                    got, differ = assemble(plan, run_mpi(folder, feeds, devices))
                 else:
                     got, differ = run_split(folder, feeds), []
             except ForgeCallError as e:
@@ -76,7 +75,7 @@ def check_fallback(
     if differ:
         differ_note = f"the MPI processes' outputs differ ({', '.join(differ)})"
         status, why = MISMATCH, "\n".join(filter(None, [why, differ_note]))
-    count = infos["graph_num"]
+    count = len(plan.graphs)
     summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
     if not re.search(r"\btt\b", layout):
         summary += "; nothing runs on the device: this checks the split, not a Forge program"
@@ -118,19 +117,20 @@ def check_parallel(
         reference = expected_outputs(model, base, feeds)  # first: inputs the model cannot take are the user's
         with hidden_folder() as tmp:
             folder = Path(tmp) / "tp"
-            infos = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
-                                    require_sharded=require_sharded, shapes=chosen.shapes, dims=chosen.dims, base=base)
+            written = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
+                                      require_sharded=require_sharded, shapes=chosen.shapes, dims=chosen.dims,
+                                      base=base)
             try:
                 per_device = run_mpi(folder, feeds, devices) if mpi else run_parallel(folder, feeds)
             except ForgeCallError as e:
                 return CheckReport(MISMATCH, error=f"a device segment failed on Forge: {e}")
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e))
-    got, differ = assemble(infos, per_device)
+    got, differ = assemble(written, per_device)
     results = compare_outputs(model, reference.outputs, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
     status, why = verdict(results, len(reference.outputs))
     disagree = f"\nthe devices' outputs differ ({', '.join(differ)})" if differ else ""
-    note = parallel_report(infos) + disagree + (f"\n{why}" if why else "")
+    note = parallel_report(written) + disagree + (f"\n{why}" if why else "")
     if differ:
         status = MISMATCH
     return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)

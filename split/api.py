@@ -16,7 +16,6 @@ from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import (
-    INFOS,
     SOURCE,
     check_folder,
     clear_folder,
@@ -26,8 +25,9 @@ from forge_opt.split.folder import (
     read_split,
     write_split,
 )
+from forge_opt.split.graph_infos import DEVICE, INFOS, Branches, Loop, Plan
 from forge_opt.split.parallel import tensor_parallel
-from forge_opt.split.plan import DEVICE, Plan, make_plan
+from forge_opt.split.partition import Partition, make_partition
 from forge_opt.transforms.placement import place
 
 
@@ -44,8 +44,9 @@ def split_model(
     dims: Mapping[str, int] | None = None,
     devices: int = 1,
     base: Path | None = None,
-) -> tuple[Plan, dict]:
-    """Split the model into `folder`: its sub-models and `graph_infos.json`.
+) -> tuple[Partition, Plan]:
+    """Split the model into `folder`: its sub-models and `graph_infos.json`
+    (the partition, and the plan as written).
     `shapes` and `dims` fix symbolic input sizes (as `import_onnx`); the
     split is of the model with its shapes folded and known control flow
     resolved. `devices` (P > 1): each device sub-model is converted for P
@@ -67,29 +68,29 @@ def split_model(
 def _split(
     model: ModelProto, base: Path | None, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...],
     min_device_ops: int, layout: str, check_pins: bool, devices: int = 1,
-) -> tuple[Plan, dict]:
+) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
     sub-model (`control_flow.py`)."""
     placements = place(import_model(model, base), cpu_ops, cpu_nodes, check_pins=check_pins)
-    plan = make_plan(model, placements, min_device_ops, base)
+    partition = make_partition(model, placements, min_device_ops, base)
     if check_pins:  # the whole model's split, now known to be made: what an older one left goes
         clear_folder(folder)
-    control = {}
-    for n, sub in enumerate(plan.graphs):
+    control: dict[int, Branches | Loop] = {}
+    for n, sub in enumerate(partition.graphs):
         if len(sub.nodes) != 1 or not is_host_control_flow(sub.nodes[0]):
             continue
         node = sub.nodes[0]
-        models = subgraph_models(model, node, plan.types)
+        models = subgraph_models(model, node, partition.types)
         folders = {which: f"graph_{n}_{which}" for which in models}
         for which, sub_model in models.items():
             # pins name nodes of the whole model: a subgraph holds some of them
             _split(sub_model, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False,
                    devices)
         control[n] = control_flow_entry(node, folders, models)
-    infos = write_split(folder, model, plan, base=base, force=True, layout=layout, control=control,
-                        parallel=devices)
-    return plan, infos
+    plan = write_split(folder, model, partition, base=base, force=True, layout=layout, control=control,
+                       parallel=devices)
+    return partition, plan
 
 
 def describe_split(folder: str | os.PathLike) -> str:
@@ -98,7 +99,7 @@ def describe_split(folder: str | os.PathLike) -> str:
     parts = []
     for g in read_split(Path(folder))[1]:
         if g.subgraphs:
-            kind = "If" if g.branch_info is not None else "Loop"
+            kind = "If" if g.entry.branches is not None else "Loop"
             parts.append(f"cpu {kind}[" + "; ".join(f"{w}: {describe_split(p)}" for w, p in g.subgraphs.items()) + "]")
         else:
             parts.append(g.device)
@@ -131,8 +132,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
     from forge_opt.targets.forge_python import save_constants
 
     written = []
-    infos, graphs = read_split(Path(folder))
-    if "grid" in infos:
+    plan, graphs = read_split(Path(folder))
+    if plan.is_parallel:
         raise ForgeOptError(f"{folder}: is a tensor-parallel plan, whose modules forge-opt compiled already: "
                             "`forge-split run` runs it")
     for g in graphs:
@@ -140,8 +141,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
             continue
-        if infos.get("parallel", 1) > 1:  # a tensor-parallel plan of its own, run by the host runner
-            tensor_parallel(g.model_path, parallel_dir(g), infos["parallel"], force=True, base=g.model_path.parent)
+        if plan.parallel > 1:  # a tensor-parallel plan of its own, run by the host runner
+            tensor_parallel(g.model_path, parallel_dir(g), plan.parallel, force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)
             continue
         compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent, stem=f"graph_{g.index}")
@@ -185,35 +186,31 @@ def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
     return runner.run_parallel(Path(folder), inputs, member)
 
 
-def parallel_report(infos: dict) -> str:
+def parallel_report(plan: Plan) -> str:
     """Per device its parameter bytes; per collective the bytes it carries
     and what each device sends for it in a ring."""
     lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15}"]
-    for d in infos["devices"]:
-        lines.append(f"{d['rank']:<8} {d['parameters']:>10} {d['parameter_bytes']:>16,} {d['constant_bytes']:>15,}")
+    for d in plan.devices:
+        lines.append(f"{d.rank:<8} {d.parameters:>10} {d.parameter_bytes:>16,} {d.constant_bytes:>15,}")
     lines.append(f"{'step':<6} {'collective':<15} {'of the tensor':<40} {'bytes':>10} {'sent per device':>16}")
     total = 0
-    for n, c in enumerate(infos["collectives"]):
-        total += c["ring_bytes_per_device"]
-        name = c["input"] if len(c["input"]) <= 40 else "..." + c["input"][-37:]
-        lines.append(f"{n:<6} {c['op']:<15} {name:<40} {c['bytes']:>10,} {c['ring_bytes_per_device']:>16,}")
-    padded = [
-        f"{layer['node']} (+{layer['padded_rows']} zero rows)" for layer in infos["layers"] if layer["padded_rows"]
-    ]
-    p = infos["grid"]["shape"][0]
-    lines.append(f"{_count(len(infos['graphs']), 'segment')} on {p} devices; "
-                 f"{_count(len(infos['collectives']), 'collective')} sending {total:,} bytes per device per run (ring)")
+    for n, c in enumerate(plan.collectives):
+        total += c.ring_bytes_per_device
+        name = c.input if len(c.input) <= 40 else "..." + c.input[-37:]
+        lines.append(f"{n:<6} {c.op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
+    padded = [f"{layer.node} (+{layer.padded_rows} zero rows)" for layer in plan.layers if layer.padded_rows]
+    lines.append(f"{_count(len(plan.graphs), 'segment')} on {plan.device_count} devices; "
+                 f"{_count(len(plan.collectives), 'collective')} sending {total:,} bytes per device per run (ring)")
     if padded:
         lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
     cases: dict[str, int] = {}
-    for layer in infos["layers"]:
-        cases[layer["case"]] = cases.get(layer["case"], 0) + 1
+    for layer in plan.layers:
+        cases[layer.case] = cases.get(layer.case, 0) + 1
     if cases:
         lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
-    for layer in infos["layers"]:
-        if layer.get("unshared"):
-            why = layer.get("reason") or "pinned"
-            lines.append(f"warning: {layer['node']} stays replicated on every device: {why}")
+    for layer in plan.layers:
+        if layer.unshared:
+            lines.append(f"warning: {layer.node} stays replicated on every device: {layer.reason or 'pinned'}")
     return "\n".join(lines)
 
 

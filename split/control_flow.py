@@ -30,8 +30,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TypeProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import describe_node, outer_reads
 from forge_opt.frontends.onnx.shapes import is_known
-
-BRANCHES = ("then", "else")
+from forge_opt.split.graph_infos import BRANCHES, Branch, Branches, Loop, LoopBody
 
 
 def is_host_control_flow(node: NodeProto) -> bool:
@@ -142,21 +141,18 @@ def _has_shape(tp: TypeProto) -> bool:
     return tp.WhichOneof("value") == "tensor_type" and tp.tensor_type.HasField("shape")
 
 
-def control_flow_entry(node: NodeProto, folders: dict[str, str], models: dict[str, ModelProto]) -> tuple[str, dict]:
-    """The field of the op's entry in `graph_infos.json`: its name and value."""
+def control_flow_entry(node: NodeProto, folders: dict[str, str], models: dict[str, ModelProto]) -> Branches | Loop:
+    """The op's record on its entry in `graph_infos.json`."""
     results = list(node.output)
     if node.op_type == "If":
-        entry: dict = {"condition": node.input[0], "results": results}
-        for which in BRANCHES:
-            entry[which] = {"folder": folders[which], "outputs": [o.name for o in models[which].graph.output]}
-        return "branches", entry
+        then, orelse = (Branch(folders[w], [o.name for o in models[w].graph.output]) for w in BRANCHES)
+        return Branches(node.input[0], results, then, orelse)
     body = models["body"].graph
     own = len(_attribute_graph(node, "body").input)
-    return "loop", {
-        "trip_count": node.input[0] if node.input else "",
-        "condition": node.input[1] if len(node.input) > 1 else "",
-        "initial": list(node.input[2:]),
-        "results": results,
-        "body": {"folder": folders["body"], "inputs": [i.name for i in body.input[:own]],
-                 "outputs": [o.name for o in body.output]},
-    }
+    return Loop(
+        trip_count=node.input[0] if node.input else "",
+        condition=node.input[1] if len(node.input) > 1 else "",
+        initial=list(node.input[2:]),
+        results=results,
+        body=LoopBody(folders["body"], [i.name for i in body.input[:own]], [o.name for o in body.output]),
+    )

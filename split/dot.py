@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from forge_opt.frontends.onnx import node_label
-from forge_opt.split.plan import DEVICE, Plan
+from forge_opt.split.graph_infos import DEVICE
+from forge_opt.split.partition import Partition
 
 _COLOURS = {DEVICE: "#cfe2ff", "cpu": "#ffe0b2"}
 
 
-def split_dot(plan: Plan) -> str:
+def split_dot(plan: Partition) -> str:
     lines = ["digraph split {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fillcolor=white];']
     made: dict[str, str] = {}  # tensor -> the id of the node that makes it, in the sub-model that exports it
     edges: list[tuple[str, str, str]] = []

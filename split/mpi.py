@@ -28,14 +28,16 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
     with tempfile.TemporaryDirectory() as tmp:  # the inputs and outputs: never in the user's folder
         save_npz(Path(tmp) / "inputs.npz", feeds)
         command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
-                   "--inputs", str(Path(tmp) / "inputs.npz"), "--output", str(Path(tmp) / "outputs_{rank}.npz")]
+                   "--inputs", str(Path(tmp) / "inputs.npz"), "--output", str(Path(tmp) / "outputs_{rank}.npz"),
+                   "--error", str(Path(tmp) / "error_{rank}.txt")]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=MPI_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise ForgeOptError(f"the MPI run did not finish in {MPI_TIMEOUT} s ({' '.join(command)})") from None
         missing = [rank for rank in range(devices) if not (Path(tmp) / f"outputs_{rank}.npz").is_file()]
         if done.returncode != 0 or missing:
-            raise ForgeOptError(_failure(done, missing))
+            said = [(Path(tmp) / f"error_{rank}.txt") for rank in range(devices)]
+            raise ForgeOptError(_failure(done, missing, [p.read_text().strip() for p in said if p.is_file()]))
         outputs = []
         for rank in range(devices):
             with np.load(Path(tmp) / f"outputs_{rank}.npz") as data:
@@ -43,12 +45,12 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
     return outputs
 
 
-def _failure(done: subprocess.CompletedProcess, missing: list[int]) -> str:
-    """Why an MPI run failed: each device that said so, in its own line;
-    else how mpiexec saw its processes end (exit status or signal, which
-    MPICH's launcher prints to standard output); and the devices that ended
-    without their outputs."""
-    named = [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
+def _failure(done: subprocess.CompletedProcess, missing: list[int], said: list[str]) -> str:
+    """Why an MPI run failed: each device that said so (in its error file,
+    `said`, or on stderr), in its own line; else how mpiexec saw its
+    processes end (exit status or signal, which MPICH's launcher prints to
+    standard output); and the devices that ended without their outputs."""
+    named = said or [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
     ended = [line.strip() for line in (done.stdout + done.stderr).splitlines()
              if "BAD TERMINATION" in line or "EXIT STATUS" in line or "signal" in line.lower()]
     lines = named or ended or [line for line in done.stderr.strip().splitlines() if line.strip()][-5:]
@@ -65,10 +67,10 @@ def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.n
     from forge_opt.split.folder import read_split
     from forge_opt.split.runner import agreed
 
-    infos = read_split(folder)[0]
-    devices = infos["grid"]["shape"][0] if "grid" in infos else infos.get("parallel", 1)
+    plan = read_split(folder)[0]
+    devices = plan.device_count
     if devices < 2:
         raise ForgeOptError(f"{folder}: a split for one device has nothing to run under MPI "
                             "(forge-split MODEL --devices P writes one for several)")
     # a split's outputs have no split axis: each process's must then be the same
-    return agreed(infos, run_mpi(folder, inputs, devices), str(folder))
+    return agreed(plan, run_mpi(folder, inputs, devices), str(folder))

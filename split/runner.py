@@ -35,16 +35,8 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
-from forge_opt.split.folder import (
-    INFOS,
-    SplitGraph,
-    converted_from_this,
-    converted_module,
-    parallel_dir,
-    read_split,
-    returned,
-)
-from forge_opt.split.plan import DEVICE
+from forge_opt.split.folder import SplitGraph, converted_from_this, converted_module, parallel_dir, read_split, returned
+from forge_opt.split.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
 
 
 def _load_converted(g: SplitGraph, model: onnx.ModelProto):
@@ -120,30 +112,24 @@ def run_split(
 
 
 def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
-    infos, graphs = read_split(folder)
-    if "grid" in infos:  # a tensor-parallel plan
+    plan, graphs = read_split(folder)
+    if plan.is_parallel:
         if how.mode == "cpu":
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
-        return agreed(infos, how.every_device(folder, inputs), str(folder))
-    devices = infos.get("parallel", 1)
+        return agreed(plan, how.every_device(folder, inputs), str(folder))
+    devices = plan.parallel
     if how.member is not None and devices != how.member.size:
         raise ForgeOptError(f"{folder}: the split is for {devices} device{'s' * (devices > 1)} "
                             f"but the run has {how.member.size}")
-    tensors = infos["tensors"]
-    wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
-    missing = [name for name in wanted if name not in inputs]
-    if missing:
-        raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
-    values = {name: np.asarray(inputs[name]) for name in wanted}
-    check_inputs(tensors, values)
+    values = _model_inputs(plan, inputs)
     for g in graphs:
+        if g.entry.branches is not None:
+            _run_branch(g, g.entry.branches, values, how)
+        elif g.entry.loop is not None:
+            _run_loop(g, g.entry.loop, plan, values, how)
         if g.subgraphs:
-            if g.branch_info is not None:
-                _run_branch(g, g.branch_info, values, how)
-            elif g.loop_info is not None:
-                _run_loop(g, g.loop_info, tensors, values, how)
             for name in g.outputs:
-                values[name] = np.asarray(values[name]).astype(tensors[name]["dtype"], copy=False)
+                values[name] = np.asarray(values[name]).astype(plan.tensors[name].dtype, copy=False)
             continue
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
@@ -167,23 +153,25 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
                                 f"{len(g.outputs)} ({', '.join(g.outputs)})")
         for name, value in zip(g.outputs, outputs):
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
-            values[name] = np.asarray(value).astype(tensors[name]["dtype"], copy=False)
-    return returned(infos, folder, values)
+            values[name] = np.asarray(value).astype(plan.tensors[name].dtype, copy=False)
+    return returned(plan, folder, values)
 
 
-def check_inputs(tensors: dict, values: dict[str, np.ndarray], devices: int = 1) -> None:
-    """The model's inputs against the plan's `tensors`: each of the element
+def _model_inputs(plan: Plan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's inputs the plan reads, each checked against the element
     type and the fixed sizes it was split or compiled for (an input split
-    across `devices` is whole here)."""
-    for name, value in values.items():
-        t = tensors[name]
-        if np.dtype(t["dtype"]) != value.dtype:
-            raise ForgeOptError(f"the input '{name}' is {value.dtype}, where the plan takes {t['dtype']}")
-        shape = list(t["shape"])
-        if t.get("split_axis") is not None:
-            shape[t["split_axis"]] *= devices
+    across the devices is whole here)."""
+    values = {}
+    for name in plan.inputs():
+        if name not in inputs:
+            raise ForgeOptError(f"no value given for the model input '{name}'")
+        value = values[name] = np.asarray(inputs[name])
+        dtype, shape = plan.tensors[name].dtype, plan.whole_shape(name)
+        if np.dtype(dtype) != value.dtype:
+            raise ForgeOptError(f"the input '{name}' is {value.dtype}, where the plan takes {dtype}")
         if len(shape) != value.ndim or any(0 <= d != v for d, v in zip(shape, value.shape)):
             raise ForgeOptError(f"the input '{name}' has shape {list(value.shape)}, where the plan takes {shape}")
+    return values
 
 
 def _cpu_outputs(model: onnx.ModelProto, folder: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -221,35 +209,33 @@ def _flag(g: SplitGraph, what: str, value) -> bool:
 
 def _run_sub_split(folder: Path, values: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
     """A branch's or a body's split, fed the values it reads by name."""
-    infos, _ = read_split(folder)
-    reads = [x for x, t in infos["tensors"].items() if t["attr"] == "input"]
-    return _run(folder, {x: values[x] for x in reads}, how)
+    plan, _ = read_split(folder)
+    return _run(folder, {x: values[x] for x in plan.inputs()}, how)
 
 
-def _run_branch(g: SplitGraph, info: dict, values: dict[str, np.ndarray], how: _How) -> None:
+def _run_branch(g: SplitGraph, info: Branches, values: dict[str, np.ndarray], how: _How) -> None:
     """A run-time If on the host: the condition picks a branch, whose split
     runs with the outer values it reads; its outputs become the If's."""
-    which = "then" if _flag(g, f"If's condition '{info['condition']}'", values[info["condition"]]) else "else"
+    then, orelse = BRANCHES
+    which = then if _flag(g, f"If's condition '{info.condition}'", values[info.condition]) else orelse
     outputs = _run_sub_split(g.subgraphs[which], values, how)
-    for result, inner in zip(info["results"], info[which]["outputs"]):
+    for result, inner in zip(info.results, info.of(which).outputs):
         if result:
             values[result] = outputs[inner]
 
 
-def _run_loop(
-    g: SplitGraph, info: dict, tensors: dict, values: dict[str, np.ndarray], how: _How
-) -> None:
+def _run_loop(g: SplitGraph, info: Loop, plan: Plan, values: dict[str, np.ndarray], how: _How) -> None:
     """A run-time Loop on the host, as ONNX runs it: while the iteration is
     below the trip count (if any) and the condition holds (if any), the
     body's split runs on the iteration number, the condition, the carried
     values and the outer values it reads; the carried values' last values
     and the scan outputs stacked become the Loop's outputs."""
-    body = info["body"]
-    trips = int(np.asarray(values[info["trip_count"]]).reshape(-1)[0]) if info["trip_count"] else None
-    going = _flag(g, "Loop's condition", values[info["condition"]]) if info["condition"] else True
-    carried = [values[x] for x in info["initial"]]
+    body = info.body
+    trips = int(np.asarray(values[info.trip_count]).reshape(-1)[0]) if info.trip_count else None
+    going = _flag(g, "Loop's condition", values[info.condition]) if info.condition else True
+    carried = [values[x] for x in info.initial]
     n = len(carried)
-    scans: list[list[np.ndarray]] = [[] for _ in body["outputs"][1 + n:]]
+    scans: list[list[np.ndarray]] = [[] for _ in body.outputs[1 + n:]]
     step = 0
     started = time.monotonic()
     while going and (trips is None or step < trips):
@@ -257,14 +243,14 @@ def _run_loop(
             raise ForgeOptError(f"graph_{g.index}: the Loop ran {step} iterations in {how.loop_seconds:g} s and its "
                                 "condition still holds (--loop-seconds raises the limit)")
         feeds = dict(values)
-        feeds.update(zip(body["inputs"], [np.array(step, np.int64), np.array(going), *carried]))
+        feeds.update(zip(body.inputs, [np.array(step, np.int64), np.array(going), *carried]))
         outputs = _run_sub_split(g.subgraphs["body"], feeds, how)
-        going = _flag(g, "Loop body's condition", outputs[body["outputs"][0]])
-        carried = [outputs[x] for x in body["outputs"][1:1 + n]]
-        for k, x in enumerate(body["outputs"][1 + n:]):
+        going = _flag(g, "Loop body's condition", outputs[body.outputs[0]])
+        carried = [outputs[x] for x in body.outputs[1:1 + n]]
+        for k, x in enumerate(body.outputs[1 + n:]):
             scans[k].append(outputs[x])
         step += 1
-    results = info["results"]
+    results = info.results
     for result, value in zip(results[:n], carried):
         if result:
             values[result] = value
@@ -272,24 +258,22 @@ def _run_loop(
         if not result:
             continue
         if not stacked:  # no iteration ran: the declared type gives the empty stack's shape
-            shape = tensors.get(result, {}).get("shape", [])
-            if not shape or shape[0] != 0 or any(d < 0 for d in shape):
+            t = plan.tensors.get(result)
+            if t is None or not t.shape or t.shape[0] != 0 or any(d < 0 for d in t.shape):
                 raise ForgeOptError(f"graph_{g.index}: the Loop ran no iteration, and the shape of its scan "
                                     f"output '{result}' is unknown")
-            values[result] = np.zeros(shape, tensors[result]["dtype"])
+            values[result] = np.zeros(t.shape, t.dtype)
         else:
             values[result] = np.stack(stacked)
 
 
-def _collect(step: dict, value: np.ndarray, member: Collectives) -> np.ndarray:
-    kind = step["op"]
-    if kind == "all_reduce":
+def _collect(step: Collective, value: np.ndarray, member: Collectives) -> np.ndarray:
+    if step.op == "all_reduce":
         return member.all_reduce(value)
-    if kind == "all_gather":
-        return member.all_gather(value, step["axis"])
-    if kind == "reduce_scatter":
-        return block(member.all_reduce(value), step["axis"], member.rank, member.size)
-    raise ForgeOptError(f"collective '{kind}' is none of all_reduce, all_gather, reduce_scatter")
+    assert step.axis is not None  # the reader requires one of a gather and a scatter
+    if step.op == "all_gather":
+        return member.all_gather(value, step.axis)
+    return block(member.all_reduce(value), step.axis, member.rank, member.size)
 
 
 def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collectives | None = None):
@@ -297,20 +281,15 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     device `member` is (one MPI process), or, without one, as every device
     simulated in this process (a thread each); then the outputs of each
     device, which must agree."""
-    infos, graphs = read_split(folder)
-    if "grid" not in infos:
+    plan, graphs = read_split(folder)
+    if not plan.is_parallel:
         raise ForgeOptError(f"{folder}: is a split, not a tensor-parallel plan: run_split runs it")
-    devices = infos["grid"]["shape"][0]
+    devices = plan.device_count
     if member is not None and member.size != devices:
         raise ForgeOptError(f"the plan is for {devices} devices but the run has {member.size}")
-    tensors = infos["tensors"]
-    wanted = [name for name, t in tensors.items() if t["attr"] == "input"]
-    missing = [name for name in wanted if name not in inputs]
-    if missing:
-        raise ForgeOptError(f"no value given for the model input '{missing[0]}'")
-    after: dict[int, list[dict]] = {}
-    for step in infos.get("collectives", []):
-        after.setdefault(step["after_graph"], []).append(step)
+    after: dict[int, list[Collective]] = {}
+    for step in plan.collectives:
+        after.setdefault(step.after_graph, []).append(step)
     ranks = [member.rank] if member is not None else list(range(devices))
     # loaded here, in this thread: loading swaps in the stand-in modules
     loaded = {}
@@ -324,37 +303,36 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
             source = mine.module_path.read_text()
             loaded[g.index, rank] = forge_instance(source, str(mine.module_path), weights[mine.model_path])
 
-    check_inputs(tensors, {name: np.asarray(inputs[name]) for name in wanted}, devices)
+    whole = _model_inputs(plan, inputs)
 
     def device(m: Collectives) -> dict[str, np.ndarray]:
         values = {}
-        for name in wanted:  # an input split in the plan (a KV cache's past): the device's block of it
-            axis = tensors[name].get("split_axis")
-            whole = np.asarray(inputs[name])
-            values[name] = whole if axis is None else block(whole, axis, m.rank, m.size)
+        for name, value in whole.items():  # an input split in the plan (a KV cache's past): the device's block
+            axis = plan.tensors[name].split_axis
+            values[name] = value if axis is None else block(value, axis, m.rank, m.size)
         for g in graphs:
             outs = run_instance(loaded[g.index, m.rank], [values[x] for x in g.inputs])
             for name, v in zip(g.outputs, outs):
-                values[name] = np.asarray(v).astype(tensors[name]["dtype"], copy=False)
+                values[name] = np.asarray(v).astype(plan.tensors[name].dtype, copy=False)
             for step in after.get(g.index, []):
-                values[step["output"]] = _collect(step, values[step["input"]], m)
-        return returned(infos, folder, values)
+                values[step.output] = _collect(step, values[step.input], m)
+        return returned(plan, folder, values)
 
     if member is not None:
         return [device(member)]
     return run_threads(devices, device)
 
 
-def assemble(infos: dict, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], list[str]]:
+def assemble(plan: Plan, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], list[str]]:
     """The model's outputs from every device's: an output split in the plan
     (a KV cache's present) joined from the devices' blocks, any other taken
     from device 0; and the names of those the devices disagree on."""
-    tensors = infos["tensors"]
-    source = {o["name"]: o["tensor"] for o in infos.get("outputs", []) if "tensor" in o}
+    source = {o.name: o.tensor for o in plan.outputs or [] if o.tensor}
     first = per_device[0]
     whole, differ = {}, []
     for name, value in first.items():
-        axis = tensors.get(source.get(name, name), {}).get("split_axis")
+        t = plan.tensors.get(source.get(name, name))
+        axis = None if t is None else t.split_axis
         if axis is not None:
             whole[name] = np.concatenate([d[name] for d in per_device], axis=axis)
         else:
@@ -364,10 +342,10 @@ def assemble(infos: dict, per_device: list[dict[str, np.ndarray]]) -> tuple[dict
     return whole, differ
 
 
-def agreed(infos: dict, per_device: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:
+def agreed(plan: Plan, per_device: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:
     """`assemble`'s outputs, where the devices must agree: their
     disagreement is an error naming `what` ran and the outputs."""
-    whole, differ = assemble(infos, per_device)
+    whole, differ = assemble(plan, per_device)
     if differ:
         raise ForgeOptError(f"{what}: the devices' outputs differ ({', '.join(differ)})")
     return whole

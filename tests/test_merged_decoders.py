@@ -52,10 +52,11 @@ def test_the_merged_decoder_passes_the_split_with_both_branches_on_the_device(na
 @pytest.mark.parametrize("name", ["t5", "whisper"])
 def test_every_matmul_of_both_branches_is_on_the_device(name, tmp_path):
     model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
-    _, infos = split_model(model, tmp_path / "split", dims=DIMS)
-    branches = infos["graphs"][0]["branches"]
+    _, plan = split_model(model, tmp_path / "split", dims=DIMS)
+    branches = plan.graphs[0].branches
+    assert branches is not None
     for which in ("then", "else"):
-        folder = tmp_path / "split" / branches[which]["folder"]
+        folder = tmp_path / "split" / branches.of(which).folder
         graphs = json.loads((folder / "graph_infos.json").read_text())["graphs"]
         for g in graphs:
             sub = onnx.load(folder / g["model_info"]["model_path"], load_external_data=False)

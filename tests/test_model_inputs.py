@@ -61,13 +61,13 @@ def test_a_split_of_unknown_sizes_asks_for_them(tmp_path):
     run: it is refused with the flags that fix the sizes, as forge-opt does."""
     with pytest.raises(ForgeOptError, match=r"'input_ids' \[batch, sequence\]; choose them with --dim batch=N"):
         split_model(MODELS / "gpt2_dynamic_opset17.onnx", tmp_path / "split")
-    _, infos = split_model(MODELS / "gpt2_dynamic_opset17.onnx", tmp_path / "split",
+    _, plan = split_model(MODELS / "gpt2_dynamic_opset17.onnx", tmp_path / "split",
                            dims={"batch": 1, "sequence": 16})
-    assert [g["device"] for g in infos["graphs"]] == ["tt"]
+    assert [g.device for g in plan.graphs] == ["tt"]
     with pytest.raises(ForgeOptError, match=r"'x' \[\?, 3\]"):
         split_model(_paddle_style(), tmp_path / "paddle")
-    _, infos = split_model(_paddle_style(), tmp_path / "paddle", shapes={"x": (2, 3)})
-    assert infos["tensors"]["x"]["shape"] == [2, 3]
+    _, plan = split_model(_paddle_style(), tmp_path / "paddle", shapes={"x": (2, 3)})
+    assert plan.tensors["x"].shape == [2, 3]
 
 
 def _with_token_types():

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt.check.oracle import onnxruntime_outputs
 from forge_opt.check.split import check_fallback
 from forge_opt.split.api import convert, run_split, split_model
+from forge_opt.split.folder import read_split
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
 
@@ -56,16 +57,17 @@ def _x(sign: float) -> dict[str, np.ndarray]:
 def test_each_branch_is_split_and_the_if_stays_a_valid_cpu_sub_model(tmp_path):
     model = wake_word_style()
     folder = tmp_path / "split"
-    _, infos = split_model(model, folder)
-    jsonschema.validate(infos, SCHEMA)
-    entry = next(g for g in infos["graphs"] if "branches" in g)
-    assert entry["device"] == "cpu" and sorted(entry["inputs"]) == ["c", "h"]
-    assert entry["branches"]["condition"] == "c" and entry["branches"]["results"] == ["b"]
+    _, plan = split_model(model, folder)
+    jsonschema.validate(json.loads((folder / "graph_infos.json").read_text()), SCHEMA)
+    entry = next(g for g in plan.graphs if g.branches is not None)
+    assert entry.branches is not None
+    assert entry.device == "cpu" and sorted(entry.inputs) == ["c", "h"]
+    assert entry.branches.condition == "c" and entry.branches.results == ["b"]
     for which in ("then", "else"):
-        branch = json.loads((folder / entry["branches"][which]["folder"] / "graph_infos.json").read_text())
-        assert [g["device"] for g in branch["graphs"]] == ["tt"]  # the then MatMul and the else Mul on the device
+        branch = read_split(folder / entry.branches.of(which).folder)[0]
+        assert [g.device for g in branch.graphs] == ["tt"]  # the then MatMul and the else Mul on the device
     # the If's own sub-model carries what its branches read (h, and W2 and two as weights): onnxruntime runs it
-    sub = onnx.load(folder / entry["model_info"]["model_path"])
+    sub = onnx.load(folder / entry.model_path)
     assert sorted(t.name for t in sub.graph.initializer) == ["W2", "two"]
     h = np.ones((2, 16), np.float32)
     for c in (True, False):
@@ -187,12 +189,12 @@ def recurrent_loop(while_loop: bool = False):
 def test_a_loop_of_a_run_time_trip_count_iterates_on_the_host(tmp_path, steps):
     model = recurrent_loop()
     folder = tmp_path / "split"
-    _, infos = split_model(model, folder)
-    jsonschema.validate(infos, SCHEMA)
-    entry = next(g for g in infos["graphs"] if "loop" in g)
-    assert entry["loop"]["trip_count"] == "steps" and entry["loop"]["results"] == ["h", "hs"]
-    body = json.loads((folder / entry["loop"]["body"]["folder"] / "graph_infos.json").read_text())
-    assert [g["device"] for g in body["graphs"]] == ["tt"]  # the body's MatMul on the device
+    _, plan = split_model(model, folder)
+    jsonschema.validate(json.loads((folder / "graph_infos.json").read_text()), SCHEMA)
+    loop = next(g.loop for g in plan.graphs if g.loop is not None)
+    assert loop.trip_count == "steps" and loop.results == ["h", "hs"]
+    body = read_split(folder / loop.body.folder)[0]
+    assert [g.device for g in body.graphs] == ["tt"]  # the body's MatMul on the device
     convert(folder)
     feeds = {"x": np.random.default_rng(4).standard_normal((1, 4)).astype(np.float32),
              "steps": np.array(steps, np.int64)}

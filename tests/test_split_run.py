@@ -61,16 +61,17 @@ def _inputs():
 
 def test_a_detector_splits_into_a_device_backbone_and_cpu_post_processing(tmp_path):
     model = detector()
-    plan, infos = split_model(model, tmp_path / "split", min_device_ops=2)
-    jsonschema.validate(infos, SCHEMA)
-    assert json.loads((tmp_path / "split" / "graph_infos.json").read_text()) == infos
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
-    assert [n.name for n in plan.graphs[0].nodes] == [
+    partition, plan = split_model(model, tmp_path / "split", min_device_ops=2)
+    written = json.loads((tmp_path / "split" / "graph_infos.json").read_text())
+    jsonschema.validate(written, SCHEMA)
+    assert written == plan.to_json()
+    assert [g.device for g in plan.graphs] == ["tt", "cpu"]
+    assert [n.name for n in partition.graphs[0].nodes] == [
         "conv", "relu", "to_boxes", "decode", "score", "per_class", "topk", "pick",
     ]
-    assert [n.name for n in plan.graphs[1].nodes] == ["nms"]
-    assert infos["tensors"]["boxes"]["attr"] == "intermediate"
-    assert infos["tensors"]["image"] == {"shape": [1, 3, 8, 8], "dtype": "float32", "attr": "input"}
+    assert [n.name for n in partition.graphs[1].nodes] == ["nms"]
+    assert plan.tensors["boxes"].attr == "intermediate"
+    assert written["tensors"]["image"] == {"shape": [1, 3, 8, 8], "dtype": "float32", "attr": "input"}
 
 
 @pytest.mark.parametrize("mode", ["device", "cpu"])
@@ -95,9 +96,9 @@ def test_convert_writes_each_device_module(tmp_path):
 
 def test_a_middle_cpu_op_gives_three_sub_models(tmp_path):
     model = relu_topk_sigmoid(None)
-    _, infos = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
+    _, plan = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
     convert(tmp_path / "split")
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
+    assert [g.device for g in plan.graphs] == ["tt", "cpu", "tt"]
     x = {"x": np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)}
     np.testing.assert_allclose(run_split(tmp_path / "split", x)["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5)
 
@@ -122,7 +123,8 @@ def test_a_non_empty_folder_is_not_overwritten(tmp_path):
 )
 def test_a_hand_edited_graph_infos_is_named(tmp_path, edit, message):
     folder = tmp_path / "split"
-    _, infos = split_model(detector(), folder, min_device_ops=2)
+    split_model(detector(), folder, min_device_ops=2)
+    infos = json.loads((folder / "graph_infos.json").read_text())
     edit(infos)
     (folder / "graph_infos.json").write_text(json.dumps(infos))
     with pytest.raises(ForgeOptError, match=message):
@@ -234,9 +236,9 @@ def _weighty_model():
 
 def test_large_inline_weights_are_written_once_and_pointed_at(tmp_path):
     model = _weighty_model()
-    _, infos = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
+    _, plan = split_model(model, tmp_path / "split", cpu_ops=("TopK",))
     convert(tmp_path / "split")
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"]
+    assert [g.device for g in plan.graphs] == ["tt", "cpu", "tt"]
     assert (tmp_path / "split" / "weights.bin").stat().st_size == (64 * 512 + 256 * 128) * 4
     assert all((tmp_path / "split" / f"graph_{n}.onnx").stat().st_size < 4096 for n in range(3))
     x = {"x": np.random.default_rng(4).standard_normal((64, 512)).astype(np.float32)}
@@ -299,9 +301,9 @@ def test_an_op_of_another_domain_runs_on_the_cpu(tmp_path):
     )
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
-    _, infos = split_model(model, tmp_path / "split")
+    _, plan = split_model(model, tmp_path / "split")
     convert(tmp_path / "split")
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
+    assert [g.device for g in plan.graphs] == ["tt", "cpu"]
     x = {"x": np.random.default_rng(6).standard_normal((2, 8)).astype(np.float32)}
     got = run_split(tmp_path / "split", x)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-6)
@@ -322,8 +324,8 @@ def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path)
                               [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("f")])
     opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
-    _, infos = split_model(model, tmp_path / "split")
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu"]
-    assert infos["tensors"]["y"] == {"shape": [2, 8], "dtype": "float32", "attr": "output"}
+    _, plan = split_model(model, tmp_path / "split")
+    assert [g.device for g in plan.graphs] == ["tt", "cpu"]
+    assert plan.tensors["y"].to_json() == {"shape": [2, 8], "dtype": "float32", "attr": "output"}
     report = check_fallback(model)
     assert report.ok, report.format()

@@ -69,8 +69,8 @@ def _plan(tmp_path: Path, layers: dict) -> str:
     return str(path)
 
 
-def _ops(infos: dict) -> list[str]:
-    return [c["op"] for c in infos["collectives"]]
+def _ops(plan) -> list[str]:
+    return [c.op for c in plan.collectives]
 
 
 def _exact(report, tol: float = 1e-5) -> None:
@@ -92,8 +92,8 @@ def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
     """10 rows on 4 devices: padded to 12 (zero rows no index reaches), each
     device's table 3 rows plus its zero row."""
     model = embedding_model(10)
-    infos = tensor_parallel(model, tmp_path / "tp", 4)
-    assert infos["layers"][0]["padded_rows"] == 2
+    plan = tensor_parallel(model, tmp_path / "tp", 4)
+    assert plan.layers[0].padded_rows == 2
     idx = np.array([0, 2, 3, 5, 6, 8, 9, -1, -10, 4, 7, 1], np.int64)
     got = run_parallel(tmp_path / "tp", {"idx": idx})
     table = numpy_helper.to_array(model.graph.initializer[0])
@@ -116,25 +116,25 @@ def test_column_parallel_linear_gathers_its_output(devices):
 @pytest.mark.parametrize("devices", [2, 4])
 def test_row_parallel_linear_splits_its_input_and_adds_the_bias_once(devices, tmp_path):
     plan = _plan(tmp_path, {"fc0": {"axis": 0}})
-    infos = tensor_parallel(linear_model(1), tmp_path / "tp", devices, plan=plan)
-    assert infos["layers"][0]["case"] == "row"
-    assert _ops(infos) == ["all_reduce"]  # and the bias after it
+    written = tensor_parallel(linear_model(1), tmp_path / "tp", devices, plan=plan)
+    assert written.layers[0].case == "row"
+    assert _ops(written) == ["all_reduce"]  # and the bias after it
     _exact(check_parallel(linear_model(1), devices, plan=plan))
 
 
 @pytest.mark.parametrize("devices", [2, 4])
 def test_column_then_row_needs_one_all_reduce_and_no_gather(devices, tmp_path):
-    infos = tensor_parallel(linear_model(2), tmp_path / "tp", devices)
-    assert [layer["case"] for layer in infos["layers"]] == ["column", "row"]
-    assert _ops(infos) == ["all_reduce"]
+    plan = tensor_parallel(linear_model(2), tmp_path / "tp", devices)
+    assert [layer.case for layer in plan.layers] == ["column", "row"]
+    assert _ops(plan) == ["all_reduce"]
     _exact(check_parallel(linear_model(2), devices))
 
 
 def test_gather_out_gathers_at_the_column_layer(tmp_path):
     plan = _plan(tmp_path, {"fc0": {"axis": 1, "gather_out": True}, "fc1": {"axis": None}})
-    infos = tensor_parallel(linear_model(2), tmp_path / "tp", 2, plan=plan)
-    assert [layer["case"] for layer in infos["layers"]] == ["column", "replicated"]
-    assert _ops(infos) == ["all_gather"]
+    written = tensor_parallel(linear_model(2), tmp_path / "tp", 2, plan=plan)
+    assert [layer.case for layer in written.layers] == ["column", "replicated"]
+    assert _ops(written) == ["all_gather"]
     _exact(check_parallel(linear_model(2), 2, plan=plan))
 
 
@@ -143,15 +143,15 @@ def test_gather_out_gathers_at_the_column_layer(tmp_path):
 @pytest.mark.parametrize("devices", [2, 4])
 def test_transformer_exports_pair_their_layers(name, devices, tmp_path):
     model = MODELS / f"{name}.onnx"
-    infos = tensor_parallel(model, tmp_path / "tp", devices)
+    plan = tensor_parallel(model, tmp_path / "tp", devices)
     blocks = 2
-    ops = _ops(infos)
+    ops = _ops(plan)
     # one all-reduce for the embedding, one per attention and one per MLP
     assert ops.count("all_reduce") == 1 + 2 * blocks
     # the only all-gather is GPT-2's LM head output, never between paired layers
     assert ops.count("all_gather") == (1 if name.startswith("gpt2") else 0)
     assert ops[-1] == "all_gather" or "all_gather" not in ops
-    cases = [layer["case"] for layer in infos["layers"]]
+    cases = [layer.case for layer in plan.layers]
     assert cases.count("row") == 2 * blocks
     report = check_parallel(model, devices)
     assert report.status == MATCH, report.format()
@@ -163,8 +163,8 @@ def test_gpt2_fused_qkv_is_packed_and_each_device_holds_one_block_of_each_weight
     model = onnx.load(str(MODELS / "gpt2_opset17.onnx"))
     original = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     devices = 4
-    infos = tensor_parallel(MODELS / "gpt2_opset17.onnx", tmp_path / "tp", devices)
-    assert [layer["packed"] for layer in infos["layers"] if "c_attn" in layer["node"]] == [3, 3]
+    plan = tensor_parallel(MODELS / "gpt2_opset17.onnx", tmp_path / "tp", devices)
+    assert [layer.packed for layer in plan.layers if "c_attn" in layer.node] == [3, 3]
     blocks: dict[str, int] = {}
     for rank in range(devices):
         weights = onnx.load(str(tmp_path / "tp" / f"dev{rank}" / "weights.onnx"))
@@ -183,12 +183,13 @@ def test_gpt2_fused_qkv_is_packed_and_each_device_holds_one_block_of_each_weight
 def test_ring_formula_in_the_plan(tmp_path):
     import jsonschema
 
-    infos = tensor_parallel(linear_model(2), tmp_path / "tp", 4)
+    plan = tensor_parallel(linear_model(2), tmp_path / "tp", 4)
     schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
-    jsonschema.validate(infos, schema)  # a tensor-parallel plan is one the project's own schema accepts
-    (step,) = infos["collectives"]
-    assert step["bytes"] == 4 * 16 * 4  # the [4, 16] float32 sum
-    assert step["ring_bytes_per_device"] == 2 * step["bytes"] * 3 // 4
+    # a tensor-parallel plan is one the project's own schema accepts
+    jsonschema.validate(json.loads((tmp_path / "tp" / "graph_infos.json").read_text()), schema)
+    (step,) = plan.collectives
+    assert step.bytes == 4 * 16 * 4  # the [4, 16] float32 sum
+    assert step.ring_bytes_per_device == 2 * step.bytes * 3 // 4
     assert ring_bytes("all_gather", 8192, 4) == 6144
 
 
@@ -454,15 +455,15 @@ def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
     from forge_opt.split.folder import read_split
 
     model = _model_with_a_cpu_op()
-    _, infos = split_model(model, tmp_path / "split", devices=2)
-    assert [g["device"] for g in infos["graphs"]] == ["tt", "cpu", "tt"] and infos["parallel"] == 2
+    _, plan = split_model(model, tmp_path / "split", devices=2)
+    assert [g.device for g in plan.graphs] == ["tt", "cpu", "tt"] and plan.parallel == 2
     convert(tmp_path / "split")
     for g in read_split(tmp_path / "split")[1]:
         if g.device == "tt":
             assert g.context_dir is not None
-            sub = json.loads((g.context_dir / "parallel" / "graph_infos.json").read_text())
-            assert [c["op"] for c in sub["collectives"]] == ["all_reduce"]
-            assert [layer["case"] for layer in sub["layers"]] == ["column", "row"]
+            sub = read_split(g.context_dir / "parallel")[0]
+            assert [c.op for c in sub.collectives] == ["all_reduce"]
+            assert [layer.case for layer in sub.layers] == ["column", "row"]
     x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
     from forge_opt.check.oracle import onnxruntime_outputs
 
@@ -673,13 +674,13 @@ def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
         [numpy_helper.from_array(_f32(8, 16), "w"), numpy_helper.from_array(_f32(8), "b")],
     )
-    infos = tensor_parallel(model, tmp_path / "tp", 2, min_size=10**6)  # replicated: one segment
+    plan = tensor_parallel(model, tmp_path / "tp", 2, min_size=10**6)  # replicated: one segment
     for rank in range(2):
         index = onnx.load(str(tmp_path / "tp" / f"dev{rank}" / "weights.onnx"), load_external_data=False)
         assert {t.name: list(t.dims) for t in index.graph.initializer}["w"] == [16, 8]
         assert ".transpose(" not in (tmp_path / "tp" / f"dev{rank}" / "segment_0.py").read_text()
     x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    got, differ = assemble(infos, run_parallel(tmp_path / "tp", x))
+    got, differ = assemble(plan, run_parallel(tmp_path / "tp", x))
     assert not differ
     np.testing.assert_allclose(got["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-5)
 

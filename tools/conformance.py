@@ -229,8 +229,8 @@ def run_case_split(case) -> Result:
     def run():
         with tempfile.TemporaryDirectory() as tmp:
             shapes = InputShapes().with_arrays(model.graph, feeds).shapes
-            _, infos = split_model(model, Path(tmp) / "split", shapes=shapes)
-            result.forge_ops = {g["device"] for g in infos["graphs"]}
+            _, plan = split_model(model, Path(tmp) / "split", shapes=shapes)
+            result.forge_ops = {g.device for g in plan.graphs}
             convert(Path(tmp) / "split")
             outputs = run_split(Path(tmp) / "split", {n: np.asarray(v) for n, v in feeds.items()})
         return [outputs[o.name] for o in model.graph.output]

@@ -53,72 +53,69 @@ def _split_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _report(plan, infos, folder: Path) -> str:
+def _report(partition, plan, folder: Path) -> str:
     """Per sub-model: device, op count, inputs, outputs, and the bytes it
     takes from or gives to the other kind of device per run."""
-    tensors = infos["tensors"]
-    maker = {x: g["device"] for g in infos["graphs"] for x in g["outputs"]}
+    maker = {x: g.device for g in plan.graphs for x in g.outputs}
 
     def size(name: str) -> float:
-        t = tensors[name]
-        if any(d < 0 for d in t["shape"]):
+        t = plan.tensors[name]
+        if any(d < 0 for d in t.shape):
             return math.nan
-        return math.prod(t["shape"]) * np.dtype(t["dtype"]).itemsize
+        return math.prod(t.shape) * np.dtype(t.dtype).itemsize
 
     lines = [f"{'graph':<8} {'device':<7} {'ops':>5} {'inputs':>7} {'outputs':>8} {'bytes across':>13}"]
     total = 0.0
-    for n, (sub, entry) in enumerate(zip(plan.graphs, infos["graphs"])):
-        device = entry["device"]
-        crossing = [x for x in entry["inputs"] if maker.get(x, "cpu") != device]
+    for n, (sub, entry) in enumerate(zip(partition.graphs, plan.graphs)):
+        device = entry.device
+        crossing = [x for x in entry.inputs if maker.get(x, "cpu") != device]
         moved = sum(size(x) for x in crossing)
         total += moved
         shown = "?" if math.isnan(moved) else f"{int(moved):,}"
-        lines.append(f"graph_{n:<2} {device:<7} {len(sub.nodes):>5} {len(entry['inputs']):>7} "
-                     f"{len(entry['outputs']):>8} {shown:>13}")
+        lines.append(f"graph_{n:<2} {device:<7} {len(sub.nodes):>5} {len(entry.inputs):>7} "
+                     f"{len(entry.outputs):>8} {shown:>13}")
         for which, branch in _branches_of(entry, folder):
             lines.append(f"  {which}: {branch}")
     across = "?" if math.isnan(total) else f"{int(total):,}"
     lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
-    if infos.get("parallel", 1) > 1:
-        lines.append(f"each device sub-model is converted tensor-parallel for {infos['parallel']} devices")
+    if plan.parallel > 1:
+        lines.append(f"each device sub-model is converted tensor-parallel for {plan.parallel} devices")
     return "\n".join(lines)
 
 
-def _why(infos: dict, folder: Path, where: str = "") -> str:
+def _why(plan, folder: Path, where: str = "") -> str:
     """Per CPU sub-model, each node and why it is on the CPU; inside a
     run-time If's branches and a Loop's body too, named by their folder."""
     from forge_opt.split.folder import read_split
 
     lines = []
-    for n, entry in enumerate(infos["graphs"]):
-        for node, reason in entry.get("why", {}).items():
+    for n, entry in enumerate(plan.graphs):
+        for node, reason in entry.why.items():
             lines.append(f"{where}graph_{n} (cpu): node '{node}': {reason}")
-        subs = [b["folder"] for w, b in entry.get("branches", {}).items() if w in ("then", "else")]
-        subs += [entry["loop"]["body"]["folder"]] if "loop" in entry else []
-        for sub in subs:
+        for sub in entry.sub_folders().values():
             inner = _why(read_split(folder / sub)[0], folder / sub, f"{where}{sub}/")
             if inner != "every node runs on the device":
                 lines.append(inner)
     return "\n".join(lines) or "every node runs on the device"
 
 
-def _branches_of(entry: dict, folder: Path) -> list[tuple[str, str]]:
+def _branches_of(entry, folder: Path) -> list[tuple[str, str]]:
     """A run-time If's branches, or a Loop's body: each one's folder and its sub-models' devices."""
     from forge_opt.split.folder import read_split
 
-    if "branches" in entry:
-        info = entry["branches"]
-        kinds = {w: (info[w]["folder"], f"when '{info['condition']}' is {'true' if w == 'then' else 'false'}")
+    if entry.branches is not None:
+        info = entry.branches
+        kinds = {w: (info.of(w).folder, f"when '{info.condition}' is {'true' if w == 'then' else 'false'}")
                  for w in ("then", "else")}
-    elif "loop" in entry:
-        loop = entry["loop"]
-        count = f"{loop['trip_count']!r} times" if loop["trip_count"] else "while its condition holds"
-        kinds = {"body": (loop["body"]["folder"], f"run {count}")}
+    elif entry.loop is not None:
+        loop = entry.loop
+        count = f"{loop.trip_count!r} times" if loop.trip_count else "while its condition holds"
+        kinds = {"body": (loop.body.folder, f"run {count}")}
     else:
         return []
     out = []
     for which, (sub, when) in kinds.items():
-        devices = [g["device"] for g in read_split(folder / sub)[0]["graphs"]]
+        devices = [g.device for g in read_split(folder / sub)[0].graphs]
         count = f"{len(devices)} sub-model{'' if len(devices) == 1 else 's'}"
         out.append((which, f"{sub}/ ({count}: {', '.join(devices)}), {when}"))
     return out
@@ -130,19 +127,19 @@ def _split(argv: list[str]) -> int:
     from forge_opt.split.api import convert, split_model
 
     chosen = InputShapes.parse(args.shape, args.dim)
-    plan, infos = split_model(
+    partition, plan = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
         shapes=chosen.shapes, dims=chosen.dims, devices=args.devices,
     )
-    print(_report(plan, infos, Path(args.output)))
+    print(_report(partition, plan, Path(args.output)))
     if args.why:
-        print(_why(infos, Path(args.output)))
+        print(_why(plan, Path(args.output)))
     if args.dot:
         from forge_opt.files import write_text
         from forge_opt.split.dot import split_dot
 
-        write_text(args.dot, split_dot(plan))
+        write_text(args.dot, split_dot(partition))
     if args.convert:
         for path in convert(args.output):
             print(f"wrote {path}")
@@ -188,7 +185,7 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
     from forge_opt.check.engine import index_bounds, random_array
     from forge_opt.split.folder import read_split
 
-    infos, graphs = read_split(folder)
+    plan, graphs = read_split(folder)
     if path:
         from forge_opt.check.driver import read_inputs
 
@@ -199,15 +196,11 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
         for name, size in index_bounds(onnx.load(g.on(0).model_path, load_external_data=False)).items():
             bounds[name] = min(size, bounds.get(name, size))
     inputs = {}
-    for name, t in infos["tensors"].items():
-        if t["attr"] != "input":
-            continue
-        if any(d < 0 for d in t["shape"]):
+    for name in plan.inputs():
+        shape = plan.whole_shape(name)  # a KV cache's past: the plan lists one device's block
+        if any(d < 0 for d in shape):
             raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
-        shape = list(t["shape"])
-        if "split_axis" in t:  # a KV cache's past: the plan lists one device's block
-            shape[t["split_axis"]] *= infos["grid"]["shape"][0]
-        inputs[name] = random_array(shape, np.dtype(t["dtype"]), rng, bounds.get(name))
+        inputs[name] = random_array(shape, np.dtype(plan.tensors[name].dtype), rng, bounds.get(name))
     return inputs
 
 
@@ -246,7 +239,7 @@ def _run(argv: list[str]) -> int:
         _add_model_inputs(inputs, args.model)
     from forge_opt.split.folder import read_split
 
-    plan = "grid" in read_split(folder)[0]
+    plan = read_split(folder)[0].is_parallel
     if plan and args.recompile:
         raise ForgeOptError(f"{folder}: a tensor-parallel plan has no ONNX sub-models to recompile (compile the model "
                             "again with forge-opt)")

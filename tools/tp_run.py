@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.files import save_npz
+from forge_opt.files import save_npz, write_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", help="the plan's folder (graph_infos.json with a grid)")
     p.add_argument("--inputs", required=True, help=".npz file with one array per model input")
     p.add_argument("--output", metavar="FILE", help="save this device's outputs ({rank} is the device)")
+    p.add_argument("--error", metavar="FILE",
+                   help="where a device that fails writes why ({rank} is the device): mpiexec may end the job "
+                        "before a failing device's last words on stderr are passed on")
     args = p.parse_args(argv)
     from forge_opt.interpreters.shard import MpiMember
     from forge_opt.split.folder import read_split
@@ -38,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         with np.load(args.inputs) as data:
             inputs = {k: data[k] for k in data.files}
         folder = Path(args.folder)
-        infos = read_split(folder)[0]
-        if "grid" in infos:
+        plan = read_split(folder)[0]
+        if plan.is_parallel:
             outputs = run_parallel(folder, inputs, member)[0]
         else:
             outputs = run_split(folder, inputs, member=member)
@@ -55,11 +58,14 @@ def main(argv: list[str] | None = None) -> int:
             what = str(e)
         else:
             what = f"{type(e).__name__}: {e}"
-        print(f"tp_run (device {member.rank}): error: {what}", file=sys.stderr, flush=True)
+        said = f"tp_run (device {member.rank}): error: {what}"
+        print(said, file=sys.stderr, flush=True)
+        if args.error:
+            write_text(args.error.replace("{rank}", str(member.rank)), said + "\n")
         member.comm.Abort(2)
         return 2
     if member.rank == 0:
-        split = {name for name, t in infos["tensors"].items() if t.get("split_axis") is not None}
+        split = {name for name, t in plan.tensors.items() if t.split_axis is not None}
         for name, value in outputs.items():
             whose = "  (device 0's block)" if name in split else ""
             print(f"{name}: {value.dtype} {list(value.shape)}{whose}")

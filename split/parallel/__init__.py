@@ -2,7 +2,7 @@
 segments of device work cut at each collective, each compiled to one Forge
 module per device, and the plan saying in order which segment runs and
 which collective joins them. The plan is `graph_infos.json` (AutoSplit's
-format, `split/plan.py`) extended with `grid` and `collectives`; the same
+format, `split/graph_infos.py`) extended with `grid` and `collectives`; the same
 runner executes both (`split/runner.py`).
 
 Device k's modules load only its blocks of the weights: every
@@ -30,12 +30,13 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.elements import attr_to_array
-from forge_opt.files import link_or_copy, save_npz, write_text
+from forge_opt.files import link_or_copy, write_text
 from forge_opt.frontends.onnx import import_model, load_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
-from forge_opt.split.folder import HOST_OUTPUTS, check_folder, clear_folder, read_split, write_infos
+from forge_opt.split.folder import check_folder, clear_folder, write_infos
+from forge_opt.split.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan
 from forge_opt.split.parallel.program import (
     COLLECTIVE_OPS,
     Blocks,
@@ -44,7 +45,6 @@ from forge_opt.split.parallel.program import (
     value_nbytes,
 )
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
-from forge_opt.split.plan import DEVICE
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
 from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, segment_passes, verify_after
 from forge_opt.transforms.tp.annotate import layer_entries
@@ -127,7 +127,7 @@ def _save_module(emitted: ForgePythonModule, dev: Path, n: int, same_as: Path | 
     save_constants(emitted, dev)
 
 
-def _write_devices(program: Program, folder: Path) -> list[dict]:
+def _write_devices(program: Program, folder: Path) -> list[Device]:
     """Every device's segment modules and weights, streamed: a segment's
     blocks are written and dropped before the next are made.
 
@@ -180,18 +180,10 @@ def _write_devices(program: Program, folder: Path) -> list[dict]:
         release_mapped_pages()  # the weights this segment read stay in the file, not in this process
     for f in files:
         f.close()
-    return [
-        {
-            "rank": rank,
-            "parameter_bytes": int(f.nbytes),
-            "parameters": len(f.tensors),
-            "constant_bytes": int(constant_bytes[rank]),
-        }
-        for rank, f in enumerate(files)
-    ]
+    return [Device(rank, int(f.nbytes), len(f.tensors), int(constant_bytes[rank])) for rank, f in enumerate(files)]
 
 
-def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict:
+def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan:
     """Compile each segment for each device into `folder`: `dev{k}/` holds
     device k's modules, their constants and `weights.onnx`; the plan is
     `graph_infos.json`. Returns the plan."""
@@ -208,49 +200,23 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> dict
         devices = _write_devices(program, folder)
     finally:
         gc.unfreeze()
-    graphs = []
-    for n, seg in enumerate(program.segments):
-        graphs.append({
-            "inputs": [program.names[v] for v in seg.inputs],
-            "outputs": [program.names[v] for v in seg.outputs],
-            "device": DEVICE,
-            "model_info": {"model_path": "dev{rank}/weights.onnx", "module_path": f"dev{{rank}}/segment_{n}.py"},
-            "context_dir": "dev{rank}",
-        })
+    graphs = [
+        Graph([program.names[v] for v in seg.inputs], [program.names[v] for v in seg.outputs], DEVICE,
+              "dev{rank}/weights.onnx", module_path=f"dev{{rank}}/segment_{n}.py", context_dir="dev{rank}")
+        for n, seg in enumerate(program.segments)
+    ]
     collectives = []
     for c in program.collectives:
         kind = COLLECTIVE_OPS[type(c.op)]
         moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
         nbytes = value_nbytes(moved.type)
-        entry = {
-            "after_graph": c.after,
-            "op": kind,
-            "input": program.names[c.op.operands[0]],
-            "output": program.names[c.op.results[0]],
-            "bytes": nbytes,
-            "ring_bytes_per_device": ring_bytes(kind, nbytes, p),
-        }
-        if kind != "all_reduce":
-            entry["axis"] = c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
-        collectives.append(entry)
-    infos = {
-        "graphs": graphs,
-        "tensors": tensors,
-        "graph_num": len(graphs),
-        "platform": "onnx",
-        "dynamic": False,
-        "layout": layout,
-        "grid": {"name": program.grid, "shape": [p]},
-        "collectives": collectives,
-        "devices": devices,
-        "layers": layer_entries(module),
-    }
-    infos["outputs"], host = program.returns()
-    if host:
-        save_npz(folder / HOST_OUTPUTS, host)
-    write_infos(folder, infos)
-    read_split(folder)  # its own reader takes it, or the compile fails here, not the first run
-    return infos
+        axis = None if kind == "all_reduce" else c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
+        collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
+                                      program.names[c.op.results[0]], nbytes, ring_bytes(kind, nbytes, p), axis))
+    outputs, host = program.returns()
+    plan = Plan(graphs, tensors, layout=layout, grid=program.grid, devices=devices, collectives=collectives,
+                layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs)
+    return write_infos(folder, plan, host)
 
 
 def tensor_parallel(
@@ -265,7 +231,7 @@ def tensor_parallel(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     base: Path | None = None,
-) -> dict:
+) -> Plan:
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file

@@ -22,7 +22,7 @@ from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_view_attr, attr_to_array
 from forge_opt.interpreters.tir import TirFunctions
-from forge_opt.split.folder import HOST_OUTPUTS
+from forge_opt.split.graph_infos import HOST_OUTPUTS, Output, Tensor
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
@@ -137,7 +137,7 @@ class Program:
             name = f"{hint}_{n}"
         return name
 
-    def returns(self) -> tuple[list[dict], dict[str, np.ndarray]]:
+    def returns(self) -> tuple[list[Output], dict[str, np.ndarray]]:
         """The model's outputs in order, each with where the host finds it:
         the tensor a segment makes or the model input it is (`tensor`), or
         a value no device computes (a weight, an empty tensor, a constant a
@@ -151,9 +151,9 @@ class Program:
                 if self.per_device(v):
                     raise ForgeOptError(f"the output '{name}' is a device's block of a constant: pin it replicated")
                 values[name] = value_of(_ConstantEvaluator(self.devices, 0).value(v))
-                entries.append({"name": name, "file": HOST_OUTPUTS})
+                entries.append(Output(name, file=HOST_OUTPUTS))
             else:
-                entries.append({"name": name, "tensor": self.names[v]})
+                entries.append(Output(name, tensor=self.names[v]))
         return entries, values
 
     def per_device(self, v: SSAValue) -> bool:
@@ -285,7 +285,7 @@ class Program:
         erase_dead_ops(module)
         return module
 
-    def tensors(self) -> dict[str, dict]:
+    def tensors(self) -> dict[str, Tensor]:
         """Every value the host moves: its per-device shape and type."""
         args = self.func.body.block.args
         inputs = set(args)
@@ -297,13 +297,8 @@ class Program:
         for v, name in self.names.items():
             t = dtypes.tensor(v.type)
             attr = "input" if v in inputs else "output" if v in results else "intermediate"
-            out[name] = {
-                "shape": list(t.get_shape()),
-                "dtype": np.dtype(dtypes.numpy_dtype(t.element_type)).name,
-                "attr": attr,
-            }
-            if split.get(v) is not None:
-                out[name]["split_axis"] = split[v]
+            out[name] = Tensor(list(t.get_shape()), np.dtype(dtypes.numpy_dtype(t.element_type)).name, attr,
+                               split.get(v))
         return out
 
 

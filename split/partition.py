@@ -1,7 +1,7 @@
 """A split of an ONNX model: its sub-models in the order they run, and every
-tensor that crosses between them, as AutoSplit's `graph_infos.json` holds it.
+tensor that crosses between them (what `graph_infos.json` records).
 
-The plan is made from the placements (`placement.place`) and the grouping
+The partition is made from the placements (`placement.place`) and the grouping
 (`partition.partition`) of the model's nodes. Nodes that fold into
 constants take no part in the grouping; each sub-model that reads one of
 their values recomputes it (they are shape arithmetic, cheap and small).
@@ -20,10 +20,9 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.split.control_flow import is_host_control_flow
+from forge_opt.split.graph_infos import CPU, DEVICE, Tensor
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
-
-DEVICE, CPU = "tt", "cpu"
 
 
 @dataclass
@@ -36,16 +35,9 @@ class SubModel:
 
 
 @dataclass
-class TensorInfo:
-    shape: list[int]
-    dtype: str  # numpy's name
-    attr: str  # "input", "output" (of the model) or "intermediate"
-
-
-@dataclass
-class Plan:
+class Partition:
     graphs: list[SubModel]
-    tensors: dict[str, TensorInfo]
+    tensors: dict[str, Tensor]
     types: dict[str, TypeProto]  # of every value inference typed (every tensor the sub-models exchange among them)
 
 
@@ -55,14 +47,14 @@ def _type_of(model: ModelProto) -> dict[str, TypeProto]:
     return {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
 
 
-def _info(name: str, types: dict[str, TypeProto], attr: str) -> TensorInfo:
+def _info(name: str, types: dict[str, TypeProto], attr: str) -> Tensor:
     t = types.get(name)
     if t is None or not t.HasField("tensor_type"):
         raise ForgeOptError(f"tensor '{name}' crosses between sub-models but has no known tensor type")
     tt = t.tensor_type
     shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-    return TensorInfo(shape, np.dtype(dtype).name, attr)
+    return Tensor(shape, np.dtype(dtype).name, attr)
 
 
 def _untyped(t: TypeProto | None) -> bool:
@@ -146,9 +138,9 @@ def _control_flow_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Gro
     return out
 
 
-def make_plan(
+def make_partition(
     model: ModelProto, placements: dict[str, Placement], min_device_ops: int = 1, base: Path | None = None
-) -> Plan:
+) -> Partition:
     g = model.graph
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
@@ -206,7 +198,7 @@ def make_plan(
                if x not in graph_inputs and _untyped(types.get(x))]
     if untyped:
         types.update(_types_from_run(model, base, list(dict.fromkeys(untyped))))
-    tensors: dict[str, TensorInfo] = {}
+    tensors: dict[str, Tensor] = {}
     for sub in subs:
         for x in (*sub.inputs, *sub.outputs):
             attr = "input" if x in graph_inputs else "output" if x in graph_outputs else "intermediate"
@@ -214,47 +206,21 @@ def make_plan(
     for x in graph_outputs:  # a model input the model returns as it is: the host passes it on
         if x in graph_inputs and x not in tensors:
             tensors[x] = _info(x, types, "input")
-    return Plan(subs, tensors, types)
+    return Partition(subs, tensors, types)
 
 
-def graph_infos(plan: Plan, layout: str = "NCHW") -> dict:
-    """`graph_infos.json`, as AutoSplit writes it (`tensors` keyed by name)."""
-    graphs = []
-    for n, sub in enumerate(plan.graphs):
-        entry: dict = {
-            "inputs": sub.inputs,
-            "outputs": sub.outputs,
-            "device": sub.device,
-            "model_info": {"model_path": f"graph_{n}.onnx"},
-        }
-        if sub.device == DEVICE:
-            entry["context_dir"] = f"graph_ir_{n}"
-        elif sub.why:
-            entry["why"] = sub.why
-        graphs.append(entry)
-    dynamic = any(d < 0 for t in plan.tensors.values() for d in t.shape)
-    return {
-        "graphs": graphs,
-        "tensors": {name: {"shape": t.shape, "dtype": t.dtype, "attr": t.attr} for name, t in plan.tensors.items()},
-        "graph_num": len(graphs),
-        "platform": "onnx",
-        "dynamic": dynamic,
-        "layout": layout,
-    }
-
-
-def sub_model(model: ModelProto, plan: Plan, n: int, weight=lambda t: t) -> ModelProto:
+def sub_model(model: ModelProto, partition: Partition, n: int, weight=lambda t: t) -> ModelProto:
     """Sub-model `n` as an ONNX model with exactly the nodes and initializers
     it uses, each as `weight` gives it (the writer points large ones at data
     files instead of copying them)."""
-    sub = plan.graphs[n]
+    sub = partition.graphs[n]
     used = {x for node in sub.nodes for x in node_reads(node)}
     initializers: list[TensorProto] = [weight(t) for t in model.graph.initializer if t.name in used]
     graph = onnx.helper.make_graph(
         sub.nodes,
         f"graph_{n}",
-        [onnx.helper.make_value_info(x, plan.types[x]) for x in sub.inputs],
-        [onnx.helper.make_value_info(x, plan.types[x]) for x in sub.outputs],
+        [onnx.helper.make_value_info(x, partition.types[x]) for x in sub.inputs],
+        [onnx.helper.make_value_info(x, partition.types[x]) for x in sub.outputs],
         initializers,
     )
     out = onnx.helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)

@@ -1,0 +1,464 @@
+"""`graph_infos.json` as typed records: a split's sub-models (AutoSplit's
+format) or a tensor-parallel plan's segments (the same, with a grid, its
+collectives, devices and layers). `Plan.to_json` is the one writer and
+`Plan.from_json` the one reader, which checks every field and reference
+that needs no file; `folder.read_split` checks the files. The schema a
+user validates against is `docs/graph_infos.schema.json`; a test holds the
+records to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dtypes import holds
+
+INFOS = "graph_infos.json"
+#: beside a split's or plan's graph_infos.json: the outputs no sub-model computes (weights returned as they are)
+HOST_OUTPUTS = "host_outputs.npz"
+DEVICE, CPU = "tt", "cpu"
+#: what AutoSplit's own files call the accelerator
+AUTOSPLIT_DEVICE = "tpu"
+ATTRS = ("input", "output", "intermediate")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+BRANCHES = ("then", "else")
+
+
+@dataclass
+class Tensor:
+    shape: list[int]  # -1 for a size known only at run time; of a split tensor, one device's block
+    dtype: str  # numpy's name; "" where AutoSplit's described form leaves it out (the sub-model declares it)
+    attr: str  # "input", "output" (of the model) or "intermediate"
+    split_axis: int | None = None  # tensor parallelism: each device holds its block along this axis
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"shape": self.shape}
+        if self.dtype:
+            out["dtype"] = self.dtype
+        out["attr"] = self.attr
+        if self.split_axis is not None:
+            out["split_axis"] = self.split_axis
+        return out
+
+
+@dataclass
+class Branch:
+    folder: str  # beside graph_infos.json: the branch's own split
+    outputs: list[str]
+
+
+@dataclass
+class Branches:
+    """A run-time If's sub-model: the host picks a branch by `condition`;
+    `results` are the If's outputs, each branch's `outputs` its own."""
+
+    condition: str
+    results: list[str]
+    then: Branch
+    orelse: Branch  # "else" in the file
+
+    def of(self, which: str) -> Branch:
+        return self.then if which == "then" else self.orelse
+
+    def to_json(self) -> dict:
+        return {"condition": self.condition, "results": self.results, "then": vars(self.then),
+                "else": vars(self.orelse)}
+
+
+@dataclass
+class LoopBody:
+    folder: str
+    inputs: list[str]  # the iteration number, the condition, the carried values
+    outputs: list[str]  # the condition, the carried values, the scan outputs
+
+
+@dataclass
+class Loop:
+    """A run-time Loop's sub-model: the host runs `body` while the trip
+    count and condition allow (each "" when the Loop has none)."""
+
+    trip_count: str
+    condition: str
+    initial: list[str]
+    results: list[str]
+    body: LoopBody
+
+    def to_json(self) -> dict:
+        return {**vars(self), "body": vars(self.body)}
+
+
+
+@dataclass
+class Graph:
+    """One sub-model (or, of a plan, one segment every device runs: its
+    paths hold `{rank}`), its paths relative to the plan's folder."""
+
+    inputs: list[str]
+    outputs: list[str]
+    device: str  # DEVICE or CPU
+    model_path: str
+    module_path: str | None = None  # a plan's segment: its Forge module
+    context_dir: str | None = None  # a device sub-model: where `convert` writes its module
+    why: dict[str, str] = field(default_factory=dict)  # of a CPU sub-model: why each node is on the CPU
+    branches: Branches | None = None
+    loop: Loop | None = None
+
+    def sub_folders(self) -> dict[str, str]:
+        """A run-time If's branches' or Loop's body's split folders, by role."""
+        if self.branches is not None:
+            return {which: self.branches.of(which).folder for which in BRANCHES}
+        if self.loop is not None:
+            return {"body": self.loop.body.folder}
+        return {}
+
+    def to_json(self) -> dict:
+        info = {"model_path": self.model_path}
+        if self.module_path is not None:
+            info["module_path"] = self.module_path
+        out: dict[str, Any] = {"inputs": self.inputs, "outputs": self.outputs, "device": self.device,
+                               "model_info": info}
+        if self.context_dir is not None:
+            out["context_dir"] = self.context_dir
+        if self.why:
+            out["why"] = self.why
+        if self.branches is not None:
+            out["branches"] = self.branches.to_json()
+        if self.loop is not None:
+            out["loop"] = self.loop.to_json()
+        return out
+
+
+@dataclass
+class Collective:
+    after_graph: int
+    op: str  # one of COLLECTIVES
+    input: str
+    output: str
+    bytes: int
+    ring_bytes_per_device: int
+    axis: int | None = None  # of a gather or scatter
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass
+class Device:
+    rank: int
+    parameter_bytes: int
+    parameters: int
+    constant_bytes: int
+
+
+@dataclass
+class Layer:
+    """A tensor-parallel layer and its case (`transforms/tp/annotate.py`)."""
+
+    node: str
+    kind: str
+    case: str
+    packed: int = 0  # parts of a packed column layer (3 for a fused QKV)
+    padded_rows: int = 0
+    reason: str = ""
+    unshared: bool = False
+
+
+@dataclass
+class Output:
+    """A model output: the tensor the host returns, or (`file`) a value no
+    device computes, saved by name in HOST_OUTPUTS."""
+
+    name: str
+    tensor: str | None = None
+    file: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass
+class Plan:
+    graphs: list[Graph]
+    tensors: dict[str, Tensor]
+    layout: str = "NCHW"
+    parallel: int = 1  # a split: each device sub-model runs tensor-parallel on this many devices
+    grid: str | None = None  # a tensor-parallel plan: its 1-d grid's name (MLIR's shard.grid)
+    devices: list[Device] = field(default_factory=list)  # a plan: one per device of the grid
+    collectives: list[Collective] = field(default_factory=list)
+    layers: list[Layer] = field(default_factory=list)
+    outputs: list[Output] | None = None  # None in AutoSplit's files: the `output` tensors are returned
+
+    @property
+    def is_parallel(self) -> bool:
+        """A tensor-parallel plan (segments over a grid), not a split."""
+        return self.grid is not None
+
+    @property
+    def device_count(self) -> int:
+        """The devices a run takes: the grid's, or a split's `parallel`."""
+        return len(self.devices) if self.is_parallel else self.parallel
+
+    def inputs(self) -> list[str]:
+        return [name for name, t in self.tensors.items() if t.attr == "input"]
+
+    def whole_shape(self, name: str) -> list[int]:
+        """A tensor's shape as the host holds it (a split one joined from the devices')."""
+        t = self.tensors[name]
+        shape = list(t.shape)
+        if t.split_axis is not None:
+            shape[t.split_axis] *= self.device_count
+        return shape
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {
+            "graphs": [g.to_json() for g in self.graphs],
+            "tensors": {name: t.to_json() for name, t in self.tensors.items()},
+            "graph_num": len(self.graphs),
+            "platform": "onnx",
+            "dynamic": any(d < 0 for t in self.tensors.values() for d in t.shape),
+            "layout": self.layout,
+        }
+        if self.parallel > 1:
+            out["parallel"] = self.parallel
+        if self.grid is not None:
+            out["grid"] = {"name": self.grid, "shape": [len(self.devices)]}
+            out["collectives"] = [c.to_json() for c in self.collectives]
+            out["devices"] = [vars(d) for d in self.devices]
+            out["layers"] = [vars(layer) for layer in self.layers]
+        if self.outputs is not None:
+            out["outputs"] = [o.to_json() for o in self.outputs]
+        return out
+
+    @staticmethod
+    def from_json(data: Any, path: str) -> Plan:
+        """The records of a `graph_infos.json`'s contents, each field and
+        each tensor reference checked: an error names the file and the entry."""
+        return _Reader(path).plan(data)
+
+
+class _Reader:
+    """`Plan.from_json`'s checks, each error naming the file (`path`) and entry."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, message: str) -> ForgeOptError:
+        return ForgeOptError(f"{self.path}: {message}")
+
+    def plan(self, data: Any) -> Plan:
+        if not isinstance(data, dict):
+            raise self.fail("not a split's description (a JSON object with graphs and tensors)")
+        for key in ("graphs", "tensors", "graph_num"):
+            if key not in data:
+                raise self.fail(f"the field '{key}' is missing")
+        if not isinstance(data["graphs"], list) or not all(isinstance(g, dict) for g in data["graphs"]):
+            raise self.fail("'graphs' must be a list of sub-model entries")
+        if type(data["graph_num"]) is not int:
+            raise self.fail(f"graph_num is {data['graph_num']!r}, not a count")
+        tensors = self.tensors(data["tensors"])
+        if data["graph_num"] != len(data["graphs"]):
+            raise self.fail(f"graph_num is {data['graph_num']} but there are {len(data['graphs'])} graphs")
+        if not any(t.attr == "output" for t in tensors.values()):
+            raise self.fail("no tensor has attr 'output', so a run would return nothing to compare")
+        parallel = data.get("parallel", 1)
+        if type(parallel) is not int or parallel < 1:
+            raise self.fail(f"parallel is {parallel!r}, not a count of devices")
+        plan = Plan([], tensors, layout=str(data.get("layout", "NCHW")), parallel=parallel)
+        if "grid" in data:
+            plan.grid, count = self.grid(data["grid"])
+            plan.devices = [self.record(Device, d, f"devices[{n}]") for n, d in enumerate(data.get("devices", []))]
+            if [d.rank for d in plan.devices] != list(range(count)):
+                raise self.fail(f"'devices' must list the grid's {count} devices, by rank")
+            layers = data.get("layers", [])
+            plan.layers = [self.record(Layer, x, f"layers[{n}]", extra=True) for n, x in enumerate(layers)]
+            plan.collectives = [self.collective(c, n) for n, c in enumerate(data.get("collectives", []))]
+        known = set(plan.inputs())
+        for n, entry in enumerate(data["graphs"]):
+            graph = self.graph(entry, f"graphs[{n}]", tensors)
+            for x in graph.inputs:
+                if x not in known:
+                    raise self.fail(f"graphs[{n}]: reads '{x}' before any earlier graph makes it (a cycle or a bad "
+                                    "order)")
+            known |= set(graph.outputs)
+            plan.graphs.append(graph)
+            for c, step in enumerate(plan.collectives):
+                if step.after_graph == n:
+                    if step.input not in known or step.output not in tensors:
+                        raise self.fail(f"collectives[{c}] reads a tensor no earlier graph makes, or makes one not "
+                                        "in 'tensors'")
+                    known.add(step.output)
+        if "outputs" in data:
+            plan.outputs = self.outputs(data["outputs"], known)
+        else:
+            for name, t in tensors.items():
+                if t.attr == "output" and name not in known:
+                    raise self.fail(f"the output '{name}' is made by no graph")
+        return plan
+
+    def tensors(self, tensors: Any) -> dict[str, Tensor]:
+        """AutoSplit writes a dict by name; its docstrings show a list of `{name, shape, attr}`, read too."""
+        if isinstance(tensors, list):
+            if not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tensors):
+                raise self.fail("'tensors' as a list needs a 'name' in every entry")
+            tensors = {t["name"]: {k: v for k, v in t.items() if k != "name"} for t in tensors}
+        if not isinstance(tensors, dict) or not all(isinstance(t, dict) for t in tensors.values()):
+            raise self.fail("'tensors' must map tensor names to their shape, dtype and attr")
+        return {name: self.tensor(name, t) for name, t in tensors.items()}
+
+    def tensor(self, name: str, t: dict) -> Tensor:
+        if t.get("attr") not in ATTRS:
+            raise self.fail(f"tensor '{name}' has attr {t.get('attr')!r}, not input, output or intermediate")
+        shape = t.get("shape")
+        if not (isinstance(shape, list) and all(type(d) is int for d in shape)):
+            raise self.fail(f"tensor '{name}' has shape {shape!r}, not a list of sizes")
+        axis = t.get("split_axis")
+        if axis is not None and not (type(axis) is int and 0 <= axis < len(shape)):
+            raise self.fail(f"tensor '{name}' has split_axis {axis!r}, not an axis of its shape")
+        return Tensor(shape, self.dtype(name, t["dtype"]) if "dtype" in t else "", t["attr"], axis)
+
+    def dtype(self, name: str, given: Any) -> str:
+        if not isinstance(given, str):
+            raise self.fail(f"tensor '{name}' has dtype {given!r}, not a numpy type's name")
+        try:
+            dtype = np.dtype(given)
+        except TypeError:
+            raise self.fail(f"tensor '{name}' has dtype {given!r}, which is no numpy type") from None
+        if not holds(dtype) and dtype != np.dtype(object):  # object: strings, which CPU sub-models carry
+            raise self.fail(f"tensor '{name}' has dtype {given!r}, which is no tensor element type")
+        return dtype.name
+
+    def grid(self, grid: Any) -> tuple[str, int]:
+        shape = grid.get("shape") if isinstance(grid, dict) else None
+        if not (isinstance(shape, list) and len(shape) == 1 and type(shape[0]) is int and shape[0] >= 1):
+            raise self.fail("'grid' must be {\"shape\": [P]}, a 1-d grid of P devices")
+        return str(grid.get("name", "grid")), shape[0]
+
+    def record(self, kind: type, entry: Any, where: str, extra: bool = False):
+        """A record of flat fields (`Device`, `Layer`, `Collective`): the
+        required ones present, each of its annotated type; other keys refused
+        unless `extra`."""
+        fields = {f.name: f for f in dataclasses.fields(kind)}
+        if not isinstance(entry, dict):
+            raise self.fail(f"{where} must be an object")
+        unknown = sorted(set(entry) - set(fields))
+        if unknown and not extra:
+            raise self.fail(f"{where}: unknown field '{unknown[0]}'")
+        for name, f in fields.items():
+            if name not in entry and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise self.fail(f"{where}: the field '{name}' is missing")
+        hints = typing.get_type_hints(kind)
+        values = {k: v for k, v in entry.items() if k in fields}
+        for k, v in values.items():
+            allowed = typing.get_args(hints[k]) or (hints[k],)  # `int | None`: int or None
+            if type(v) not in allowed:
+                raise self.fail(f"{where}: '{k}' is {v!r}, not {' or '.join(t.__name__ for t in allowed)}")
+        return kind(**values)
+
+    def collective(self, step: Any, n: int) -> Collective:
+        where = f"collectives[{n}]"
+        record = self.record(Collective, step, where)
+        if record.op not in COLLECTIVES:
+            raise self.fail(f"{where}: op '{record.op}' is none of {', '.join(COLLECTIVES)}")
+        if (record.axis is None) != (record.op == "all_reduce"):
+            raise self.fail(f"{where}: an {record.op} {'takes no' if record.op == 'all_reduce' else 'needs an'} axis")
+        return record
+
+    def names(self, value: Any, where: str, key: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise self.fail(f"{where}: '{key}' must be a list of tensor names")
+        return value
+
+    def graph(self, entry: dict, where: str, tensors: dict[str, Tensor]) -> Graph:
+        for key in ("inputs", "outputs", "device", "model_info"):
+            if key not in entry:
+                raise self.fail(f"{where}: the field '{key}' is missing")
+        device = DEVICE if entry["device"] == AUTOSPLIT_DEVICE else entry["device"]
+        if device not in (DEVICE, CPU):
+            raise self.fail(f"{where}: device '{entry['device']}' is neither '{DEVICE}' nor '{CPU}'")
+        inputs, outputs = (self.names(entry[k], where, k) for k in ("inputs", "outputs"))
+        info = entry["model_info"]
+        if not isinstance(info, dict) or not isinstance(info.get("model_path"), str):
+            raise self.fail(f"{where}: 'model_info' must be an object with the sub-model's model_path")
+        for x in (*inputs, *outputs):
+            if x not in tensors:
+                raise self.fail(f"{where}: tensor '{x}' is not in 'tensors'")
+        module, context, why = info.get("module_path"), entry.get("context_dir"), entry.get("why", {})
+        if not all(x is None or isinstance(x, str) for x in (module, context)):
+            raise self.fail(f"{where}: module_path and context_dir must be paths")
+        if not isinstance(why, dict) or not all(isinstance(v, str) for v in why.values()):
+            raise self.fail(f"{where}: 'why' must map node names to reasons")
+        graph = Graph(inputs, outputs, device, info["model_path"], module, context or None, why)
+        if "branches" in entry:
+            graph.branches = self.branches(entry["branches"], where, inputs)
+        if "loop" in entry:
+            graph.loop = self.loop(entry["loop"], where, inputs)
+        return graph
+
+    def branches(self, info: Any, where: str, inputs: list[str]) -> Branches:
+        if not isinstance(info, dict) or not all(k in info for k in ("condition", "results", *BRANCHES)):
+            raise self.fail(f"{where}: 'branches' needs condition, results, then and else")
+        if info["condition"] not in inputs:
+            raise self.fail(f"{where}: the branches' condition '{info['condition']}' is not an input of the graph")
+        results = self.names(info["results"], where, "branches.results")
+        made = []
+        for which in BRANCHES:
+            branch = info[which]
+            if not isinstance(branch, dict) or not isinstance(branch.get("folder"), str) or not isinstance(
+                branch.get("outputs"), list
+            ):
+                raise self.fail(f"{where}: branches.{which} needs a folder and its outputs")
+            if not branch["folder"].endswith(f"_{which}"):  # the folder split_model wrote for this branch
+                raise self.fail(f"{where}: branches.{which} names the folder {branch['folder']}, not one of a "
+                                f"'{which}' branch")
+            if len(branch["outputs"]) != len(results):
+                raise self.fail(f"{where}: branches.{which} has {len(branch['outputs'])} outputs for "
+                                f"{len(results)} results")
+            made.append(Branch(branch["folder"], self.names(branch["outputs"], where, f"branches.{which}.outputs")))
+        return Branches(info["condition"], results, *made)
+
+    def loop(self, info: Any, where: str, inputs: list[str]) -> Loop:
+        keys = ("trip_count", "condition", "initial", "results", "body")
+        if not isinstance(info, dict) or not all(k in info for k in keys):
+            raise self.fail(f"{where}: 'loop' needs {', '.join(keys)}")
+        body = info["body"]
+        if not isinstance(body, dict) or not isinstance(body.get("folder"), str) or not all(
+            isinstance(body.get(k), list) for k in ("inputs", "outputs")
+        ):
+            raise self.fail(f"{where}: loop.body needs a folder, its inputs and its outputs")
+        initial = self.names(info["initial"], where, "loop.initial")
+        carried = len(initial)
+        if len(body["inputs"]) != 2 + carried or len(body["outputs"]) < 1 + carried:
+            raise self.fail(f"{where}: loop.body has {len(body['inputs'])} inputs and {len(body['outputs'])} "
+                            f"outputs for {carried} carried values")
+        for x in (info["trip_count"], info["condition"], *initial):
+            if not isinstance(x, str):
+                raise self.fail(f"{where}: the loop's trip_count and condition must be tensor names or empty")
+            if x and x not in inputs:
+                raise self.fail(f"{where}: the loop reads '{x}', which is not an input of the graph")
+        return Loop(info["trip_count"], info["condition"], initial, self.names(info["results"], where, "loop.results"),
+                    LoopBody(body["folder"], self.names(body["inputs"], where, "loop.body.inputs"),
+                             self.names(body["outputs"], where, "loop.body.outputs")))
+
+    def outputs(self, outputs: Any, known: set[str]) -> list[Output]:
+        """`outputs` (ours): each a tensor a graph makes or an input, or a value in HOST_OUTPUTS."""
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str)
+                                                    for o in outputs):
+            raise self.fail("'outputs' must be a list of {name, tensor or file}")
+        out = []
+        for o in outputs:
+            if "tensor" in o:
+                if o["tensor"] not in known:
+                    raise self.fail(f"the output '{o['name']}' is tensor '{o['tensor']}', which no graph makes and no "
+                                    "input is")
+                out.append(Output(o["name"], tensor=o["tensor"]))
+            elif o.get("file") == HOST_OUTPUTS:
+                out.append(Output(o["name"], file=HOST_OUTPUTS))
+            else:
+                raise self.fail(f"the output '{o['name']}' is neither a tensor nor in {HOST_OUTPUTS}")
+        return out

@@ -1,0 +1,142 @@
+"""`graph_infos.json` is read and written only as `split/graph_infos.py`'s
+records: what they write is what the schema users validate against
+accepts, reads back as the same records, and no other module reads the
+file's keys by hand."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from test_split_control_flow import wake_word_style
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split import graph_infos
+from forge_opt.split.api import split_model, tensor_parallel
+from forge_opt.split.graph_infos import Collective, Device, Layer, Plan, Tensor
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: the schema is not installed
+SCHEMA = json.loads((ROOT / "docs" / "graph_infos.schema.json").read_text())
+MODELS = ROOT / "tests" / "data" / "models"
+
+
+def _written(folder: Path) -> dict:
+    return json.loads((folder / "graph_infos.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict[str, tuple[Plan, dict]]:
+    """A split of the detector example (device and CPU sub-models), one of
+    a model whose If runs on the host, and a tensor-parallel plan of GPT-2."""
+    tmp = tmp_path_factory.mktemp("plans")
+    out = {}
+    for name, make in {
+        "split": lambda f: split_model(ROOT / "examples" / "detector.onnxtxt", f)[1],
+        "if": lambda f: split_model(wake_word_style(), f)[1],
+        "tp": lambda f: tensor_parallel(MODELS / "gpt2_opset17.onnx", f, 2),
+    }.items():
+        out[name] = make(tmp / name), _written(tmp / name)
+    return out
+
+
+@pytest.mark.parametrize("name", ["split", "if", "tp"])
+def test_what_the_records_write_the_schema_accepts_and_reads_back_the_same(plans, name):
+    plan, written = plans[name]
+    jsonschema.validate(written, SCHEMA)
+    assert written == plan.to_json()
+    assert Plan.from_json(written, "graph_infos.json") == plan
+
+
+def _properties(*path: str) -> set[str]:
+    node = SCHEMA
+    for key in path:
+        node = node["properties"][key] if key != "items" else node["items"]
+    return set(node["properties"])
+
+
+@pytest.mark.parametrize(
+    "record, schema_path",
+    [
+        (Tensor, ("tensors",)),
+        (Collective, ("collectives", "items")),
+        (Device, ("devices", "items")),
+    ],
+)
+def test_each_record_has_the_fields_the_schema_names(record, schema_path):
+    node = SCHEMA["properties"][schema_path[0]]
+    node = node["items"] if len(schema_path) > 1 else node["additionalProperties"]
+    assert {f.name for f in dataclasses.fields(record)} == set(node["properties"])
+
+
+def test_the_layers_the_schema_names_are_fields_of_the_record():
+    assert set(SCHEMA["properties"]["layers"]["items"]["properties"]) <= {f.name for f in dataclasses.fields(Layer)}
+
+
+def test_the_plan_record_has_a_field_for_every_top_level_key():
+    written_elsewhere = {"graph_num", "platform", "dynamic"}  # derived when written
+    assert set(SCHEMA["properties"]) - written_elsewhere == {f.name for f in dataclasses.fields(Plan)}
+
+
+@pytest.fixture(scope="module")
+def llama_plan(tmp_path_factory) -> dict:
+    """A decoder's plan for 2 devices: its KV cache split along the heads."""
+    folder = tmp_path_factory.mktemp("llama") / "tp"
+    tensor_parallel(MODELS / "llm_llama.onnx", folder, 2,
+                    dims={"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3})
+    return _written(folder)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda i: i["collectives"][0].update(op="broadcast"), "collectives[0]: op 'broadcast' is none of"),
+        (lambda i: i["collectives"][0].update(bytes="many"), "collectives[0]: 'bytes' is 'many', not int"),
+        (lambda i: i["collectives"][0].pop("input"), "collectives[0]: the field 'input' is missing"),
+        (lambda i: i["devices"].pop(), "'devices' must list the grid's 2 devices, by rank"),
+        (lambda i: i["devices"][0].update(colour="red"), "devices[0]: unknown field 'colour'"),
+        (lambda i: i["tensors"]["past_key_values.0.key"].update(split_axis=7),
+         "tensor 'past_key_values.0.key' has split_axis 7, not an axis of its shape"),
+        (lambda i: i.update(grid={"shape": [2, 2]}), "'grid' must be {\"shape\": [P]}"),
+        (lambda i: i["outputs"][0].update(tensor="nowhere"), "which no graph makes and no input is"),
+    ],
+)
+def test_a_hand_edited_plan_is_named_by_the_reader(llama_plan, edit, message):
+    data = json.loads(json.dumps(llama_plan))
+    edit(data)
+    with pytest.raises(ForgeOptError, match=r"graph_infos\.json: ") as error:
+        Plan.from_json(data, "tp/graph_infos.json")
+    assert message in str(error.value)
+
+
+def test_a_split_tensors_whole_shape_counts_every_device(plans):
+    plan = plans["tp"][0]
+    split = [name for name, t in plan.tensors.items() if t.split_axis is not None]
+    for name in split:
+        t = plan.tensors[name]
+        assert plan.whole_shape(name)[t.split_axis] == t.shape[t.split_axis] * 2
+    assert all(plan.whole_shape(n) == plan.tensors[n].shape for n in plan.tensors if n not in split)
+    assert np.all([d.rank for d in plan.devices] == [0, 1])
+
+
+# the keys of graph_infos.json that only the records module reads
+_KEYS = {"graphs", "tensors", "graph_num", "model_info", "model_path", "module_path", "context_dir", "collectives",
+         "devices", "layers", "grid", "split_axis", "branches", "loop", "after_graph", "ring_bytes_per_device"}
+
+
+def test_no_module_but_the_records_reads_the_files_keys():
+    """A key read by hand (`infos["graphs"][n]["model_info"]`) is a second
+    reader, which the records' checks do not cover."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in {".venv", "build", "tests"} or rel == Path("split", Path(graph_infos.__file__).name):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in _KEYS:
+                found.append(f"{rel}:{node.lineno} [{node.slice.value!r}]")
+    assert not found

@@ -1,10 +1,12 @@
 """Does the emitted Forge program compute what the model computes? One
 engine (`engine`: compile, emit, run on the Forge stand-in), one comparison
-(`compare`), and what is built on them: `check_model` behind `forge-check`,
+(`compare`), one driver (`run.run_check`) with a strategy per mode, and
+what is built on them: `check_model` behind `forge-check`,
 `first_divergence` behind `--bisect`, and the conformance run."""
 
 from forge_opt.check.compare import OutputResult, compare_output, dtype_mismatch, pcc
-from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport, check_model
+from forge_opt.check.model import check_model
+from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport
 
 __all__ = [
     "MATCH",

@@ -17,12 +17,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
-from forge_opt.check.driver import hidden_folder, load_checked, model_feeds
+from forge_opt.check.driver import Loaded
 from forge_opt.check.engine import compile_model, run_compiled
-from forge_opt.check.model import MATCH, MISMATCH, NOT_COMPILED, CheckReport
-from forge_opt.check.oracle import expected_outputs
+from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.oracle import Expected, expected_outputs
+from forge_opt.check.report import CheckReport
+from forge_opt.check.run import Ran, run_check
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
@@ -103,6 +106,75 @@ class Programs:
         return parallel
 
 
+class Decode:
+    """`steps` greedy decode steps on the stand-in (one device, or P
+    tensor-parallel ones, simulated or under MPI) and on the oracle, each
+    loop feeding its own outputs forward. A match: every step's token equal
+    to the oracle's and its logits within tolerance."""
+
+    takes = frozenset({"steps", "devices", "mpi", "plan", "min_size", "require_sharded"})
+    failed = "the program failed on Forge"
+    forge_python = ""
+
+    def __init__(self, options: CheckOptions):
+        self.options = options
+        self.mode = f"--decode {options.steps}"
+        self.pairs: dict[str, str] = {}
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        if self.options.steps < 1:
+            raise ForgeOptError(f"--decode {self.options.steps}: decode at least one step")
+        model = loaded.model
+        in_names = [i.name for i in model.graph.input]
+        out_names = [o.name for o in model.graph.output]
+        self.pairs = cache_pairs(in_names, out_names)
+        if "input_ids" not in in_names or "logits" not in out_names or not self.pairs:
+            raise ForgeOptError(
+                "--decode runs a decoder with its KV cache: inputs 'input_ids' and 'past_key_values.*', outputs "
+                "'logits' and 'present.*' (as Optimum exports a text-generation-with-past model)"
+            )
+        return loaded
+
+    def module(self) -> ModuleOp | None:
+        return None
+
+    def run(self, prepared: Loaded, feeds: Feeds, reference: Expected, folder: Path) -> Ran:
+        o, pairs, steps, model = self.options, self.pairs, self.options.steps, prepared.model
+        out_names = [x.name for x in model.graph.output]
+        ours, theirs = feeds, dict(feeds)
+        lines = [f"{'step':<6} {'token':>10} {'oracle':>12}"]
+        results: list[OutputResult] = []
+        equal = 0
+        programs = Programs(model, prepared.base, o.devices, o.mpi, o.plan, folder, o.min_size, o.require_sharded)
+
+        def compared(name: str, want: np.ndarray, got: np.ndarray) -> OutputResult:
+            t = o.tolerances
+            return compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
+
+        for step in range(steps):
+            try:
+                got = programs.run(ours)
+            except ForgeCallError as e:
+                raise ForgeCallError(f"step {step}: {e}") from None
+            if step:  # the first step's is the driver's
+                reference = expected_outputs(model, prepared.base, theirs)
+            want = dict(zip(out_names, reference.outputs))
+            results.append(compared(f"logits (step {step})", want["logits"], got["logits"]))
+            ours, token = next_feeds(ours, got, pairs)
+            theirs, expected = next_feeds(theirs, want, pairs)
+            same = bool(np.array_equal(token, expected))
+            equal += same
+            lines.append(f"{step:<6} {_tokens(token):>10} {_tokens(expected):>12}{'' if same else '  differs'}")
+        # the last step's cache, which no later step reads: compared here, or an error in it passes
+        results += [compared(f"{present} (step {steps - 1})", want[present], got[present]) for present in pairs]
+        built = len(programs.built)
+        where = f"{o.devices} devices" + (" under MPI" if o.mpi else "") if o.devices > 1 else "one device"
+        lines.append(f"decode: {equal}/{steps} tokens equal to {reference.oracle}'s ({where}; "
+                     f"{built} program{'' if built == 1 else 's'} built, one per input shape)")
+        problems = [] if equal == steps else [f"decode: {steps - equal} of {steps} tokens differ from the oracle's"]
+        return Ran(results=results, summary=programs.report, problems=problems, notes=lines)
+
+
 def check_decode(
     source,
     steps: int,
@@ -120,59 +192,10 @@ def check_decode(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
 ) -> CheckReport:
-    """`steps` greedy decode steps on the stand-in (one device, or `devices`
-    tensor-parallel ones, simulated or under MPI) and on onnxruntime, from
-    `inputs` (random ones if None). A match: every step's token equal to
-    onnxruntime's and its logits within tolerance."""
-    if steps < 1:
-        return CheckReport(NOT_COMPILED, error=f"--decode {steps}: decode at least one step")
-    try:
-        loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
-        model, base, chosen = loaded.model, loaded.base, loaded.sizes
-        in_names = [i.name for i in model.graph.input]
-        out_names = [o.name for o in model.graph.output]
-        pairs = cache_pairs(in_names, out_names)
-        if "input_ids" not in in_names or "logits" not in out_names or not pairs:
-            raise ForgeOptError(
-                "--decode runs a decoder with its KV cache: inputs 'input_ids' and 'past_key_values.*', outputs "
-                "'logits' and 'present.*' (as Optimum exports a text-generation-with-past model)"
-            )
-        feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
-        ours, theirs = feeds, dict(feeds)
-        lines = [f"{'step':<6} {'token':>10} {'oracle':>12}"]
-        oracle, oracle_note = "onnxruntime", ""
-        results: list[OutputResult] = []
-        equal = 0
-        with hidden_folder() as tmp:
-            programs = Programs(model, base, devices, mpi, plan, Path(tmp), min_size, require_sharded)
-            for step in range(steps):
-                try:
-                    got = programs.run(ours)
-                except ForgeCallError as e:
-                    return CheckReport(MISMATCH, error=f"step {step}: the program failed on Forge: {e}")
-                reference = expected_outputs(model, base, theirs)
-                oracle, oracle_note = reference.oracle, reference.why
-                want = dict(zip(out_names, reference.outputs))
-                result = compare_output(f"logits (step {step})", want["logits"], got["logits"], rtol=rtol, atol=atol,
-                                        min_pcc=min_pcc)
-                results.append(result)
-                ours, token = next_feeds(ours, got, pairs)
-                theirs, expected = next_feeds(theirs, want, pairs)
-                same = bool(np.array_equal(token, expected))
-                equal += same
-                lines.append(f"{step:<6} {_tokens(token):>10} {_tokens(expected):>12}{'' if same else '  differs'}")
-            # the last step's cache, which no later step reads: compared here, or an error in it passes
-            results += [compare_output(f"{present} (step {steps - 1})", want[present], got[present], rtol=rtol,
-                                       atol=atol, min_pcc=min_pcc) for present in pairs]
-    except ForgeOptError as e:
-        return CheckReport(NOT_COMPILED, error=str(e))
-    built = len(programs.built)
-    where = f"{devices} devices" + (" under MPI" if mpi else "") if devices > 1 else "one device"
-    lines.append(f"decode: {equal}/{steps} tokens equal to {oracle}'s ({where}; "
-                 f"{built} program{'' if built == 1 else 's'} built, one per input shape)")
-    status = MATCH if equal == steps and all(r.ok for r in results) else MISMATCH
-    return CheckReport(status, results, error=programs.report, oracle=oracle, oracle_note=oracle_note,
-                       notes=[*notes, *lines])
+    """`forge-check --decode N` (`Decode`), from `inputs` (random ones if None)."""
+    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, devices=devices, mpi=mpi,
+                           plan=plan, min_size=min_size, require_sharded=require_sharded, steps=steps)
+    return run_check(source, options, Decode(options))
 
 
 def _tokens(t: np.ndarray) -> str:

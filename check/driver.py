@@ -1,8 +1,5 @@
-"""The steps every check shares, in its order: load the model, fix its
-sizes, make its feeds, ask the oracle, compare every output and give the
-verdict. The strategies (`model.py`: whole on one device; `split.py`:
-AutoSplit's fallback and tensor parallelism; `decode.py`: a decode loop)
-differ only in how they compile and run."""
+"""The steps every check shares (`run.run_check` takes them in order): load
+the model, fix its sizes, make its feeds, compare every output."""
 
 from __future__ import annotations
 
@@ -15,21 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output, within_budget
+from forge_opt.check.compare import OutputResult, compare_output, within_budget
 from forge_opt.check.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
 from forge_opt.check.float64 import float64_outputs
+from forge_opt.check.options import Tolerances
 from forge_opt.check.oracle import check_feeds
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import freeze_inputs, import_model, load_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    rtol: float = RTOL
-    atol: float = ATOL
-    min_pcc: float = MIN_PCC
+from forge_opt.interpreters.run import main_func
+from forge_opt.targets.forge_python import input_names
 
 
 @dataclass
@@ -123,16 +117,19 @@ def bounded_note(bounds: dict[str, int], names: list[str], dtypes: list) -> list
     return notes
 
 
-def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None):
+def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, shapes: InputShapes | None = None,
+                module: ModuleOp | None = None):
     """The model's inputs by name: those given (each one there), or seeded
-    random ones (indices inside the tables they index); and the report's
-    note on how random ones were made."""
+    random ones (indices inside the tables they index), typed as `module`
+    (the model compiled, or else imported here) types them; and the
+    report's note on how random ones were made."""
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
     notes = []
     if inputs is None:
         bounds = index_bounds(model)
-        inputs = dict(zip(names, random_inputs(import_model(model, base, shapes=shapes), seed, bounds)))
+        module = module if module is not None else import_model(model, base, shapes=shapes)
+        inputs = dict(zip(input_names(main_func(module)), random_inputs(module, seed, bounds)))
         notes = bounded_note(bounds, names, [inputs[n].dtype for n in names])
     missing = [n for n in names if n not in inputs]
     if missing:

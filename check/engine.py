@@ -1,5 +1,5 @@
-"""The one compile → emit → run flow every checker shares: `forge-check`,
-the conformance run, and the split and tensor-parallel runners to come.
+"""The one compile → emit → run flow: a check on one device, `--bisect`,
+the conformance run, the decode loop and forge-split's `run --recompile`.
 
 `compile_model` raises `ForgeOptError` for what does not compile;
 `run_compiled` raises `ForgeCallError` for a call the stand-in (Forge's

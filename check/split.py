@@ -1,7 +1,7 @@
-"""The check strategies of forge-split's products, on the common steps of
-`driver.py`: `forge-check --fallback` checks a model through the split path
-(device where Forge can, CPU elsewhere) against onnxruntime on the whole
-model, `forge-check --devices P` through the tensor-parallel path."""
+"""The check strategies of forge-split's products (`run.run_check`):
+`forge-check --fallback` checks a model through the split path (device where
+Forge can, CPU elsewhere) against onnxruntime on the whole model,
+`forge-check --devices P` through the tensor-parallel path."""
 
 from __future__ import annotations
 
@@ -10,17 +10,107 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
-from forge_opt.check.driver import Tolerances, compare_outputs, hidden_folder, load_checked, model_feeds
-from forge_opt.check.model import MISMATCH, NOT_COMPILED, CheckReport, verdict
-from forge_opt.check.oracle import expected_outputs
+from forge_opt.check.driver import Loaded, load_checked
+from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.oracle import Expected
+from forge_opt.check.report import CheckReport
+from forge_opt.check.run import Ran, run_check
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model, resolved_model
-from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split.api import convert, describe_split, require_static_inputs, run_split, split_model
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.split.api import (
+    convert,
+    describe_split,
+    parallel_report,
+    require_static_inputs,
+    run_split,
+    split_model,
+    tensor_parallel,
+)
 from forge_opt.split.mpi import run_mpi
-from forge_opt.split.runner import assemble
+from forge_opt.split.runner import assemble, run_parallel
+
+
+def _differ(differ: list[str], who: str) -> list[str]:
+    return [f"{who}' outputs differ ({', '.join(differ)})"] if differ else []
+
+
+class Fallback:
+    """The model split, converted, and run as converted (what ships);
+    `devices` > 1: each device sub-model tensor-parallel, simulated or one
+    MPI process each, which must all return the same outputs."""
+
+    mode = "--fallback"
+    takes = frozenset({"freeze", "devices", "mpi", "min_device_ops"})
+    failed = "a device sub-model failed on Forge"
+    forge_python = ""
+
+    def __init__(self, options: CheckOptions):
+        self.options = options
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        if self.options.mpi and self.options.devices < 2:
+            raise ForgeOptError("--mpi runs a split for several devices: give --devices P")
+        model = resolved_model(loaded.model, loaded.sizes)
+        if loaded.inputs is None:
+            require_static_inputs(model)  # names each unknown size and the flag that fixes it
+        return Loaded(model, loaded.base, loaded.inputs, InputShapes())  # its sizes are fixed
+
+    def module(self) -> ModuleOp | None:
+        return None
+
+    def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        devices, mpi = self.options.devices, self.options.mpi
+        _, plan = split_model(prepared.model, folder / "split", min_device_ops=self.options.min_device_ops,
+                              devices=devices, base=prepared.base)
+        convert(folder / "split")  # the check runs what ships: the converted modules
+        layout = describe_split(folder / "split")
+        if mpi:  # a split's outputs have no split axis: each process's must be the same
+            got, differ = assemble(plan, run_mpi(folder / "split", feeds, devices))
+        else:
+            got, differ = run_split(folder / "split", feeds), []
+        count = len(plan.graphs)
+        summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
+        if not re.search(r"\btt\b", layout):
+            summary += "; nothing runs on the device: this checks the split, not a Forge program"
+        if devices > 1:
+            summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
+        return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"))
+
+
+class Parallel:
+    """The model compiled for P devices, run simulated (every device in this
+    process) or with one MPI process per device; every device must return
+    the same outputs."""
+
+    takes = frozenset({"devices", "mpi", "plan", "min_size", "require_sharded"})
+    failed = "a device segment failed on Forge"
+    forge_python = ""
+
+    def __init__(self, options: CheckOptions):
+        self.options = options
+        self.mode = f"--devices {options.devices}"
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        if self.options.devices < 2:
+            raise ForgeOptError(f"--devices {self.options.devices}: tensor parallelism needs 2 devices or more "
+                                "(leave --devices out to check on one device)")
+        return loaded
+
+    def module(self) -> ModuleOp | None:
+        return None
+
+    def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        o = self.options
+        plan = tensor_parallel(prepared.model, folder / "tp", o.devices, min_size=o.min_size, plan=o.plan,
+                               require_sharded=o.require_sharded, shapes=prepared.sizes.shapes,
+                               dims=prepared.sizes.dims, base=prepared.base)
+        per_device = run_mpi(folder / "tp", feeds, o.devices) if o.mpi else run_parallel(folder / "tp", feeds)
+        got, differ = assemble(plan, per_device)
+        return Ran(got, summary=parallel_report(plan), problems=_differ(differ, "the devices"))
 
 
 def check_fallback(
@@ -38,53 +128,10 @@ def check_fallback(
     devices: int = 1,
     mpi: bool = False,
 ) -> CheckReport:
-    """The model split (device where Forge can, CPU elsewhere), converted,
-    run as converted and compared with onnxruntime on the whole model;
-    `freeze` as `check_model`'s; `devices` (P > 1): each device sub-model
-    tensor-parallel on P devices, simulated or (`mpi`) one MPI process
-    each, which must all return the same outputs."""
-    if mpi and devices < 2:
-        return CheckReport(NOT_COMPILED, error="--mpi runs a split for several devices: give --devices P")
-    try:
-        loaded = load_checked(source, inputs, freeze=freeze, shapes=shapes, dims=dims)
-        original, base = loaded.model, loaded.base
-        model = resolved_model(original, loaded.sizes)
-        if loaded.inputs is None:
-            require_static_inputs(model)  # names each unknown size and the flag that fixes it
-        feeds, notes = model_feeds(model, base, loaded.inputs, seed)
-        # first the reference: inputs the model itself cannot take are named by the oracle
-        reference = expected_outputs(original, base, feeds)
-        with hidden_folder() as tmp:
-            folder = Path(tmp) / "split"
-            _, plan = split_model(model, folder, min_device_ops=min_device_ops, devices=devices, base=base)
-            convert(folder)  # the check runs what ships: the converted modules
-            layout = describe_split(folder)
-            try:
-                if mpi:
-                    # a split's outputs have no split axis: each process's must be the same
-                    got, differ = assemble(plan, run_mpi(folder, feeds, devices))
-                else:
-                    got, differ = run_split(folder, feeds), []
-            except ForgeCallError as e:
-                return CheckReport(MISMATCH, error=f"a device sub-model failed on Forge: {e}")
-    except ForgeOptError as e:
-        return CheckReport(NOT_COMPILED, error=str(e))
-    want = reference.outputs
-    results = compare_outputs(model, want, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
-    status, why = verdict(results, len(want))
-    if differ:
-        differ_note = f"the MPI processes' outputs differ ({', '.join(differ)})"
-        status, why = MISMATCH, "\n".join(filter(None, [why, differ_note]))
-    count = len(plan.graphs)
-    summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
-    if not re.search(r"\btt\b", layout):
-        summary += "; nothing runs on the device: this checks the split, not a Forge program"
-    if devices > 1:
-        summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
-    return CheckReport(
-        status, results, error="\n".join(filter(None, [summary, why])),
-        oracle=reference.oracle, oracle_note=reference.why, notes=notes,
-    )
+    """`forge-check --fallback` (`Fallback`); `freeze` as `check_model`'s."""
+    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, freeze=freeze,
+                           devices=devices, mpi=mpi, min_device_ops=min_device_ops)
+    return run_check(source, options, Fallback(options))
 
 
 def check_parallel(
@@ -103,37 +150,10 @@ def check_parallel(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
 ) -> CheckReport:
-    """`forge-check --devices P [--mpi]`: the model compiled for P devices,
-    run simulated (every device in this process) or with one MPI process
-    per device, against onnxruntime on the whole model. Every device must
-    return the same outputs."""
-    from forge_opt.split.api import parallel_report, tensor_parallel
-    from forge_opt.split.runner import run_parallel
-
-    try:
-        loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
-        model, base, chosen = loaded.model, loaded.base, loaded.sizes
-        feeds, notes = model_feeds(model, base, loaded.inputs, seed, chosen)
-        reference = expected_outputs(model, base, feeds)  # first: inputs the model cannot take are the user's
-        with hidden_folder() as tmp:
-            folder = Path(tmp) / "tp"
-            written = tensor_parallel(model, folder, devices, min_size=min_size, plan=plan,
-                                      require_sharded=require_sharded, shapes=chosen.shapes, dims=chosen.dims,
-                                      base=base)
-            try:
-                per_device = run_mpi(folder, feeds, devices) if mpi else run_parallel(folder, feeds)
-            except ForgeCallError as e:
-                return CheckReport(MISMATCH, error=f"a device segment failed on Forge: {e}")
-    except ForgeOptError as e:
-        return CheckReport(NOT_COMPILED, error=str(e))
-    got, differ = assemble(written, per_device)
-    results = compare_outputs(model, reference.outputs, got, Tolerances(rtol, atol, min_pcc), base=base, feeds=feeds)
-    status, why = verdict(results, len(reference.outputs))
-    disagree = f"\nthe devices' outputs differ ({', '.join(differ)})" if differ else ""
-    note = parallel_report(written) + disagree + (f"\n{why}" if why else "")
-    if differ:
-        status = MISMATCH
-    return CheckReport(status, results, error=note, oracle=reference.oracle, oracle_note=reference.why, notes=notes)
+    """`forge-check --devices P [--mpi]` (`Parallel`)."""
+    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, devices=devices, mpi=mpi,
+                           plan=plan, min_size=min_size, require_sharded=require_sharded)
+    return run_check(source, options, Parallel(options))
 
 
 def size_devices(

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt import check_model
 from forge_opt.check.compare import compare_output
-from forge_opt.check.model import MATCH, NOT_COMPILED
+from forge_opt.check.report import MATCH, NOT_COMPILED
 from forge_opt.check.split import check_fallback
 from forge_opt.interpreters.forge_standin import load_forge_module, standin_modules
 

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 import pytest
 
-from forge_opt.check.model import MATCH
 from forge_opt.check.oracle import expected_outputs
+from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi

@@ -190,7 +190,7 @@ def test_forge_check_fallback(tmp_path, capsys):
         assert done.value.code == code, argv
     out = capsys.readouterr()
     assert "split into 2 sub-models (tt, cpu)" in out.err and "match" in out.out
-    assert "--fallback does not combine with --bisect or --emit" in out.err
+    assert "--bisect does not combine with --fallback" in out.err
 
 
 def test_the_partitioned_ir_runs_as_the_model():

@@ -15,7 +15,7 @@ import pytest
 from model_helpers import make_model
 from onnx import TensorProto, helper, numpy_helper
 
-from forge_opt.check.model import MATCH
+from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.api import tensor_parallel
@@ -305,11 +305,11 @@ def test_forge_check_device_flags_as_a_user_gives_them(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         forge_check([str(model), "--mpi"])
     assert done.value.code == 2
-    assert "--mpi, --plan, --min-size and --require-sharded go with --devices P" in capsys.readouterr().err
+    assert "--mpi does not combine with a check on one device (--devices P checks several)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         forge_check([str(model), "--devices", "2", "--bisect"])
     assert done.value.code == 2
-    assert "--devices does not combine with" in capsys.readouterr().err
+    assert "--bisect does not combine with --devices 2" in capsys.readouterr().err
 
 
 def test_tp_run_names_a_bad_inputs_file(tmp_path):
@@ -561,7 +561,7 @@ def test_mpi_processes_that_disagree_are_a_mismatch(monkeypatch):
     """forge-check --devices 2 --fallback --mpi: when one process returns
     other outputs than another, the verdict is a mismatch naming them."""
     from forge_opt.check import split as check
-    from forge_opt.check.model import MISMATCH
+    from forge_opt.check.report import MISMATCH
     from forge_opt.split.runner import run_split
 
     def two_processes(folder, feeds, devices):

@@ -89,8 +89,9 @@ def test_a_near_constant_sigmoid_map_matches_and_a_wrong_one_does_not():
     wrong = onnx.ModelProto()
     wrong.CopyFrom(model)
     next(n for n in wrong.graph.node if n.name == "relu5").op_type = "Sigmoid"
-    from forge_opt.check.driver import Tolerances, compare_outputs
+    from forge_opt.check.driver import compare_outputs
     from forge_opt.check.engine import compile_model, random_inputs, run_compiled
+    from forge_opt.check.options import Tolerances
 
     compiled = compile_model(wrong)
     arrays = random_inputs(compiled.module, 0)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
-from forge_opt.check.model import MATCH, MISMATCH, format_results, verdict
+from forge_opt.check.report import MATCH, MISMATCH, format_results, verdict
 
 
 def _compare(want, got, **kwargs):

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device-memory", metavar="BYTES",
                         help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
                         "BYTES (e.g. 512MiB, 24GB), with the table of each count tried")
-    parser.add_argument("--max-devices", type=int, default=8, metavar="N",
+    parser.add_argument("--max-devices", type=int, metavar="N",
                         help="with --device-memory: the most devices to consider (default 8)")
     parser.add_argument("--min-size", type=int, default=0, metavar="N",
                         help="with --devices: layers of fewer weight elements stay replicated (default 0)")
@@ -75,83 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
-
-    from forge_opt.check import NOT_COMPILED, check_model
-    from forge_opt.frontends.onnx.shapes import InputShapes
+    from forge_opt.check.report import NOT_COMPILED
 
     try:
-        check_tolerances(args.rtol, args.atol, args.pcc)
-        if args.max_devices < 1:
-            raise ForgeOptError(f"--max-devices {args.max_devices}: give 1 or more")
-        if args.emit:
-            _check_emit_path(args.emit)  # before the run: its verdict is not lost to a bad path
-        inputs = None
-        if args.inputs:
-            from forge_opt.check.driver import read_inputs
-
-            inputs = read_inputs(args.inputs)
-        chosen = InputShapes.parse(args.shape, args.dim)
-        if (args.mpi or args.plan or args.min_size or args.require_sharded) and args.devices is None and \
-                args.device_memory is None:
-            raise ForgeOptError("--mpi, --plan, --min-size and --require-sharded go with --devices P")
-        sizing = None
-        if args.device_memory is not None:
-            if args.devices is not None:
-                raise ForgeOptError("--device-memory chooses the device count: leave --devices out")
-            if args.freeze or args.bisect or args.emit or args.fallback:
-                raise ForgeOptError("--device-memory does not combine with --freeze, --bisect, --emit or --fallback")
-            from forge_opt.check.split import size_devices
-            from forge_opt.transforms.tp.sizing import parse_bytes
-
-            sizing = size_devices(args.model, parse_bytes(args.device_memory), args.max_devices, inputs,
-                                  min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims)
-            print("\n".join([*sizing.table, f"devices: {sizing.devices}"]), file=sys.stderr)
-            if sizing.devices > 1:
-                args.devices = sizing.devices
-        if args.devices is not None and args.devices < 2:
-            raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
-                                "(leave --devices out to check on one device)")
-        if args.decode is not None:
-            if args.freeze or args.bisect or args.emit or args.fallback:
-                raise ForgeOptError("--decode does not combine with --freeze, --bisect, --emit or --fallback")
-            from forge_opt.check.decode import check_decode
-
-            report = check_decode(
-                args.model, args.decode, inputs, devices=args.devices or 1, mpi=args.mpi, plan=args.plan,
-                min_size=args.min_size, require_sharded=args.require_sharded,
-                rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes,
-                dims=chosen.dims,
-            )
-        elif args.fallback:
-            if args.bisect or args.emit or (args.devices and (args.plan or args.require_sharded)):
-                raise ForgeOptError("--fallback does not combine with --bisect or --emit, nor (with --devices) with "
-                                    "--plan or --require-sharded")
-            from forge_opt.check.split import check_fallback
-
-            report = check_fallback(
-                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
-                freeze=tuple(args.freeze), shapes=chosen.shapes, dims=chosen.dims, devices=args.devices or 1,
-                mpi=args.mpi,
-            )
-        elif args.devices is not None:
-            if args.freeze or args.bisect or args.emit:
-                raise ForgeOptError("--devices does not combine with --freeze, --bisect or --emit")
-            from forge_opt.check.split import check_parallel
-
-            report = check_parallel(
-                args.model, args.devices, inputs, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
-                require_sharded=args.require_sharded, rtol=args.rtol, atol=args.atol,
-                min_pcc=args.pcc, seed=args.seed, shapes=chosen.shapes, dims=chosen.dims,
-            )
-        else:
-            report = check_model(
-                args.model, inputs, rtol=args.rtol, atol=args.atol, min_pcc=args.pcc, seed=args.seed,
-                freeze=tuple(args.freeze),
-                bisect=args.bisect,
-                shapes=chosen.shapes,
-                dims=chosen.dims,
-                stem=Path(args.emit).stem if args.emit else "",
-            )
+        report = _check(args)
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)
         sys.exit(NOT_COMPILED)
@@ -177,6 +104,76 @@ def main(argv: list[str] | None = None) -> None:
             print(f"forge-check: {report.error}" if "\n" not in report.error else report.error, file=sys.stderr)
         print(report.format())
     sys.exit(report.status)
+
+
+def _check(args: argparse.Namespace):
+    """The options the flags give, the strategy they choose, the check's report."""
+    from forge_opt.check.options import CheckOptions, Tolerances
+    from forge_opt.check.run import run_check
+    from forge_opt.frontends.onnx.shapes import InputShapes
+
+    check_tolerances(args.rtol, args.atol, args.pcc)
+    if args.emit:
+        _check_emit_path(args.emit)  # before the run: its verdict is not lost to a bad path
+    inputs = None
+    if args.inputs:
+        from forge_opt.check.driver import read_inputs
+
+        inputs = read_inputs(args.inputs)
+    chosen = InputShapes.parse(args.shape, args.dim)
+    devices = args.devices
+    if args.device_memory is not None:
+        devices = _sized(args, inputs, chosen)
+        if devices == 1:  # --plan and --min-size chose the count; one device has no layers to pin
+            args.plan, args.min_size = "", 0
+    elif args.max_devices is not None:
+        raise ForgeOptError("--max-devices goes with --device-memory")
+    elif devices is not None and devices < 2:
+        raise ForgeOptError(f"--devices {devices}: tensor parallelism needs 2 devices or more "
+                            "(leave --devices out to check on one device)")
+    options = CheckOptions(
+        inputs, Tolerances(args.rtol, args.atol, args.pcc), args.seed, chosen.shapes, chosen.dims,
+        freeze=tuple(args.freeze), bisect=args.bisect, stem=Path(args.emit).stem if args.emit else "",
+        devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
+        require_sharded=args.require_sharded, steps=args.decode or 0,
+    )
+    return run_check(args.model, options, _strategy(args, options))
+
+
+def _strategy(args: argparse.Namespace, options):
+    """The mode the flags ask for: --decode, --fallback, --devices, or one device."""
+    if args.decode is not None:
+        from forge_opt.check.decode import Decode
+
+        return Decode(options)
+    if args.fallback:
+        from forge_opt.check.split import Fallback
+
+        return Fallback(options)
+    if options.devices > 1:
+        from forge_opt.check.split import Parallel
+
+        return Parallel(options)
+    from forge_opt.check.model import OneDevice
+
+    return OneDevice(options)
+
+
+def _sized(args: argparse.Namespace, inputs, chosen) -> int:
+    """`--device-memory`: the device count chosen, its table printed."""
+    most = 8 if args.max_devices is None else args.max_devices
+    if most < 1:
+        raise ForgeOptError(f"--max-devices {most}: give 1 or more")
+    if args.devices is not None or args.fallback:
+        raise ForgeOptError("--device-memory chooses the device count for a tensor-parallel check: leave out "
+                            "--devices and --fallback")
+    from forge_opt.check.split import size_devices
+    from forge_opt.transforms.tp.sizing import parse_bytes
+
+    sizing = size_devices(args.model, parse_bytes(args.device_memory), most, inputs,
+                          min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims)
+    print("\n".join([*sizing.table, f"devices: {sizing.devices}"]), file=sys.stderr)
+    return sizing.devices
 
 
 def _check_emit_path(path: str) -> None:

@@ -228,8 +228,8 @@ def _run(argv: list[str]) -> int:
     if not args.loop_seconds > 0:
         raise ForgeOptError(f"--loop-seconds {args.loop_seconds}: give a positive number of seconds")
     from forge_opt.check.compare import compare_output
-    from forge_opt.check.model import format_results, verdict
     from forge_opt.check.oracle import expected_outputs
+    from forge_opt.check.report import format_results, verdict
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 

@@ -1,0 +1,51 @@
+"""What a check is asked to do, as one record that every strategy reads:
+a flag a strategy does not take is an error naming the flag and the mode,
+never a flag dropped in silence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.diagnostics import ForgeOptError
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    rtol: float = RTOL
+    atol: float = ATOL
+    min_pcc: float = MIN_PCC
+
+
+def _flag(name: str, default):
+    """An option a user sets with `name`, which only some strategies take."""
+    return field(default=default, metadata={"flag": name})
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    inputs: dict[str, np.ndarray] | Sequence[np.ndarray] | None = None  # None: seeded random ones
+    tolerances: Tolerances = Tolerances()
+    seed: int = 0
+    shapes: Mapping[str, Iterable[int]] | None = None  # whole input shapes (as import_onnx's)
+    dims: Mapping[str, int] | None = None  # sizes of symbolic dims
+    freeze: tuple[str, ...] = _flag("--freeze", ())  # inputs compiled as constants, their values from `inputs`
+    bisect: bool = _flag("--bisect", False)  # on a mismatch, name the first diverging ONNX node
+    stem: str = _flag("--emit", "")  # the emitted module's file name without .py (names its constants)
+    devices: int = _flag("--devices", 1)  # tensor-parallel on this many devices
+    mpi: bool = _flag("--mpi", False)  # one MPI process per device
+    plan: str = _flag("--plan", "")  # a JSON file pinning layers' tensor-parallel cases
+    min_size: int = _flag("--min-size", 0)  # layers of fewer weight elements stay replicated
+    require_sharded: bool = _flag("--require-sharded", False)
+    min_device_ops: int = _flag("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
+    steps: int = _flag("--decode", 0)  # greedy decode steps
+
+    def refuse_beyond(self, takes: Iterable[str], mode: str) -> None:
+        """An error naming the first option given (not at its default)
+        that a check in `mode` does not take."""
+        for f in fields(self):
+            if "flag" in f.metadata and f.name not in takes and getattr(self, f.name) != f.default:
+                raise ForgeOptError(f"{f.metadata['flag']} does not combine with {mode}")

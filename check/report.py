@@ -1,0 +1,73 @@
+"""A check's verdict and its report: the table of compared outputs, the
+oracle, the notes of the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from forge_opt.check.bisect import Divergence
+from forge_opt.check.compare import OutputResult, compared_verdict
+from forge_opt.targets.forge_python import ForgePythonModule
+
+MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
+
+
+@dataclass
+class CheckReport:
+    status: int
+    outputs: list[OutputResult] = field(default_factory=list)
+    error: str = ""
+    forge_python: str = ""
+    emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
+    divergence: Divergence | None = None  # with bisect=True
+    bisected: bool = False
+    oracle: str = "onnxruntime"  # what computed the expected outputs
+    oracle_note: str = ""  # why that is not onnxruntime
+    notes: list[str] = field(default_factory=list)  # how the inputs were made, and other facts of the run
+
+    @property
+    def ok(self) -> bool:
+        return self.status == MATCH
+
+    def format(self) -> str:
+        if self.status == NOT_COMPILED:
+            return f"did not compile: {self.error}"
+        lines = format_results(self.outputs)
+        if self.oracle != "onnxruntime":
+            lines.append(f"oracle: {self.oracle} ({self.oracle_note})")
+        lines.extend(self.notes)
+        lines.append("match" if self.ok else "mismatch")
+        if self.bisected:
+            lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
+        return "\n".join(lines)
+
+
+def format_results(results: list[OutputResult]) -> list[str]:
+    """The table of compared outputs: error, the tolerance it was held to,
+    PCC ("-" where none applies) and verdict."""
+    lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'budget':>8} {'pcc':>10}  verdict"]
+    for o in results:
+        verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
+        tolerance, budget = (f"{o.tolerance:.1e}", o.budget) if o.tolerance else ("exact", "-")
+        p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
+        lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {budget:>8} "
+                     f"{p:>10}  {verdict}")
+    failed = [o for o in results if not o.ok]
+    rtols = [o.accepting_rtol for o in failed if o.accepting_rtol == o.accepting_rtol]
+    if len(failed) > 1 and len(rtols) == len(failed):
+        lines.append(f"--rtol {max(rtols):.1e} would accept every output")
+    else:
+        lines.extend(f"{o.name}: --rtol {o.accepting_rtol:.1e} would accept it"
+                     for o in failed if o.accepting_rtol == o.accepting_rtol)
+    return lines
+
+
+def verdict(results: list[OutputResult], expected: int, actual: int | None = None) -> tuple[int, str]:
+    """MATCH only when every expected output was compared and is ok; with
+    the reason why not, when it is not."""
+    why = compared_verdict(results, expected)
+    if why is None and actual is not None and actual != expected:
+        why = f"the program returns {actual} outputs where the model has {expected}"
+    if why is not None:
+        return MISMATCH, why
+    return (MATCH if all(r.ok for r in results) else MISMATCH), ""

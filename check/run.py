@@ -1,0 +1,100 @@
+"""The one check driver: load the model, make its feeds, ask the oracle,
+let the strategy compile and run, compare every output, give the verdict;
+errors become statuses here and only here (a user's mistake or a program
+that does not compile: NOT_COMPILED; a Forge call that fails at run time:
+MISMATCH). The strategies (`model.OneDevice`, `split.Fallback`,
+`split.Parallel`, `decode.Decode`) differ only in how they compile and
+run, as onnx-mlir's RunONNXModel.py differs by its verify mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from forge_opt.check.bisect import Divergence
+from forge_opt.check.compare import OutputResult
+from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
+from forge_opt.check.options import CheckOptions
+from forge_opt.check.oracle import Expected, expected_outputs
+from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.interpreters.forge_standin import ForgeCallError
+from forge_opt.targets.forge_python import ForgePythonModule
+
+
+@dataclass
+class Ran:
+    """What a strategy's run gives the driver."""
+
+    got: dict[str, np.ndarray] = field(default_factory=dict)  # the model's outputs by name
+    returned: int | None = None  # how many outputs the program returned, where it can differ from the model's
+    summary: str = ""  # the report's first lines: what was built (the split's layout, the plan's table)
+    problems: list[str] = field(default_factory=list)  # what makes it a mismatch whatever the outputs are
+    results: list[OutputResult] | None = None  # a strategy that compares as it goes (a decode loop)
+    notes: list[str] = field(default_factory=list)
+    emitted: ForgePythonModule | None = None
+    bisect: Callable[[], Divergence | None] | None = None  # the first diverging node, asked on a mismatch
+
+
+class Strategy(Protocol):
+    mode: str  # how errors name it: "--fallback", "--devices P", ...
+    takes: frozenset[str]  # the flagged options it reads (`CheckOptions` field names)
+    failed: str  # what failed, when a Forge call fails at run time
+    forge_python: str  # the emitted source, once there is one
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        """Whatever comes before the feeds (one device compiles here, to make
+        random inputs from the module's types); the model it compiles (a
+        split's is resolved), with the sizes still to choose."""
+        ...
+
+    def module(self) -> ModuleOp | None:
+        """The compiled module random inputs are made from, if there is one yet."""
+        ...
+
+    def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        """Compile what is left and run it on `feeds`, in `folder` (temporary)."""
+        ...
+
+
+def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
+    """`source` checked as `strategy` compiles and runs it, against the
+    oracle on the model as the user gave it."""
+    try:
+        options.refuse_beyond(strategy.takes, strategy.mode)
+        loaded = load_checked(source, options.inputs, freeze=options.freeze, shapes=options.shapes,
+                              dims=options.dims)
+        with hidden_folder() as tmp:
+            prepared = strategy.prepare(loaded)
+            model = prepared.model
+            feeds, notes = model_feeds(model, loaded.base, loaded.inputs, options.seed, prepared.sizes,
+                                       strategy.module())
+            # the oracle runs the model the user gave: a freeze is the user's, a split's resolution is ours
+            reference = expected_outputs(loaded.model, loaded.base, feeds)
+            try:
+                ran = strategy.run(prepared, feeds, reference, Path(tmp))
+            except ForgeCallError as e:
+                return CheckReport(MISMATCH, error=f"{strategy.failed}: {e}", forge_python=strategy.forge_python)
+    except ForgeOptError as e:
+        return CheckReport(NOT_COMPILED, error=str(e), forge_python=strategy.forge_python)
+    results = ran.results
+    if results is None:
+        tolerances = options.tolerances
+        results = compare_outputs(model, reference.outputs, ran.got, tolerances, base=loaded.base, feeds=feeds)
+        status, why = verdict(results, len(reference.outputs), ran.returned)
+    else:
+        status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
+    if ran.problems:
+        status = MISMATCH
+    report = CheckReport(status, results, error="\n".join(filter(None, [ran.summary, *ran.problems, why])),
+                         forge_python=strategy.forge_python, emitted=ran.emitted, oracle=reference.oracle,
+                         oracle_note=reference.why, notes=[*notes, *ran.notes])
+    if options.bisect and status == MISMATCH and ran.bisect is not None:
+        report.bisected = True
+        report.divergence = ran.bisect()
+    return report

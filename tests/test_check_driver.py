@@ -1,0 +1,80 @@
+"""One check driver (`check/run.py`) for every mode: a flag a mode does not
+take is an error naming both, never dropped; errors become statuses in one
+place, whichever mode raised them."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forge_opt.check.decode import Decode
+from forge_opt.check.model import OneDevice
+from forge_opt.check.options import CheckOptions
+from forge_opt.check.report import MATCH, NOT_COMPILED
+from forge_opt.check.run import run_check
+from forge_opt.check.split import Fallback, Parallel
+
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+SHAPE = (1, 3, 16, 16)  # tiny_cnn's input x
+STRATEGIES = [OneDevice, Fallback, Parallel, Decode]
+#: a value other than the default for each flagged option
+GIVEN = {"freeze": ("x",), "bisect": True, "stem": "model", "devices": 2, "mpi": True, "plan": "pins.json",
+         "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2}
+
+
+def test_every_flagged_option_has_a_value_to_try():
+    assert set(GIVEN) == {f.name for f in fields(CheckOptions) if "flag" in f.metadata}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("option", sorted(GIVEN))
+def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
+    base = CheckOptions(devices=2, steps=2) if strategy in (Parallel, Decode) else CheckOptions()
+    options = replace(base, **{option: GIVEN[option]})
+    chosen = strategy(options)
+    if option in chosen.takes:
+        return
+    report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, chosen)
+    flag = next(f.metadata["flag"] for f in fields(CheckOptions) if f.name == option)
+    assert report.status == NOT_COMPILED
+    assert report.error == f"{flag} does not combine with {chosen.mode}"
+
+
+def test_fallback_with_devices_no_longer_drops_min_size(capsys):
+    """`--fallback --devices 2 --min-size N` ran without --min-size."""
+    from forge_opt.tools.forge_check import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(MODELS / "tiny_cnn_opset17.onnx"), "--fallback", "--devices", "2", "--min-size", "100"])
+    assert done.value.code == NOT_COMPILED
+    assert "--min-size does not combine with --fallback" in capsys.readouterr().err
+
+
+def test_max_devices_goes_with_device_memory(capsys):
+    from forge_opt.tools.forge_check import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(MODELS / "tiny_cnn_opset17.onnx"), "--max-devices", "4"])
+    assert done.value.code == NOT_COMPILED
+    assert "--max-devices goes with --device-memory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", [OneDevice, Fallback, Parallel], ids=lambda s: s.__name__)
+def test_inputs_the_model_cannot_take_are_the_users_in_every_mode(strategy):
+    """The oracle's refusal is NOT_COMPILED wherever the mode runs it (the
+    tensor-parallel check let it escape)."""
+    options = CheckOptions(inputs={"x": np.zeros(SHAPE, np.float64)}, devices=2 if strategy is Parallel else 1)
+    report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, strategy(options))
+    assert report.status == NOT_COMPILED and "'x'" in report.error and "float64" in report.error, report.error
+
+
+@pytest.mark.parametrize("strategy", [OneDevice, Fallback, Parallel], ids=lambda s: s.__name__)
+def test_every_mode_matches_on_the_same_driver(strategy):
+    options = CheckOptions(devices=2 if strategy is Parallel else 1)
+    report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, strategy(options))
+    assert report.status == MATCH, report.format()
+    assert report.oracle == "onnxruntime" and report.outputs
+

@@ -39,11 +39,11 @@ import onnx
 from onnx import numpy_helper
 
 from forge_opt.check.driver import compare_outputs, load_checked, measured
-from forge_opt.check.engine import Compiled, compile_model, index_bounds, random_inputs, run_compiled
 from forge_opt.check.float64 import QUANTIZED, float64_outputs
 from forge_opt.check.options import Tolerances
-from forge_opt.check.oracle import expected_outputs, onnxruntime_outputs
 from forge_opt.check.report import MATCH, verdict
+from forge_opt.execution.engine import Compiled, compile_model, index_bounds, random_inputs, run_compiled
+from forge_opt.execution.oracle import expected_outputs, onnxruntime_outputs
 from forge_opt.frontends.onnx.shapes import symbol_names
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """Does the emitted Forge program compute what the model computes? One
-engine (`engine`: compile, emit, run on the Forge stand-in), one comparison
+engine (`execution.engine`: compile, emit, run on the Forge stand-in), one comparison
 (`compare`), one driver (`run.run_check`) with a strategy per mode, and
 what is built on them: `check_model` behind `forge-check`,
 `first_divergence` behind `--bisect`, and the conformance run."""

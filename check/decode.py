@@ -21,15 +21,18 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, OutputResult, compare_output
 from forge_opt.check.driver import Loaded
-from forge_opt.check.engine import compile_model, run_compiled
 from forge_opt.check.options import CheckOptions, Tolerances
-from forge_opt.check.oracle import Expected, expected_outputs
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.engine import compile_model, run_compiled
+from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.interpreters.run import main_func
+from forge_opt.split.api import parallel_report, tensor_parallel
+from forge_opt.split.mpi import run_mpi
+from forge_opt.split.runner import agreed, run_parallel
 from forge_opt.targets.forge_python import output_names
 
 Feeds = dict[str, np.ndarray]
@@ -87,16 +90,10 @@ class Programs:
                 return dict(zip(outs, run_compiled(compiled, [feeds[n] for n in compiled.input_names])))
 
             return one
-        from forge_opt.split.api import tensor_parallel
-        from forge_opt.split.mpi import run_mpi
-        from forge_opt.split.runner import agreed, run_parallel
-
         folder = self.folder / f"program_{len(self.built)}"
         written = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
                                 base=self.base, min_size=self.min_size, require_sharded=self.require_sharded)
         if not self.report:
-            from forge_opt.split.api import parallel_report
-
             self.report = parallel_report(written)
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:

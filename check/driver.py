@@ -15,11 +15,11 @@ import onnx
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import OutputResult, compare_output, within_budget
-from forge_opt.check.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
 from forge_opt.check.float64 import float64_outputs
 from forge_opt.check.options import Tolerances
-from forge_opt.check.oracle import check_feeds
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
+from forge_opt.execution.oracle import check_feeds
 from forge_opt.frontends.onnx import freeze_inputs, import_model, load_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.run import main_func

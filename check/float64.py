@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
+from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.frontends.onnx.values import initializer_array
 
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
@@ -43,7 +44,6 @@ def float64_outputs(model: ModelProto, base: Path | None, feeds: dict[str, np.nd
         return None, f"its float32 weights ({weights:,} bytes) are too large to run again in float64"
     _promote_graph(promoted.graph, base)
     wide = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
-    from forge_opt.check.oracle import onnxruntime_outputs
 
     try:
         return onnxruntime_outputs(promoted, None, wide), ""

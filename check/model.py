@@ -13,11 +13,11 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.check.bisect import first_divergence
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.driver import Loaded
-from forge_opt.check.engine import Compiled, compile_model, run_compiled
 from forge_opt.check.options import CheckOptions, Tolerances
-from forge_opt.check.oracle import Expected
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
+from forge_opt.execution.engine import Compiled, compile_model, run_compiled
+from forge_opt.execution.oracle import Expected
 
 
 class OneDevice:

@@ -20,9 +20,9 @@ from forge_opt.check.bisect import Divergence
 from forge_opt.check.compare import OutputResult
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
-from forge_opt.check.oracle import Expected, expected_outputs
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.targets.forge_python import ForgePythonModule
 

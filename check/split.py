@@ -15,10 +15,10 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.driver import Loaded, load_checked
 from forge_opt.check.options import CheckOptions, Tolerances
-from forge_opt.check.oracle import Expected
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import Expected
 from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.split.api import (

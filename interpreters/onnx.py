@@ -23,6 +23,10 @@ from forge_opt.dialects.elements import attr_to_array
 from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.dialects.onnx_ops import ONNX_OPS
 
+#: the most elements a folded constant may have, for the importer's resolution and the fold pass alike:
+#: folding must never turn a small graph into a large weight
+FOLD_LIMIT = 1 << 16
+
 
 def elements_to_array(attr) -> np.ndarray:
     """A read-only array of a constant's value (elements or weight attribute)."""

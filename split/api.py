@@ -128,7 +128,7 @@ def require_static_inputs(model: ModelProto) -> None:
 def convert(folder: str | os.PathLike) -> list[Path]:
     """Compile each device sub-model to Forge Python in its `context_dir`
     (the module, its computed constants and its `forge` IR); the modules written."""
-    from forge_opt.check.engine import compile_model
+    from forge_opt.execution.engine import compile_model
     from forge_opt.targets.forge_python import save_constants
 
     written = []

@@ -75,8 +75,8 @@ def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> d
     them), as a run of the model on onnxruntime gives them: AutoSplit too
     runs its sub-models to learn their outputs' shapes. Seeded random
     inputs, indices inside the tables they index."""
-    from forge_opt.check.engine import index_bounds, random_array
-    from forge_opt.check.oracle import expected_outputs
+    from forge_opt.execution.engine import index_bounds, random_array
+    from forge_opt.execution.oracle import expected_outputs
 
     exposed = ModelProto()
     exposed.CopyFrom(model)

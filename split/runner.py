@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from forge_opt.check.engine import compile_model, run_compiled
-from forge_opt.check.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.engine import compile_model, run_compiled
+from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads

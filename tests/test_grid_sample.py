@@ -13,7 +13,7 @@ from model_helpers import assert_matches, make_model, value_info
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from forge_opt.check.engine import compile_model, run_compiled
+from forge_opt.execution.engine import compile_model, run_compiled
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])

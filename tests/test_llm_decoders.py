@@ -15,9 +15,9 @@ import numpy as np
 import onnx
 import pytest
 
-from forge_opt.check.oracle import expected_outputs
 from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
+from forge_opt.execution.oracle import expected_outputs
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel

@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from forge_opt.check import MATCH, check_model, compare_output
-from forge_opt.check.engine import compile_model, random_inputs, run_compiled
+from forge_opt.execution.engine import compile_model, random_inputs, run_compiled
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 # the symbolic-dim exports need sizes: tests/test_dynamic_shapes.py checks them

@@ -73,7 +73,7 @@ def test_a_per_channel_int8_qdq_cnn(tmp_path):
     """QDQ format, per-channel int8 weights, as onnxruntime's quantizer writes it.
 
     The verdict holds on every CPU because the oracle runs the QDQ graph as
-    written (onnxruntime's optimizations off, `check/oracle.py`): with them
+    written (onnxruntime's optimizations off, `execution/oracle.py`): with them
     on, onnxruntime fuses QDQ into int8 kernels whose results depend on the
     instruction set. On an AVX2 machine without VNNI they are 26
     quantization steps off this graph, and this test failed there while it

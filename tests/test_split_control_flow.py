@@ -14,8 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from forge_opt.check.oracle import onnxruntime_outputs
 from forge_opt.check.split import check_fallback
+from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.split.api import convert, run_split, split_model
 from forge_opt.split.folder import read_split
 

@@ -53,7 +53,7 @@ def test_backend_split_case(case):
         assert all(o.shape == tuple(feeds["input"].shape) for o in report.outputs)
     # and the ONNX reference outputs the case ships agree too (empty pieces
     # are constants: the emitted module needs its constants file)
-    from forge_opt.check.engine import compile_model, run_compiled
+    from forge_opt.execution.engine import compile_model, run_compiled
 
     frozen = freeze_inputs(case.model, {n: feeds[n] for n in freeze}) if freeze else case.model
     compiled = compile_model(frozen)

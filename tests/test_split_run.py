@@ -14,8 +14,8 @@ import pytest
 from model_helpers import relu_topk_sigmoid
 from onnx import TensorProto, helper, numpy_helper
 
-from forge_opt.check.oracle import onnxruntime_outputs
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.split.api import convert, run_split, split_model
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())

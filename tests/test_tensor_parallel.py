@@ -465,7 +465,7 @@ def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
             assert [c.op for c in sub.collectives] == ["all_reduce"]
             assert [layer.case for layer in sub.layers] == ["column", "row"]
     x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    from forge_opt.check.oracle import onnxruntime_outputs
+    from forge_opt.execution.oracle import onnxruntime_outputs
 
     got = run_split(tmp_path / "split", x)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-4, atol=1e-4)
@@ -665,7 +665,7 @@ def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
 def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
     """A Gemm's transB=1 on a weight only one segment reads: each device's
     weights file holds it transposed, and its module loads it as it is."""
-    from forge_opt.check.oracle import onnxruntime_outputs
+    from forge_opt.execution.oracle import onnxruntime_outputs
     from forge_opt.split.runner import assemble, run_parallel
 
     model = make_model(

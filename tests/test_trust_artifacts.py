@@ -16,8 +16,8 @@ from audit_models import MODELS, ROOT, external_model, mlp, onnx_model, rand, ta
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check import MATCH, NOT_COMPILED
-from forge_opt.check.oracle import expected_outputs
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import expected_outputs
 from forge_opt.tools.forge_opt import run as forge_opt
 
 # --- files (audit 1, 2, 14, 15, 16, 20, 22, 23) ------------------------------------------------

@@ -15,8 +15,8 @@ from audit_models import MODELS, ROOT, external_model, mlp, onnx_model, rand, vi
 from onnx import TensorProto, helper
 
 from forge_opt.check import NOT_COMPILED, check_model
-from forge_opt.check.oracle import InputError, expected_outputs
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import InputError, expected_outputs
 from forge_opt.tools.forge_opt import run as forge_opt
 
 # --- the oracle (audit 4, 24, 25) ---------------------------------------------------------------
@@ -90,8 +90,8 @@ def test_a_near_constant_sigmoid_map_matches_and_a_wrong_one_does_not():
     wrong.CopyFrom(model)
     next(n for n in wrong.graph.node if n.name == "relu5").op_type = "Sigmoid"
     from forge_opt.check.driver import compare_outputs
-    from forge_opt.check.engine import compile_model, random_inputs, run_compiled
     from forge_opt.check.options import Tolerances
+    from forge_opt.execution.engine import compile_model, random_inputs, run_compiled
 
     compiled = compile_model(wrong)
     arrays = random_inputs(compiled.module, 0)

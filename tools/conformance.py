@@ -196,7 +196,7 @@ _STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
 def run_case(case) -> Result:
     """The case compiled whole to Forge and run on the stand-in."""
-    from forge_opt.check.engine import compile_model, run_compiled
+    from forge_opt.execution.engine import compile_model, run_compiled
     from forge_opt.frontends.onnx.shapes import InputShapes
 
     prepared = _prepare(case)

@@ -162,8 +162,8 @@ def _add_model_inputs(inputs: dict[str, np.ndarray], model_path: str) -> None:
     whose only use folded away), so the whole model can run beside it."""
     import onnx
 
-    from forge_opt.check.engine import random_array
-    from forge_opt.check.oracle import graph_inputs
+    from forge_opt.execution.engine import random_array
+    from forge_opt.execution.oracle import graph_inputs
     from forge_opt.frontends.onnx import load_model
     from forge_opt.frontends.onnx.shapes import is_known
 
@@ -182,7 +182,7 @@ def _add_model_inputs(inputs: dict[str, np.ndarray], model_path: str) -> None:
 def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
     import onnx
 
-    from forge_opt.check.engine import index_bounds, random_array
+    from forge_opt.execution.engine import index_bounds, random_array
     from forge_opt.split.folder import read_split
 
     plan, graphs = read_split(folder)
@@ -228,8 +228,8 @@ def _run(argv: list[str]) -> int:
     if not args.loop_seconds > 0:
         raise ForgeOptError(f"--loop-seconds {args.loop_seconds}: give a positive number of seconds")
     from forge_opt.check.compare import compare_output
-    from forge_opt.check.oracle import expected_outputs
     from forge_opt.check.report import format_results, verdict
+    from forge_opt.execution.oracle import expected_outputs
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 

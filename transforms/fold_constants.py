@@ -19,11 +19,9 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.onnx import INITIALIZER_ATTR, OnnxOp
-from forge_opt.interpreters.onnx import evaluate
+from forge_opt.interpreters.onnx import FOLD_LIMIT, evaluate
 from forge_opt.transforms.lowering import Replacement, known_shape
 from forge_opt.xdsl_internals import operands_of
-
-FOLD_LIMIT = 1 << 16
 
 # Never folded: their value is not a function of constant inputs.
 _KEEP = {

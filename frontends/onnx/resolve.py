@@ -34,7 +34,7 @@ from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.frontends.onnx.round import static_shape
 from forge_opt.frontends.onnx.sequences import SEQUENCE_OPS, ResolveSequences
 from forge_opt.frontends.onnx.unroll import UnrollControlFlow
-from forge_opt.transforms.fold_constants import FOLD_LIMIT
+from forge_opt.interpreters.onnx import FOLD_LIMIT, evaluate_node
 
 MAX_ROUNDS = 8
 
@@ -159,8 +159,6 @@ class _Round(UnrollControlFlow, ResolveSequences):
         return None if values is None else self._fold(node, values)
 
     def _evaluate(self, node: NodeProto, inputs: list) -> list[np.ndarray] | None:
-        from forge_opt.interpreters.onnx import evaluate_node
-
         try:
             outs = evaluate_node(node, inputs, self.opset)
         except Exception:  # not evaluable here: the lowering reports what is wrong with it

@@ -16,7 +16,8 @@ MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 class CheckReport:
     status: int
     outputs: list[OutputResult] = field(default_factory=list)
-    error: str = ""
+    error: str = ""  # why it did not compile, or why it is a mismatch; empty on a match
+    summary: str = ""  # what the check built (a split's layout, a plan's table and warnings)
     forge_python: str = ""
     emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
     divergence: Divergence | None = None  # with bisect=True

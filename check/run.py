@@ -91,7 +91,7 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
         status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
     if ran.problems:
         status = MISMATCH
-    report = CheckReport(status, results, error="\n".join(filter(None, [ran.summary, *ran.problems, why])),
+    report = CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
                          forge_python=strategy.forge_python, emitted=ran.emitted, oracle=reference.oracle,
                          oracle_note=reference.why, notes=[*notes, *ran.notes])
     if options.bisect and status == MISMATCH and ran.bisect is not None:

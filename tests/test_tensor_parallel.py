@@ -28,7 +28,7 @@ MODELS = Path(__file__).parent / "data" / "models"
 RNG = np.random.default_rng(0)
 
 
-def _f32(*shape) -> np.ndarray:
+def f32(*shape) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
 
 
@@ -37,7 +37,7 @@ def embedding_model(rows: int, width: int = 8, count: int = 12) -> onnx.ModelPro
         [helper.make_node("Gather", ["table", "idx"], ["y"], name="embed")],
         [helper.make_tensor_value_info("idx", TensorProto.INT64, [count])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [count, width])],
-        [numpy_helper.from_array(_f32(rows, width), "table")],
+        [numpy_helper.from_array(f32(rows, width), "table")],
     )
 
 
@@ -49,7 +49,7 @@ def linear_model(layers: int = 1, width: int = 16) -> onnx.ModelProto:
             helper.make_node("MatMul", [x, f"w{n}"], [f"m{n}"], name=f"fc{n}"),
             helper.make_node("Add", [f"m{n}", f"b{n}"], [f"a{n}"], name=f"bias{n}"),
         ]
-        inits += [numpy_helper.from_array(_f32(width, width), f"w{n}"), numpy_helper.from_array(_f32(width), f"b{n}")]
+        inits += [numpy_helper.from_array(f32(width, width), f"w{n}"), numpy_helper.from_array(f32(width), f"b{n}")]
         x = f"a{n}"
         if n < layers - 1:
             nodes.append(helper.make_node("Relu", [x], [f"r{n}"], name=f"relu{n}"))
@@ -85,7 +85,7 @@ def test_vocab_parallel_embedding_at_every_boundary(devices):
     idx = np.array([0, n - 1, n, rows - 1, -1, -rows, 1, n + 1, rows - 2, 0, n, rows - 1], np.int64)
     report = check_parallel(embedding_model(rows), devices, {"idx": idx})
     _exact(report)
-    assert "all_reduce" in report.error and "all_gather" not in report.error
+    assert "all_reduce" in report.summary and "all_gather" not in report.summary
 
 
 def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
@@ -110,7 +110,7 @@ def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
 def test_column_parallel_linear_gathers_its_output(devices):
     report = check_parallel(linear_model(1), devices)
     _exact(report)
-    assert "all_gather" in report.error and "all_reduce" not in report.error
+    assert "all_gather" in report.summary and "all_reduce" not in report.summary
 
 
 @pytest.mark.parametrize("devices", [2, 4])
@@ -340,7 +340,7 @@ def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message
     stops within seconds (MPI_Abort), the device is named, exit non-zero."""
     import time
 
-    _needs_mpiexec()
+    needs_mpiexec()
     folder = tmp_path / "tp"
     tensor_parallel(linear_model(2), folder, 2)
     module = folder / "dev1" / "segment_0.py"
@@ -374,8 +374,8 @@ def _gemm_model(trans_a: int, trans_b: int, alpha: float, beta: float) -> onnx.M
         nodes,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 4] if trans_a else [4, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
-        [numpy_helper.from_array(_f32(16, 16), "w0"), numpy_helper.from_array(_f32(16), "b0"),
-         numpy_helper.from_array(_f32(16, 16), "w1"), numpy_helper.from_array(_f32(16), "b1")],
+        [numpy_helper.from_array(f32(16, 16), "w0"), numpy_helper.from_array(f32(16), "b0"),
+         numpy_helper.from_array(f32(16, 16), "w1"), numpy_helper.from_array(f32(16), "b1")],
     )
 
 
@@ -384,7 +384,7 @@ def _gemm_model(trans_a: int, trans_b: int, alpha: float, beta: float) -> onnx.M
 def test_every_gemm_is_a_linear(trans_a, trans_b, alpha, beta):
     report = check_parallel(_gemm_model(trans_a, trans_b, alpha, beta), 2)
     assert report.status == MATCH, report.error
-    assert "layers: 1 column, 1 row" in report.error and "1 collective " in report.error
+    assert "layers: 1 column, 1 row" in report.summary and "1 collective " in report.summary
 
 
 def _embedding_then_linear(tied_head: bool) -> onnx.ModelProto:
@@ -403,8 +403,8 @@ def _embedding_then_linear(tied_head: bool) -> onnx.ModelProto:
         nodes,
         [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])],
         [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 5, 64 if tied_head else 16])],
-        [numpy_helper.from_array(_f32(64, 16), "table"), numpy_helper.from_array(_f32(16, 32), "w0"),
-         numpy_helper.from_array(_f32(32, 16), "w1")],
+        [numpy_helper.from_array(f32(64, 16), "table"), numpy_helper.from_array(f32(16, 32), "w0"),
+         numpy_helper.from_array(f32(32, 16), "w1")],
     )
 
 
@@ -412,7 +412,7 @@ def test_the_linear_after_a_vocab_parallel_embedding_is_column_parallel(tmp_path
     ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
     report = check_parallel(_embedding_then_linear(False), 2, ids)
     assert report.status == MATCH, report.error
-    assert "layers: 1 vocab, 1 column, 1 row" in report.error
+    assert "layers: 1 vocab, 1 column, 1 row" in report.summary
     plan = tmp_path / "plan.json"  # pinned so, as the plan file says it
     plan.write_text(json.dumps({"layers": {"proj": {"axis": 1}}}))
     assert check_parallel(_embedding_then_linear(False), 2, ids, plan=str(plan)).status == MATCH
@@ -422,328 +422,9 @@ def test_an_lm_head_tied_to_the_embedding():
     ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
     report = check_parallel(_embedding_then_linear(True), 2, ids)
     assert report.status == MATCH, report.error
-    assert "layers: 1 vocab, 2 column, 1 row" in report.error
+    assert "layers: 1 vocab, 2 column, 1 row" in report.summary
 
 
-def _model_with_a_cpu_op() -> onnx.ModelProto:
-    """Two Linear pairs around an op of another domain, which Forge lacks
-    and onnxruntime runs (com.microsoft FastGelu)."""
-    nodes = [
-        helper.make_node("MatMul", ["x", "w0"], ["a"], name="fc0"),
-        helper.make_node("Relu", ["a"], ["b"], name="relu0"),
-        helper.make_node("MatMul", ["b", "w1"], ["c"], name="fc1"),
-        helper.make_node("FastGelu", ["c"], ["d"], name="fast_gelu", domain="com.microsoft"),
-        helper.make_node("MatMul", ["d", "w2"], ["e"], name="fc2"),
-        helper.make_node("Relu", ["e"], ["f"], name="relu1"),
-        helper.make_node("MatMul", ["f", "w3"], ["y"], name="fc3"),
-    ]
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
-        [numpy_helper.from_array(_f32(16, 32), "w0"), numpy_helper.from_array(_f32(32, 16), "w1"),
-         numpy_helper.from_array(_f32(16, 32), "w2"), numpy_helper.from_array(_f32(32, 16), "w3")],
-        value_info=[helper.make_tensor_value_info("d", TensorProto.FLOAT, [4, 16])],  # as an exporter records it
-    )
-    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]
-    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
-
-
-def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
-    """The op Forge lacks runs in a CPU sub-model; each device sub-model is
-    its own tensor-parallel plan, run by the one host runner."""
-    from forge_opt.split.api import convert, run_split, split_model
-    from forge_opt.split.folder import read_split
-
-    model = _model_with_a_cpu_op()
-    _, plan = split_model(model, tmp_path / "split", devices=2)
-    assert [g.device for g in plan.graphs] == ["tt", "cpu", "tt"] and plan.parallel == 2
-    convert(tmp_path / "split")
-    for g in read_split(tmp_path / "split")[1]:
-        if g.device == "tt":
-            assert g.context_dir is not None
-            sub = read_split(g.context_dir / "parallel")[0]
-            assert [c.op for c in sub.collectives] == ["all_reduce"]
-            assert [layer.case for layer in sub.layers] == ["column", "row"]
-    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    from forge_opt.execution.oracle import onnxruntime_outputs
-
-    got = run_split(tmp_path / "split", x)["y"]
-    np.testing.assert_allclose(got, onnxruntime_outputs(model, None, x)[0], rtol=1e-4, atol=1e-4)
-
-
-def test_forge_check_devices_with_fallback(tmp_path, capsys):
-    from forge_opt.tools.forge_check import main as forge_check
-
-    path = tmp_path / "m.onnx"
-    onnx.save(_model_with_a_cpu_op(), str(path))
-    with pytest.raises(SystemExit) as done:
-        forge_check([str(path), "--devices", "2", "--fallback"])
-    assert done.value.code == 0
-    out = capsys.readouterr()
-    assert "split into 3 sub-models (tt, cpu, tt); each device sub-model tensor-parallel on 2 devices" in out.err
-    assert out.out.strip().endswith("match")
-    _needs_mpiexec()
-    with pytest.raises(SystemExit) as done:
-        forge_check([str(path), "--devices", "2", "--fallback", "--mpi"])
-    assert done.value.code == 0
-    out = capsys.readouterr()
-    assert "each device sub-model tensor-parallel on 2 devices (MPI)" in out.err
-    assert out.out.strip().endswith("match")
-
-
-def _needs_mpiexec() -> None:
+def needs_mpiexec() -> None:
     if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
-
-
-def test_a_split_for_several_devices_under_mpi(tmp_path, capsys):
-    """`forge-split run --mpi`: one process per device walks the split; the
-    CPU sub-model runs once, on process 0, and every process returns the
-    same outputs, those of the simulated run. The user's folder gains no file."""
-    from forge_opt.split.api import convert, run_split, split_model
-    from forge_opt.split.mpi import run_split_mpi
-    from forge_opt.tools.forge_split import main as forge_split
-
-    _needs_mpiexec()
-    model = _model_with_a_cpu_op()
-    folder = tmp_path / "split"
-    split_model(model, folder, devices=2)
-    convert(folder)
-    files = sorted(folder.rglob("*"))
-    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    np.testing.assert_array_equal(run_split_mpi(folder, x)["y"], run_split(folder, x)["y"])
-    assert sorted(folder.rglob("*")) == files
-    onnx.save(model, str(tmp_path / "m.onnx"))
-    with pytest.raises(SystemExit) as done:
-        forge_split(["run", str(folder), "--mpi", "--check", "--model", str(tmp_path / "m.onnx")])
-    assert done.value.code == 0 and capsys.readouterr().out.strip().endswith("match")
-
-
-def test_a_fault_in_a_split_under_mpi_ends_every_process(tmp_path):
-    """A device sub-model's module that raises on device 1 ends the job,
-    device 0 waiting in its collective included, and names the device."""
-    import time
-
-    from forge_opt.split.api import convert, split_model
-    from forge_opt.split.mpi import run_split_mpi
-
-    _needs_mpiexec()
-    folder = tmp_path / "split"
-    split_model(_model_with_a_cpu_op(), folder, devices=2)
-    convert(folder)
-    module = next(folder.rglob("parallel/dev1/segment_0.py"))
-    head = "    def forward(self, x):\n"
-    assert head in module.read_text()
-    module.write_text(module.read_text().replace(head, f"{head}        raise RuntimeError('injected')\n"))
-    start = time.monotonic()
-    with pytest.raises(ForgeOptError, match=r"(?s)the MPI run failed.*tp_run \(device 1\): error: .*injected"):
-        run_split_mpi(folder, {"x": RNG.standard_normal((4, 16)).astype(np.float32)})
-    assert time.monotonic() - start < 10
-
-
-def test_a_split_for_one_device_has_nothing_for_mpi(tmp_path, capsys):
-    """`forge-split run --mpi` on a split for one device, or with a CPU
-    mode: a one-line error and exit 2, as a user sees it."""
-    from forge_opt.split.api import split_model
-    from forge_opt.tools.forge_split import main as forge_split
-
-    split_model(_model_with_a_cpu_op(), tmp_path / "split")
-    for extra, message in (([], "a split for one device has nothing to run under MPI"),
-                           (["--mode", "cpu"], "--mpi runs the converted modules on the devices")):
-        with pytest.raises(SystemExit) as done:
-            forge_split(["run", str(tmp_path / "split"), "--mpi", *extra])
-        assert done.value.code == 2
-        err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err
-
-
-def test_mpi_processes_that_disagree_are_a_mismatch(monkeypatch):
-    """forge-check --devices 2 --fallback --mpi: when one process returns
-    other outputs than another, the verdict is a mismatch naming them."""
-    from forge_opt.check import split as check
-    from forge_opt.check.report import MISMATCH
-    from forge_opt.split.runner import run_split
-
-    def two_processes(folder, feeds, devices):
-        outputs = run_split(folder, feeds)
-        return [outputs, {name: value + 1 for name, value in outputs.items()}]
-
-    monkeypatch.setattr(check, "run_mpi", two_processes)
-    report = check.check_fallback(_model_with_a_cpu_op(), devices=2, mpi=True)
-    assert report.status == MISMATCH
-    assert "the MPI processes' outputs differ (y)" in report.error
-
-
-def test_a_split_for_several_devices_not_converted_asks_for_convert(tmp_path):
-    from forge_opt.split.api import run_split, split_model
-
-    split_model(_model_with_a_cpu_op(), tmp_path / "split", devices=2)
-    with pytest.raises(ForgeOptError, match=r"not converted for 2 devices.*run forge-split convert"):
-        run_split(tmp_path / "split", {"x": np.zeros((4, 16), np.float32)})
-
-
-def test_forge_split_devices(tmp_path, capsys):
-    from forge_opt.tools.forge_split import main as forge_split
-
-    path = tmp_path / "m.onnx"
-    onnx.save(_model_with_a_cpu_op(), str(path))
-    folder = tmp_path / "split"
-
-    def run(*argv) -> int:
-        with pytest.raises(SystemExit) as done:
-            forge_split([str(a) for a in argv])
-        return done.value.code  # pyright: ignore[reportReturnType]
-
-    assert run(path, "-o", folder, "--devices", "2", "--convert") == 0
-    out = capsys.readouterr().out
-    assert "each device sub-model is converted tensor-parallel for 2 devices" in out
-    assert "graph_ir_0/parallel/graph_infos.json" in out
-    assert run("run", folder, "--check", "--model", path) == 0
-    assert capsys.readouterr().out.strip().endswith("match")
-
-
-@pytest.mark.parametrize("axis", [0, 1, 2])
-def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
-    """A device's block of a weight in a mapped external-data file, read a
-    few rows at a time with each band's pages dropped after, is its block."""
-    from forge_opt.dialects.elements import attr_to_array
-    from forge_opt.frontends.onnx import load_model
-    from forge_opt.frontends.onnx.values import tensor_attr
-    from forge_opt.interpreters.shard import block
-    from forge_opt.split.parallel import weight_file
-
-    w = _f32(8, 12, 4)
-    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 12, 4])],
-                              [numpy_helper.from_array(w, "w")])
-    onnx.save(make_model(graph.node, [], list(graph.output), list(graph.initializer)), str(tmp_path / "m.onnx"),
-              save_as_external_data=True, location="m.data", size_threshold=0)
-    model, base = load_model(tmp_path / "m.onnx")
-    view = attr_to_array(tensor_attr(model.graph.initializer[0], base, "w"))
-    monkeypatch.setattr(weight_file, "BAND_BYTES", 3 * 12 * 4 * 4)  # three rows a band
-    for rank in range(4 if axis == 2 else 2):
-        devices = 4 if axis == 2 else 2
-        lazy = weight_file.WeightBlock(view, axis, rank, devices)
-        assert len(list(lazy.bands())) == (2 if axis == 0 else 3)  # 4 rows or 8 rows
-        np.testing.assert_array_equal(lazy.array(), block(w, axis, rank, devices))
-        bands = weight_file.WeightFile(tmp_path)
-        bands.add("w", lazy)
-        bands.close()
-        written = onnx.load(str(tmp_path / "weights.onnx")).graph.initializer[0]
-        np.testing.assert_array_equal(numpy_helper.to_array(written), block(w, axis, rank, devices))
-    # every device's block at once, each band of rows read once for all (blocks of columns)
-    ranks = range(4 if axis == 2 else 2)
-    files = []
-    for rank in ranks:
-        (tmp_path / f"dev{rank}").mkdir()
-        files.append(weight_file.WeightFile(tmp_path / f"dev{rank}"))
-    lazy = [weight_file.WeightBlock(view, axis, rank, len(ranks)) for rank in ranks]
-    assert all(lazy[0].read_together(b) for b in lazy[1:]) == (axis != 0)
-    kept = weight_file.add_together(files, ["w"] * len(ranks), lazy, [rank == 0 for rank in ranks])
-    np.testing.assert_array_equal(kept[0], block(w, axis, 0, len(ranks)))
-    assert all(k is None for k in kept[1:])
-    for rank, f in zip(ranks, files):
-        f.close()
-        written = onnx.load(str(tmp_path / f"dev{rank}" / "weights.onnx")).graph.initializer[0]
-        np.testing.assert_array_equal(numpy_helper.to_array(written), block(w, axis, rank, len(ranks)))
-    np.testing.assert_array_equal(view, w)  # dropped pages read again from the file
-
-
-def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
-    folder = tmp_path / "tp"
-    tensor_parallel(linear_model(2), folder, 2)
-    for rank in range(2):
-        index = onnx.load(str(folder / f"dev{rank}" / "weights.onnx"), load_external_data=False)
-        assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in index.graph.initializer)
-        weights = onnx.load(str(folder / f"dev{rank}" / "weights.onnx"))
-        sizes = {t.name: numpy_helper.to_array(t).shape for t in weights.graph.initializer}
-        assert sizes["w0.shard"] == (16, 8) and sizes["w1.shard"] == (8, 16)
-        total = sum(numpy_helper.to_array(t).nbytes for t in weights.graph.initializer)
-        assert (folder / f"dev{rank}" / "weights.bin").stat().st_size == total
-
-
-def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
-    """A Gemm's transB=1 on a weight only one segment reads: each device's
-    weights file holds it transposed, and its module loads it as it is."""
-    from forge_opt.execution.oracle import onnxruntime_outputs
-    from forge_opt.split.runner import assemble, run_parallel
-
-    model = make_model(
-        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
-        [numpy_helper.from_array(_f32(8, 16), "w"), numpy_helper.from_array(_f32(8), "b")],
-    )
-    plan = tensor_parallel(model, tmp_path / "tp", 2, min_size=10**6)  # replicated: one segment
-    for rank in range(2):
-        index = onnx.load(str(tmp_path / "tp" / f"dev{rank}" / "weights.onnx"), load_external_data=False)
-        assert {t.name: list(t.dims) for t in index.graph.initializer}["w"] == [16, 8]
-        assert ".transpose(" not in (tmp_path / "tp" / f"dev{rank}" / "segment_0.py").read_text()
-    x = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
-    got, differ = assemble(plan, run_parallel(tmp_path / "tp", x))
-    assert not differ
-    np.testing.assert_allclose(got["y"], onnxruntime_outputs(model, None, x)[0], rtol=1e-5, atol=1e-5)
-
-
-def test_a_parameter_is_laid_out_in_place(tmp_path):
-    """`WeightFile.lay_out` rewrites one parameter in its new order and shape,
-    the parameters around it untouched."""
-    from forge_opt.split.parallel.weight_file import WeightFile
-
-    a, w, b = _f32(3), _f32(2, 5), _f32(4)
-    f = WeightFile(tmp_path)
-    for name, array in (("a", a), ("w", w), ("b", b)):
-        f.add(name, array)
-    f.lay_out("w", [("transpose", (1, 0)), ("reshape", (5, 1, 2))])
-    f.close()
-    loaded = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "weights.onnx")).graph.initializer}
-    np.testing.assert_array_equal(loaded["w"], w.T.reshape(5, 1, 2))
-    np.testing.assert_array_equal(loaded["a"], a)
-    np.testing.assert_array_equal(loaded["b"], b)
-
-
-def test_an_equal_small_block_of_a_weight_is_written_once(tmp_path):
-    """Two small blocks of one weight with the same content are one
-    parameter; with other content, or of another weight, two."""
-    from forge_opt.split.parallel.weight_file import WeightFile
-
-    f = WeightFile(tmp_path)
-    w, other = _f32(4, 2), _f32(4, 2)
-    assert f.add("w.shard", w) == "w.shard"
-    assert f.add("v.shard", w.copy()) == "v.shard"  # another weight: its own, though equal
-    assert f.add("w.shard1", other) == "w.shard1"  # the same weight, other values
-    assert f.add("w.shard2", w.copy()) == "w.shard"  # read back and found equal
-    assert f.add("w.shard3", other.copy()) == "w.shard1"
-    assert f.add("w.shard4", w.reshape(2, 4)) == "w.shard4"  # same bytes, another shape
-    f.close()
-    loaded = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "weights.onnx")).graph.initializer}
-    assert sorted(loaded) == ["v.shard", "w.shard", "w.shard1", "w.shard4"]
-    np.testing.assert_array_equal(loaded["w.shard1"], other)
-
-
-def test_devices_running_the_same_module_share_its_file(tmp_path):
-    """A device that runs device 0's very module links its files, the
-    same bytes; device 1, lowered on its own, has its own."""
-    tensor_parallel(linear_model(2), tmp_path / "tp", 4)
-    first = tmp_path / "tp" / "dev0" / "segment_0.py"
-    for rank in range(1, 4):
-        mine = tmp_path / "tp" / f"dev{rank}" / "segment_0.py"
-        assert mine.read_text() == first.read_text()
-        assert mine.samefile(first) == (rank > 1)
-
-
-def test_a_kept_block_becomes_an_attribute_over_its_own_bytes():
-    """The writer's segment modules hold each kept block without a copy;
-    the array turns read-only under it. A strided array is copied."""
-    from forge_opt.dialects.elements import array_view_attr, attr_to_array
-
-    block = _f32(6, 4)
-    attr = array_view_attr(block)
-    view = attr_to_array(attr)
-    assert np.shares_memory(view, block) and not block.flags.writeable
-    np.testing.assert_array_equal(view, block)
-    assert attr == array_view_attr(block.copy())  # compared by value, as a copy's attribute is
-    strided = _f32(6, 4)[:, ::2]
-    copied = attr_to_array(array_view_attr(strided))
-    assert not np.shares_memory(copied, strided) and strided.flags.writeable
-    np.testing.assert_array_equal(copied, strided)

@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     if report.status == NOT_COMPILED:
         print(f"forge-check: error: {report.error}", file=sys.stderr)
     else:
-        if report.error:
-            print(f"forge-check: {report.error}" if "\n" not in report.error else report.error, file=sys.stderr)
+        said = "\n".join(filter(None, [report.summary, report.error]))
+        if said:
+            print(f"forge-check: {said}" if "\n" not in said else said, file=sys.stderr)
         print(report.format())
     sys.exit(report.status)
 

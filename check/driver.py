@@ -147,7 +147,7 @@ def compare_outputs(
     feeds: Mapping[str, np.ndarray] | None = None,
 ) -> list[OutputResult]:
     """Each of the model's outputs the run returned, compared with the
-    oracle's; the verdict (`model.verdict`) counts the ones missing. With
+    oracle's; the verdict (`report.verdict`) counts the ones missing. With
     `feeds`, a float32 output that fails the fixed rules is measured against
     a float64 run of the model (`compare.within_budget`)."""
     names = [o.name for o in model.graph.output]

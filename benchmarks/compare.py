@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    if not (args.baseline / "frontends" / "onnx.py").is_file():
+    if not (args.baseline / "frontends" / "onnx" / "__init__.py").is_file():
         raise SystemExit(f"{args.baseline} is not a forge-opt checkout")
     this = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:

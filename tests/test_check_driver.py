@@ -78,3 +78,29 @@ def test_every_mode_matches_on_the_same_driver(strategy):
     assert report.status == MATCH, report.format()
     assert report.oracle == "onnxruntime" and report.outputs
 
+
+
+def test_a_fallback_check_infers_the_models_shapes_once(monkeypatch):
+    """The check's feeds, the split's placement and its partition each
+    import the model: its shapes are inferred once (and each sub-model's
+    once, to compile it)."""
+    import uuid
+
+    import onnx
+    import onnx.shape_inference
+
+    from forge_opt.check.split import check_fallback
+
+    model = onnx.load(MODELS / "tiny_cnn_opset17.onnx")
+    model.graph.name = f"g{uuid.uuid4().hex}"  # a model no earlier test inferred
+    inferred: list[str] = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def counted(m, *args, **kwargs):
+        inferred.append(m.graph.name)
+        return infer(m, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counted)
+    report = check_fallback(model)
+    assert report.status == MATCH, report.format()
+    assert inferred.count(model.graph.name) == 1, inferred

@@ -8,8 +8,9 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections import ChainMap
+from collections import ChainMap, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 
@@ -533,12 +534,28 @@ def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> Mode
     return out
 
 
+#: the last inferences, by the digest of the model inferred. One check imports the same model several
+#: times (its random feeds, a split's placement and partition, each sub-model's compile): each is inferred
+#: once. Kept serialized, so no caller's edits reach another's copy.
+_INFERRED: OrderedDict[bytes, bytes] = OrderedDict()
+_INFERRED_KEPT = 8
+
+
 def _infer(lite: ModelProto) -> ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(lite, strict_mode=False, data_prop=True)
-    except Exception as e:
-        message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise ForgeOptError(f"ONNX shape inference failed: {message}") from None
+    key = hashlib.sha256(lite.SerializeToString(deterministic=True)).digest()
+    if key not in _INFERRED:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(lite, strict_mode=False, data_prop=True)
+        except Exception as e:
+            message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise ForgeOptError(f"ONNX shape inference failed: {message}") from None
+        _INFERRED[key] = inferred.SerializeToString()
+        while len(_INFERRED) > _INFERRED_KEPT:
+            _INFERRED.popitem(last=False)
+    _INFERRED.move_to_end(key)
+    out = ModelProto()
+    out.ParseFromString(_INFERRED[key])
+    return out
 
 
 def check_opsets(model: ModelProto) -> None:

@@ -17,7 +17,9 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
+    AnyAttr,
     ParsePropInAttrDict,
+    VarConstraint,
     operand_def,
     result_def,
     traits_def,
@@ -55,6 +57,13 @@ def like(t: Attribute, shape: Sequence[int]) -> TensorType:
     """A tensor of `t`'s element type and `shape`."""
     assert isinstance(t, TensorType)
     return tensor_type(t.element_type, shape)
+
+
+def tied(var: str = "T"):
+    """A ranked tensor of the same element type as every other operand and
+    result of the op tied to `var` (xDSL's `VarConstraint`): a matmul of
+    f32 and f16, or a concat of f32 and i64, does not verify."""
+    return TensorType.constr(VarConstraint(var, AnyAttr()))
 
 
 def like_elem(t: Attribute) -> Attribute:

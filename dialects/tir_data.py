@@ -29,7 +29,7 @@ from xdsl.traits import Pure
 
 from forge_opt.dialects import tir_shapes as shapes
 from forge_opt.dialects.irdl_fast import op_definition
-from forge_opt.dialects.tir_base import OneInputOp, TirOp, int_attr, ints_attr, like, like_elem, shape_of
+from forge_opt.dialects.tir_base import OneInputOp, TirOp, int_attr, ints_attr, like, like_elem, shape_of, tied
 from forge_opt.dialects.tir_functions import (
     ReduceFn,
     ReduceFnAttr,
@@ -97,8 +97,8 @@ class ConcatOp(TirOp):
     """Join tensors along one axis."""
 
     name = "tir.concat"
-    inputs = var_operand_def(TensorType)
-    output = result_def(TensorType)
+    inputs = var_operand_def(tied())
+    output = result_def(tied())
     axis = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
     assembly_format = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($output)"
@@ -122,6 +122,8 @@ class ReduceOp(OneInputOp):
     assembly_format = "$fn $input attr-dict `:` type($input) `->` type($output)"
 
     def __init__(self, fn: ReduceFn, input: SSAValue, axes: Sequence[int], keepdims: bool):
+        if not isinstance(fn, ReduceFn):  # a string would build an attribute that prints and compares wrongly
+            raise TypeError(f"tir.reduce takes a ReduceFn, not {fn!r}")
         self.init_inferred({"input": input}, fn=ReduceFnAttr(fn), axes=ints_attr(axes), keepdims=int_attr(keepdims))
 
     @staticmethod

@@ -27,7 +27,7 @@ from xdsl.traits import Pure
 
 from forge_opt.dialects import tir_shapes as shapes
 from forge_opt.dialects.irdl_fast import op_definition
-from forge_opt.dialects.tir_base import OneInputOp, TirOp, int_attr, ints_attr, like, shape_of
+from forge_opt.dialects.tir_base import OneInputOp, TirOp, int_attr, ints_attr, like, shape_of, tied
 from forge_opt.dialects.tir_functions import (
     PoolKind,
     PoolKindAttr,
@@ -44,10 +44,10 @@ class MatmulOp(TirOp):
     product without widening it (Forge's `Matmul(bias=)`)."""
 
     name = "tir.matmul"
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-    output = result_def(TensorType)
+    lhs = operand_def(tied())
+    rhs = operand_def(tied())
+    bias = opt_operand_def(tied())
+    output = result_def(tied())
     traits = traits_def(Pure())
     assembly_format = (
         "$lhs `,` $rhs (`bias` $bias^)? attr-dict `:` type($lhs) `,` type($rhs) (`,` type($bias)^)? "
@@ -69,10 +69,10 @@ class WindowOp(TirOp):
     """The convolutions: an NCHW input, a weight, an optional bias, and a
     window's strides, pads, dilations and groups."""
 
-    input = operand_def(TensorType)
-    weight = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-    output = result_def(TensorType)
+    input = operand_def(tied())
+    weight = operand_def(tied())
+    bias = opt_operand_def(tied())
+    output = result_def(tied())
     strides = prop_def(DenseArrayBase.constr(i64))
     pads = prop_def(DenseArrayBase.constr(i64))
     dilations = prop_def(DenseArrayBase.constr(i64))
@@ -173,6 +173,8 @@ class Pool2dOp(OneInputOp):
         ceil_mode: bool,
         count_include_pad: bool,
     ):
+        if not isinstance(kind, PoolKind):  # a string would build an attribute that prints and compares wrongly
+            raise TypeError(f"tir.pool2d takes a PoolKind, not {kind!r}")
         self.init_inferred(
             {"input": input},
             kind=PoolKindAttr(kind),
@@ -194,12 +196,12 @@ class BatchnormOp(TirOp):
     """Inference batch normalisation over dimension 1."""
 
     name = "tir.batchnorm"
-    input = operand_def(TensorType)
-    scale = operand_def(TensorType)
-    bias = operand_def(TensorType)
-    mean = operand_def(TensorType)
-    var = operand_def(TensorType)
-    output = result_def(TensorType)
+    input = operand_def(tied())
+    scale = operand_def(tied())
+    bias = operand_def(tied())
+    mean = operand_def(tied())
+    var = operand_def(tied())
+    output = result_def(tied())
     epsilon = prop_def(FloatAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -235,10 +237,10 @@ class LayernormOp(TirOp):
     """Layer normalisation over the last axis with scale and bias."""
 
     name = "tir.layernorm"
-    input = operand_def(TensorType)
-    scale = operand_def(TensorType)
-    bias = operand_def(TensorType)
-    output = result_def(TensorType)
+    input = operand_def(tied())
+    scale = operand_def(tied())
+    bias = operand_def(tied())
+    output = result_def(tied())
     epsilon = prop_def(FloatAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)

@@ -102,3 +102,15 @@ def test_tir_and_forge_compute_the_same(fn):
     emitted = emit_module(module)
     got = run_forge_module(emitted.source, arrays, None, emitted)[0]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_an_enum_property_takes_its_enum_not_a_string():
+    """`ReduceFnAttr("sum")` builds an attribute whose data is a plain string
+    (and `"bogus"` one that fails only when printed): the builders refuse it."""
+    x = Block(arg_types=[TensorType(f32, [1, 2, 4, 4])]).args[0]
+    with pytest.raises(TypeError, match="takes a ReduceFn, not 'sum'"):
+        tir.ReduceOp("sum", x, [1], False)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(TypeError, match="takes a PoolKind, not 'max'"):
+        tir.Pool2dOp("max", x, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], False, False)  # pyright: ignore[reportArgumentType]
+    assert tir.ReduceOp(ReduceFn.SUM, x, [1], False).fn.data is ReduceFn.SUM
+    assert tir.Pool2dOp(PoolKind.MAX, x, [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], False, False).kind.data is PoolKind.MAX

@@ -8,9 +8,8 @@ protobuf's raw bytes, node names as op locations.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections import ChainMap, OrderedDict
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.frontends.onnx.adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx.functions import expandable
 from forge_opt.frontends.onnx.graph import describe_node, node_label, node_reads
+from forge_opt.frontends.onnx.inference import infer_cached
 from forge_opt.frontends.onnx.names import ssa_name
 from forge_opt.frontends.onnx.resolve import RESOLVED_OPS, resolve
 from forge_opt.frontends.onnx.shapes import InputShapes, clear_negative_dims, dim_names, specialise
@@ -493,10 +493,10 @@ def _importer(
 ) -> Importer:
     """The importer of the model with its types inferred and, where needed,
     its graph resolved at compile time."""
-    inferred = _infer(_without_large_weights(model, chosen))
+    inferred = infer_cached(_without_large_weights(model, chosen))
     importer = Importer(model, base, inferred, weights)
     if importer.needs_resolution():
-        resolved = resolve(inferred, _infer)
+        resolved = resolve(inferred, infer_cached)
         if resolved is not inferred:
             return Importer(model, base, resolved, weights, resolved=True)
     return importer
@@ -531,30 +531,6 @@ def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> Mode
             out.graph.node.append(onnx.helper.make_node("Constant", [], [t.name], value=t, name=f"{t.name}/folded"))
         else:
             out.graph.initializer.append(t)
-    return out
-
-
-#: the last inferences, by the digest of the model inferred. One check imports the same model several
-#: times (its random feeds, a split's placement and partition, each sub-model's compile): each is inferred
-#: once. Kept serialized, so no caller's edits reach another's copy.
-_INFERRED: OrderedDict[bytes, bytes] = OrderedDict()
-_INFERRED_KEPT = 8
-
-
-def _infer(lite: ModelProto) -> ModelProto:
-    key = hashlib.sha256(lite.SerializeToString(deterministic=True)).digest()
-    if key not in _INFERRED:
-        try:
-            inferred = onnx.shape_inference.infer_shapes(lite, strict_mode=False, data_prop=True)
-        except Exception as e:
-            message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-            raise ForgeOptError(f"ONNX shape inference failed: {message}") from None
-        _INFERRED[key] = inferred.SerializeToString()
-        while len(_INFERRED) > _INFERRED_KEPT:
-            _INFERRED.popitem(last=False)
-    _INFERRED.move_to_end(key)
-    out = ModelProto()
-    out.ParseFromString(_INFERRED[key])
     return out
 
 

@@ -128,3 +128,43 @@ func.func @where_of_two_element_types(%c: tensor<4xi1>, %x: tensor<4xf32>, %y: t
   func.return %z : tensor<4xf32>
 }
 // CHECK: tir.where of f32 and f16: the two branches' element types differ
+
+// -----
+
+func.func @matmul_of_two_element_types(%a: tensor<2x3xf32>, %b: tensor<3x4xf16>) -> tensor<2x4xf32> {
+  %y = tir.matmul %a, %b : tensor<2x3xf32>, tensor<3x4xf16> -> tensor<2x4xf32>
+  func.return %y : tensor<2x4xf32>
+}
+// CHECK: attribute f32 expected from variable 'T', but got f16
+
+// -----
+
+func.func @concat_of_two_element_types(%a: tensor<2xf32>, %b: tensor<3xi64>) -> tensor<5xf32> {
+  %y = tir.concat %a, %b axis 0 : tensor<2xf32>, tensor<3xi64> -> tensor<5xf32>
+  func.return %y : tensor<5xf32>
+}
+// CHECK: attribute f32 expected from variable 'T', but got i64
+
+// -----
+
+func.func @conv2d_of_two_element_types(%x: tensor<1x2x4x4xf32>, %w: tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xf32> {
+  %y = tir.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<3x2x1x1xbf16>) -> tensor<1x3x4x4xf32>
+  func.return %y : tensor<1x3x4x4xf32>
+}
+// CHECK: attribute f32 expected from variable 'T', but got bf16
+
+// -----
+
+func.func @layernorm_of_two_element_types(%x: tensor<2x8xf32>, %s: tensor<8xf16>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  %y = tir.layernorm %x, %s, %b {epsilon = 1.0e-05 : f32} : (tensor<2x8xf32>, tensor<8xf16>, tensor<8xf32>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: attribute f32 expected from variable 'T', but got f16
+
+// -----
+
+func.func @batchnorm_result_of_another_element_type(%x: tensor<1x2x3x3xf32>, %p: tensor<2xf32>) -> tensor<1x2x3x3xf16> {
+  %y = tir.batchnorm %x, %p, %p, %p, %p {epsilon = 1.0e-05 : f32} : (tensor<1x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf16>
+  func.return %y : tensor<1x2x3x3xf16>
+}
+// CHECK: attribute f32 expected from variable 'T', but got f16

@@ -329,3 +329,38 @@ def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path)
     assert plan.tensors["y"].to_json() == {"shape": [2, 8], "dtype": "float32", "attr": "output"}
     report = check_fallback(model)
     assert report.ok, report.format()
+
+
+def _run_time_sized_identity(dim: str | None):
+    """Relu, then NonZero's indices (a run-time count) cast to float and
+    passed through an Identity, which lowers to no Forge op at all; `dim`:
+    the name an exporter's shape inference gives the count (torchvision's
+    detectors carry `unk__6`), or none."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("NonZero", ["r"], ["nz"], name="nonzero"),
+        helper.make_node("Cast", ["nz"], ["f"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Identity", ["f"], ["y"], name="identity"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              value_info=[helper.make_tensor_value_info("f", TensorProto.FLOAT, [2, dim])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("dim", [None, "unk__6"])
+def test_a_node_of_run_time_sizes_goes_to_the_cpu_even_when_it_lowers_to_nothing(tmp_path, dim):
+    """Issue 38: a detector's split put such a node on the device, and
+    convert then refused its sub-model (or compiled it for unknown sizes)."""
+    from forge_opt.check.split import check_fallback
+    from forge_opt.frontends.onnx import import_model
+    from forge_opt.transforms.placement import Where, place
+
+    model = _run_time_sized_identity(dim)
+    identity = place(import_model(model))["identity"]
+    assert identity.where is Where.CPU and "sizes known only at run time" in identity.reason
+    _, plan = split_model(model, tmp_path / "split")
+    assert [g.device for g in plan.graphs] == ["tt", "cpu"]
+    convert(tmp_path / "split")
+    report = check_fallback(model)
+    assert report.ok and "split into 2 sub-models (tt, cpu)" in report.summary, report.format()

@@ -14,7 +14,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType, UnrankedTensorType
+from xdsl.ir import Attribute
 
 from forge_opt.diagnostics import ForgeOptError, node_name
 from forge_opt.dialects import onnx_ops
@@ -73,6 +74,7 @@ def place(
             continue
         placement.where = Where.CPU
         placement.reason = reasons.get(name) or f"{op.name} has no lowering to Forge"
+    _run_time_sized_on_the_cpu(module, placements)
     if check_pins:
         _check_pins(placements, cpu_ops, cpu_nodes)
     for name, placement in placements.items():
@@ -81,6 +83,28 @@ def place(
         if placement.op_type in cpu_ops or name in cpu_nodes:
             placement.where, placement.reason = Where.CPU, "pinned to the CPU"
     return placements
+
+
+def _run_time_sized_on_the_cpu(module: ModuleOp, placements: dict[str, Placement]) -> None:
+    """A node that reads or makes a value whose sizes are known only at run
+    time goes to the CPU, whatever its lowering made of it: a device
+    sub-model is compiled for fixed sizes (`convert` refuses any other),
+    and an op that lowers to nothing (an Identity, a no-op Cast) would
+    otherwise carry such a value onto the device."""
+    for op in module.walk():
+        name = node_name(op)
+        placement = placements.get(name) if name else None
+        if placement is None or placement.where is not Where.DEVICE or not isinstance(op, OnnxOp):
+            continue
+        sized = next((v for v in (*op.operands, *op.results) if _run_time_sized(v.type)), None)
+        if sized is not None:
+            placement.where = Where.CPU
+            placement.reason = (f"its {'input' if sized in op.operands else 'result'} {sized.type} has sizes known "
+                                "only at run time, and a device sub-model is compiled for fixed sizes")
+
+
+def _run_time_sized(t: Attribute) -> bool:
+    return isinstance(t, UnrankedTensorType) or (isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()))
 
 
 def _check_pins(placements: dict[str, Placement], cpu_ops: Collection[str], cpu_nodes: Collection[str]) -> None:

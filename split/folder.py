@@ -268,6 +268,18 @@ def read_split(folder: Path) -> tuple[Plan, list[SplitGraph]]:
     return plan, graphs
 
 
+def host_weights(g: SplitGraph, values: dict[str, np.ndarray]) -> None:
+    """Into `values`, the weights of a run-time If's or Loop's sub-model
+    that the host reads to run it (a Loop's initial condition folded to a
+    constant, say), where no earlier graph made them."""
+    wanted = {x for x in g.entry.host_reads() if x not in values}
+    if wanted:
+        model = onnx.load(g.model_path, load_external_data=False)
+        for t in model.graph.initializer:
+            if t.name in wanted:
+                values[t.name] = initializer_array(t, g.model_path.parent)
+
+
 def returned(plan: Plan, folder: Path, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The run's outputs by the model's names, from the values it computed
     (and the plan's `host_outputs.npz`); without `outputs` (AutoSplit's own
@@ -298,6 +310,10 @@ def _check_against_model(tensors: dict[str, Tensor], graph: SplitGraph, where: s
         raise ForgeOptError(f"{where}: its inputs {graph.inputs} are not its sub-model's {inputs}")
     if outputs != list(graph.outputs):
         raise ForgeOptError(f"{where}: its outputs {graph.outputs} are not its sub-model's {outputs}, in order")
+    for x in graph.entry.host_reads():
+        if x not in graph.inputs and x not in initializers:
+            raise ForgeOptError(f"{where}: the host reads '{x}' to run its {'If' if graph.entry.branches else 'Loop'}, "
+                                "which is neither an input of the graph nor a weight of its sub-model")
     declared = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
     for x in (*graph.inputs, *graph.outputs):
         tp = declared.get(x)

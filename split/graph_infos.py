@@ -109,6 +109,16 @@ class Graph:
     branches: Branches | None = None
     loop: Loop | None = None
 
+    def host_reads(self) -> list[str]:
+        """The values the host reads to run a run-time If or Loop itself (its
+        condition; the trip count, condition and initial values): each an
+        input of the graph or a weight of its sub-model."""
+        if self.branches is not None:
+            return [self.branches.condition]
+        if self.loop is not None:
+            return [x for x in (self.loop.trip_count, self.loop.condition, *self.loop.initial) if x]
+        return []
+
     def sub_folders(self) -> dict[str, str]:
         """A run-time If's branches' or Loop's body's split folders, by role."""
         if self.branches is not None:
@@ -395,16 +405,16 @@ class _Reader:
             raise self.fail(f"{where}: 'why' must map node names to reasons")
         graph = Graph(inputs, outputs, device, info["model_path"], module, context or None, why)
         if "branches" in entry:
-            graph.branches = self.branches(entry["branches"], where, inputs)
+            graph.branches = self.branches(entry["branches"], where)
         if "loop" in entry:
-            graph.loop = self.loop(entry["loop"], where, inputs)
+            graph.loop = self.loop(entry["loop"], where)
         return graph
 
-    def branches(self, info: Any, where: str, inputs: list[str]) -> Branches:
+    def branches(self, info: Any, where: str) -> Branches:
         if not isinstance(info, dict) or not all(k in info for k in ("condition", "results", *BRANCHES)):
             raise self.fail(f"{where}: 'branches' needs condition, results, then and else")
-        if info["condition"] not in inputs:
-            raise self.fail(f"{where}: the branches' condition '{info['condition']}' is not an input of the graph")
+        if not isinstance(info["condition"], str) or not info["condition"]:
+            raise self.fail(f"{where}: the branches' condition must be a tensor name")
         results = self.names(info["results"], where, "branches.results")
         made = []
         for which in BRANCHES:
@@ -422,7 +432,7 @@ class _Reader:
             made.append(Branch(branch["folder"], self.names(branch["outputs"], where, f"branches.{which}.outputs")))
         return Branches(info["condition"], results, *made)
 
-    def loop(self, info: Any, where: str, inputs: list[str]) -> Loop:
+    def loop(self, info: Any, where: str) -> Loop:
         keys = ("trip_count", "condition", "initial", "results", "body")
         if not isinstance(info, dict) or not all(k in info for k in keys):
             raise self.fail(f"{where}: 'loop' needs {', '.join(keys)}")
@@ -439,8 +449,6 @@ class _Reader:
         for x in (info["trip_count"], info["condition"], *initial):
             if not isinstance(x, str):
                 raise self.fail(f"{where}: the loop's trip_count and condition must be tensor names or empty")
-            if x and x not in inputs:
-                raise self.fail(f"{where}: the loop reads '{x}', which is not an input of the graph")
         return Loop(info["trip_count"], info["condition"], initial, self.names(info["results"], where, "loop.results"),
                     LoopBody(body["folder"], self.names(body["inputs"], where, "loop.body.inputs"),
                              self.names(body["outputs"], where, "loop.body.outputs")))

@@ -35,7 +35,15 @@ from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inpu
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
-from forge_opt.split.folder import SplitGraph, converted_from_this, converted_module, parallel_dir, read_split, returned
+from forge_opt.split.folder import (
+    SplitGraph,
+    converted_from_this,
+    converted_module,
+    host_weights,
+    parallel_dir,
+    read_split,
+    returned,
+)
 from forge_opt.split.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
 
 
@@ -123,6 +131,7 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
                             f"but the run has {how.member.size}")
     values = _model_inputs(plan, inputs)
     for g in graphs:
+        host_weights(g, values)
         if g.entry.branches is not None:
             _run_branch(g, g.entry.branches, values, how)
         elif g.entry.loop is not None:

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from forge_opt.check.split import check_fallback
+from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.split.api import convert, run_split, split_model
 from forge_opt.split.folder import read_split
@@ -248,3 +249,42 @@ def test_a_run_time_if_in_a_split_for_two_devices(tmp_path, mpi):
     for sign in (1.0, -1.0):
         got = (run_split_mpi if mpi else run_split)(tmp_path / "split", _x(sign))["y"]
         np.testing.assert_allclose(got, onnxruntime_outputs(model, None, _x(sign))[0], rtol=1e-5, atol=1e-6)
+
+
+def _loop_with_a_constant_condition():
+    """`recurrent_loop` whose Loop starts from a Constant node's condition,
+    as torchvision's Mask R-CNN export has it ('/transform/Constant_7_output_0'):
+    the import folds it into a weight of the Loop's sub-model."""
+    model = recurrent_loop()
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    loop.input[1] = "go"
+    model.graph.node.insert(0, helper.make_node("Constant", [], ["go"], name="go_constant",
+                                                value=numpy_helper.from_array(np.array(True))))
+    return model
+
+
+def test_a_loop_whose_condition_is_a_constant_of_the_outer_graph(tmp_path):
+    """Issue 38: the split wrote a plan its own reader refused ('the loop
+    reads ..., which is not an input of the graph'); the host reads the
+    condition from the Loop's sub-model's weights."""
+    model = _loop_with_a_constant_condition()
+    folder = tmp_path / "split"
+    _, plan = split_model(model, folder)
+    loop = next(g for g in plan.graphs if g.loop is not None)
+    assert loop.loop is not None and loop.loop.condition == "go" and "go" not in loop.inputs
+    convert(folder)
+    feeds = {"x": np.random.default_rng(5).standard_normal((1, 4)).astype(np.float32), "steps": np.array(3, np.int64)}
+    got = run_split(folder, feeds)
+    for name, want in zip(["y", "hs"], onnxruntime_outputs(model, None, feeds)):
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6)
+    assert check_fallback(model, feeds).ok
+
+
+def test_a_loop_reading_what_no_graph_gives_is_named(tmp_path):
+    split_model(_loop_with_a_constant_condition(), tmp_path / "split")
+    infos = json.loads((tmp_path / "split" / "graph_infos.json").read_text())
+    entry = next(g for g in infos["graphs"] if "loop" in g)
+    entry["loop"]["condition"] = "nowhere"
+    (tmp_path / "split" / "graph_infos.json").write_text(json.dumps(infos))
+    with pytest.raises(ForgeOptError, match="the host reads 'nowhere' to run its Loop, which is neither an input"):
+        read_split(tmp_path / "split")

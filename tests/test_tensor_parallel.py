@@ -209,11 +209,23 @@ def test_mpi_run_matches_the_simulation_bit_for_bit(name, tmp_path):
             np.testing.assert_array_equal(sim[name], real[name])
 
 
-def test_a_dimension_the_devices_do_not_divide_names_the_layer():
+def test_a_dimension_the_devices_do_not_divide_stays_replicated_and_says_so():
+    """Issue 39: a Linear whose columns or rows the devices do not divide (a
+    3-class head at P=2, a 64-wide projection at P=3) was an error; it stays
+    replicated with its reason, and --require-sharded makes that an error."""
     report = check_parallel(MODELS / "bert_opset17.onnx", 3)
+    assert report.status == MATCH, report.format()
+    assert ("warning: /model/encoder/layer.1/attention/output/dense/MatMul stays replicated on every device: its "
+            "output columns (64) do not divide by 3 devices") in report.summary
+    strict = check_parallel(MODELS / "bert_opset17.onnx", 3, require_sharded=True)
+    assert strict.status == 2 and "output columns (64) do not divide by 3 devices" in strict.error
+
+
+def test_a_pinned_case_the_devices_do_not_divide_is_an_error(tmp_path):
+    pins = _plan(tmp_path, {"/model/encoder/layer.0/attention/output/dense/MatMul": {"axis": 1}})
+    report = check_parallel(MODELS / "bert_opset17.onnx", 3, plan=pins)
     assert report.status == 2
-    # its 2 heads do not divide by 3: Q, K and V stay replicated, and the layer after them cannot be split
-    assert "attention/output/dense/MatMul" in report.error and "(64)" in report.error and "3 devices" in report.error
+    assert "a column-parallel Linear needs its output columns (64) to divide by the 3 devices" in report.error
 
 
 def test_a_head_count_the_devices_do_not_divide_names_the_reshape():

@@ -14,7 +14,9 @@ weight elements stay replicated.
   its sum is all-reduced where first needed, before the bias: Megatron's
   pairing, one all-reduce per MLP and per attention. A column layer whose
   heads P does not divide (grouped-query attention's K/V) stays
-  replicated, as Megatron does.
+  replicated, as Megatron does; so does a Linear whose columns P does not
+  divide (or whose rows, where it would be row-parallel), a 3-class head
+  say, with its reason in the report (pinned so by the plan, an error).
 - A column layer whose output is taken apart by columns, by a `Split` or
   by `Slice`s, in equal parts or not (GPT-2's `c_attn`, Phi-3's `qkv_proj`
   and `gate_up_proj`), is packed: W's columns are permuted so device d
@@ -360,15 +362,17 @@ class _Annotator:
         else:
             wanted, layer.reason = REPLICATE, f"its input is {x}"
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
+        if dim is not None and w[dim] % self.devices:
+            what = "output columns" if dim else "input rows"
+            if pin is not None:  # the user asked for this case: say why it cannot be
+                raise TPError(f"{describe(layer.op)}: a {wanted}-parallel Linear needs its {what} ({w[dim]}) to "
+                              f"divide by the {self.devices} devices")
+            # a 3-class head, a 64-wide projection at P=3: replicated, its reason in the report
+            layer.reason = f"its {what} ({w[dim]}) do not divide by {self.devices} devices"
+            dim, wanted = None, REPLICATE
         if dim is None:
             layer.unshared = pin is None and not small
             return
-        if w[dim] % self.devices:
-            what = "output columns" if dim else "input rows"
-            raise TPError(
-                f"{describe(layer.op)}: a {wanted}-parallel Linear needs its {what} ({w[dim]}) to divide by the "
-                f"{self.devices} devices"
-            )
         layer.case = wanted
         if wanted == COLUMN and not layer.gather_out:
             self.pack(layer)

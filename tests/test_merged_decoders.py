@@ -73,3 +73,26 @@ def test_on_one_device_the_if_is_named_and_freezing_its_condition_compiles(name)
     for use_cache in (True, False):
         report = check_model(model, _inputs(model, use_cache), freeze=("use_cache_branch",))
         assert report.status == MATCH, report.format() + report.error
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+def test_a_decoder_without_its_past_keeps_its_presents_split(name, tmp_path):
+    """Issue 39: the presents of an encoder-decoder's decoder exported (or
+    frozen) without its past were all-gathered, 9 collectives at P=2 where
+    5 do; each device now returns its heads, and the host joins them."""
+    from forge_opt.execution.oracle import expected_outputs
+    from forge_opt.frontends.onnx import freeze_inputs
+    from forge_opt.split.api import tensor_parallel
+    from forge_opt.split.runner import assemble, run_parallel
+
+    model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
+    feeds = _inputs(model, False)
+    model = freeze_inputs(model, {"use_cache_branch": feeds.pop("use_cache_branch")})
+    plan = tensor_parallel(model, tmp_path / "tp", 2, dims=DIMS, base=MODELS)
+    presents = [o.name for o in model.graph.output if o.name.startswith("present")]
+    assert presents and all(plan.tensors[p].split_axis == 1 for p in presents)
+    assert [c.op for c in plan.collectives].count("all_gather") == 1  # the logits alone
+    got, differ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
+    assert not differ
+    for o, want in zip(model.graph.output, expected_outputs(model, MODELS, feeds).outputs):
+        np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6, err_msg=o.name)

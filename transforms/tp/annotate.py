@@ -27,7 +27,9 @@ weight elements stay replicated.
 - A *KV cache*: a model input joined to keys or values split by heads,
   and returned, arrives and leaves split (`shard.shard` on the argument,
   and `annotate_for_users` before the return), so each device keeps its
-  heads of the cache.
+  heads of the cache. A `present.*` output split by heads with no past to
+  pair (an encoder-decoder's cross-attention cache, a decoder exported
+  without its past) leaves split too: the host joins the heads.
 
 Each layer's case and its reason are recorded on the module
 (`tensor_parallel.layers`) for the plan; `require-sharded` makes a layer
@@ -78,6 +80,8 @@ from forge_opt.transforms.tp.rules import (
 )
 
 GRID = "tp"
+#: what Optimum names a decoder's cache outputs (`present.0.key`, `present.0.encoder.value`)
+PRESENT = "present"
 
 COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
 
@@ -277,6 +281,7 @@ class _Annotator:
         if not isinstance(ret, ReturnOp):
             return
         marked: set[SSAValue] = set()
+        presents = {v for v, name in zip(ret.arguments, self._output_names()) if name.startswith(PRESENT)}
         for v in dict.fromkeys(ret.arguments):
             s = self.of(v)
             pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
@@ -285,12 +290,26 @@ class _Annotator:
             else:  # the Concat of an empty past folded away: only an empty input can be that past
                 pasts = [a for a in pasts if 0 in shape(a)]
             if not pasts:
+                # a present with no past to pair (an encoder-decoder's cross-attention keys and values, a
+                # decoder exported without its past): it leaves each device as its heads all the same
+                if v in presents and s.axis is not None and not s.partial:
+                    self.annotate_return(v, s)
                 continue
             self.annotate_return(v, s)
             for past in pasts:
                 if past not in marked and past.uses.get_length() <= 1:
                     marked.add(past)
                     self.annotate_input(past, s)
+
+    def _output_names(self) -> list[str]:
+        """The ONNX names of the function's results, as the importer records them."""
+        count = len(self.func.function_type.outputs.data)
+        attrs = self.func.res_attrs.data if self.func.res_attrs is not None else [None] * count
+        names = []
+        for d in attrs:
+            name = d.data.get("onnx.name") if isinstance(d, DictionaryAttr) else None
+            names.append(name.data if isinstance(name, StringAttr) else "")
+        return names
 
     def annotate_return(self, v: SSAValue, s: Sharding) -> None:
         ret = self.func.body.block.last_op

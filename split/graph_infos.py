@@ -10,6 +10,7 @@ records to it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -252,6 +253,10 @@ class Plan:
         return _Reader(path).plan(data)
 
 
+#: each flat record's field types, read once (a plan has a record per collective and per layer)
+_hints = functools.cache(typing.get_type_hints)
+
+
 class _Reader:
     """`Plan.from_json`'s checks, each error naming the file (`path`) and entry."""
 
@@ -362,7 +367,7 @@ class _Reader:
         for name, f in fields.items():
             if name not in entry and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise self.fail(f"{where}: the field '{name}' is missing")
-        hints = typing.get_type_hints(kind)
+        hints = _hints(kind)
         values = {k: v for k, v in entry.items() if k in fields}
         for k, v in values.items():
             allowed = typing.get_args(hints[k]) or (hints[k],)  # `int | None`: int or None

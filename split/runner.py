@@ -216,18 +216,12 @@ def _flag(g: SplitGraph, what: str, value) -> bool:
     return bool(value.reshape(-1)[0])
 
 
-def _run_sub_split(folder: Path, values: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
-    """A branch's or a body's split, fed the values it reads by name."""
-    plan, _ = read_split(folder)
-    return _run(folder, {x: values[x] for x in plan.inputs()}, how)
-
-
 def _run_branch(g: SplitGraph, info: Branches, values: dict[str, np.ndarray], how: _How) -> None:
     """A run-time If on the host: the condition picks a branch, whose split
     runs with the outer values it reads; its outputs become the If's."""
     then, orelse = BRANCHES
     which = then if _flag(g, f"If's condition '{info.condition}'", values[info.condition]) else orelse
-    outputs = _run_sub_split(g.subgraphs[which], values, how)
+    outputs = _run(g.subgraphs[which], values, how)  # the split takes the values it reads
     for result, inner in zip(info.results, info.of(which).outputs):
         if result:
             values[result] = outputs[inner]
@@ -253,7 +247,7 @@ def _run_loop(g: SplitGraph, info: Loop, plan: Plan, values: dict[str, np.ndarra
                                 "condition still holds (--loop-seconds raises the limit)")
         feeds = dict(values)
         feeds.update(zip(body.inputs, [np.array(step, np.int64), np.array(going), *carried]))
-        outputs = _run_sub_split(g.subgraphs["body"], feeds, how)
+        outputs = _run(g.subgraphs["body"], feeds, how)
         going = _flag(g, "Loop body's condition", outputs[body.outputs[0]])
         carried = [outputs[x] for x in body.outputs[1:1 + n]]
         for k, x in enumerate(body.outputs[1 + n:]):

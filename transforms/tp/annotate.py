@@ -68,6 +68,7 @@ from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -281,7 +282,7 @@ class _Annotator:
         if not isinstance(ret, ReturnOp):
             return
         marked: set[SSAValue] = set()
-        presents = {v for v, name in zip(ret.arguments, self._output_names()) if name.startswith(PRESENT)}
+        presents = {v for v, name in zip(ret.arguments, output_names(self.func)) if name.startswith(PRESENT)}
         for v in dict.fromkeys(ret.arguments):
             s = self.of(v)
             pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
@@ -300,16 +301,6 @@ class _Annotator:
                 if past not in marked and past.uses.get_length() <= 1:
                     marked.add(past)
                     self.annotate_input(past, s)
-
-    def _output_names(self) -> list[str]:
-        """The ONNX names of the function's results, as the importer records them."""
-        count = len(self.func.function_type.outputs.data)
-        attrs = self.func.res_attrs.data if self.func.res_attrs is not None else [None] * count
-        names = []
-        for d in attrs:
-            name = d.data.get("onnx.name") if isinstance(d, DictionaryAttr) else None
-            names.append(name.data if isinstance(name, StringAttr) else "")
-        return names
 
     def annotate_return(self, v: SSAValue, s: Sharding) -> None:
         ret = self.func.body.block.last_op

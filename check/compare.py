@@ -52,6 +52,10 @@ from forge_opt.dtypes import is_float
 #: a PCC stricter than Forge's 0.99
 RTOL, ATOL, MIN_PCC = 1e-5, 1e-6, 0.999
 
+#: a program in a reduced format (bfloat16, block-float weights) is judged by Forge's own rule: its PCC
+#: (AutomaticValueChecker's 0.99 by default); a single value, which has none, within 1% of the reference
+REDUCED_PCC, REDUCED_RTOL = 0.99, 1e-2
+
 
 def check_tolerances(rtol: float, atol: float, min_pcc: float) -> None:
     """A one-line error for a tolerance no comparison can use: a negative
@@ -78,6 +82,7 @@ class OutputResult:
     # what set the tolerance: "scale" (atol + rtol * the output's scale), "q-step" (one step of the
     # DequantizeLinear computing it), "float64" (a multiple of float32's own error, `within_budget`)
     budget: str = "scale"
+    relative_l2: float = math.nan  # |got - want| / |want| (L2 norms), for a reduced format's program
 
 
 def pcc(a: np.ndarray, b: np.ndarray) -> float:
@@ -180,6 +185,37 @@ def compare_output(
         accepting = _rounded_up(rtol + float(np.max(np.where(close, 0.0, diff)) - tolerance) / scale)
     return OutputResult(name, got.shape, err, p, ok, tolerance=tolerance, accepting_rtol=accepting,
                         budget="q-step" if quantum and tolerance == quantum else "scale")
+
+
+def compare_reduced(name: str, want, got, *, min_pcc: float = REDUCED_PCC, atol: float = ATOL) -> OutputResult:
+    """An output of a program in a reduced format against the float32
+    reference, as Forge's `verify` judges it and as LLM users read it:
+    integers and bools equal; floats non-finite in the same places and,
+    over the rest, a PCC of at least `min_pcc` (one value: within
+    `REDUCED_RTOL` of it, plus `atol`), with the relative L2 error and the
+    largest difference beside it. The element type is the format's, so it
+    is not compared."""
+    want, got = np.asarray(want), np.asarray(got)
+    if want.shape != got.shape:
+        return OutputResult(
+            name, got.shape, float("inf"), math.nan, False, f"shape {list(got.shape)} instead of {list(want.shape)}"
+        )
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    if not is_float(want.dtype):
+        err = float(np.max(np.abs(w - g))) if want.size else 0.0
+        return OutputResult(name, got.shape, err, math.nan, bool(np.array_equal(w, g)))
+    finite = np.isfinite(w)
+    if not np.array_equal(finite, np.isfinite(g)) or not np.array_equal(w[~finite], g[~finite], equal_nan=True):
+        return OutputResult(name, got.shape, float("inf"), math.nan, False, "non-finite values in other places")
+    w, g = w[finite], g[finite]
+    err = float(np.max(np.abs(w - g))) if w.size else 0.0
+    norm = float(np.linalg.norm(w))
+    rel = float(np.linalg.norm(w - g)) / norm if norm else (0.0 if err == 0 else math.inf)
+    if w.size == 1:
+        tolerance = atol + REDUCED_RTOL * abs(float(w[0]))
+        return OutputResult(name, got.shape, err, math.nan, err <= tolerance, tolerance=tolerance, relative_l2=rel)
+    p = pcc(w, g)
+    return OutputResult(name, got.shape, err, p, p >= min_pcc, relative_l2=rel)
 
 
 #: how many times float32 onnxruntime's own distance to the float64 run a program may be from it

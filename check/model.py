@@ -11,7 +11,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import first_divergence
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.compare import ATOL, RTOL
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
@@ -22,7 +22,7 @@ from forge_opt.execution.oracle import Expected
 
 class OneDevice:
     mode = "a check on one device (--devices P checks several)"
-    takes = frozenset({"freeze", "bisect", "stem"})
+    takes = frozenset({"freeze", "bisect", "stem", "data_format", "weight_format"})
     failed = "the Forge module failed"
 
     def __init__(self, options: CheckOptions):
@@ -31,7 +31,8 @@ class OneDevice:
         self.forge_python = ""
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        self.compiled = compile_model(loaded.model, loaded.base, shapes=loaded.sizes, stem=self.options.stem)
+        self.compiled = compile_model(loaded.model, loaded.base, self.options.pipeline, shapes=loaded.sizes,
+                                      stem=self.options.stem)
         self.forge_python = self.compiled.emitted.source
         return loaded
 
@@ -55,13 +56,15 @@ def check_model(
     *,
     rtol: float = RTOL,
     atol: float = ATOL,
-    min_pcc: float = MIN_PCC,
+    min_pcc: float | None = None,
     seed: int = 0,
     freeze: tuple[str, ...] = (),
     bisect: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     stem: str = "",
+    data_format: str = "float32",
+    weight_format: str = "",
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
     stand-in, run the model on onnxruntime, and compare every output.
@@ -71,7 +74,12 @@ def check_model(
     first ONNX node whose output diverges. `shapes` and `dims` fix symbolic
     input sizes (as `import_onnx`); given inputs fix the others. `stem`:
     the name of the emitted module's file without `.py`, which names its
-    constants file."""
-    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, freeze=freeze, bisect=bisect,
-                           stem=stem)
+    constants file. `data_format` (bfloat16) and `weight_format` (bfp8_b,
+    bfp4_b) compile the program in reduced formats; it is then judged by
+    Forge's PCC rule (`compare.compare_reduced`), `min_pcc` being its
+    threshold (by default `compare.MIN_PCC`, or Forge's `REDUCED_PCC` for a
+    reduced format)."""
+    options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, freeze=freeze, bisect=bisect,
+                           stem=stem, data_format=data_format, weight_format=weight_format)
+    options = options.with_pcc(min_pcc)
     return run_check(source, options, OneDevice(options))

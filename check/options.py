@@ -5,11 +5,11 @@ never a flag dropped in silence."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL
 from forge_opt.diagnostics import ForgeOptError
 
 
@@ -41,7 +41,29 @@ class CheckOptions:
     min_size: int = _flag("--min-size", 0)  # layers of fewer weight elements stay replicated
     require_sharded: bool = _flag("--require-sharded", False)
     min_device_ops: int = _flag("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
+    data_format: str = _flag("--data-format", "float32")  # the program's (`data_formats.PROGRAM_FORMATS`)
+    weight_format: str = _flag("--weight-format", "")  # the matmul weights': the data format's, or a block float
     steps: int = _flag("--decode", 0)  # greedy decode steps
+
+    @property
+    def reduced(self) -> bool:
+        """The program computes in less than float32: judged by Forge's PCC rule."""
+        return (self.data_format, self.weight_format) not in (("float32", ""), ("float32", "float32"))
+
+    def with_pcc(self, min_pcc: float | None) -> CheckOptions:
+        """These options with the PCC threshold given, or (None) the default
+        for their formats: `MIN_PCC`, or Forge's `REDUCED_PCC`."""
+        if min_pcc is None:
+            min_pcc = REDUCED_PCC if self.reduced else MIN_PCC
+        return replace(self, tolerances=replace(self.tolerances, min_pcc=min_pcc))
+
+    @property
+    def pipeline(self) -> str:
+        """onnx-to-forge with these formats."""
+        if not self.reduced:
+            return "onnx-to-forge"
+        weights = f" weight-format={self.weight_format}" if self.weight_format else ""
+        return f"onnx-to-forge{{data-format={self.data_format}{weights}}}"
 
     def refuse_beyond(self, takes: Iterable[str], mode: str) -> None:
         """An error naming the first option given (not at its default)

@@ -45,7 +45,10 @@ class CheckReport:
 
 def format_results(results: list[OutputResult]) -> list[str]:
     """The table of compared outputs: error, the tolerance it was held to,
-    PCC ("-" where none applies) and verdict."""
+    PCC ("-" where none applies) and verdict; for a program in a reduced
+    format, PCC, relative L2 error and the largest difference."""
+    if any(o.relative_l2 == o.relative_l2 for o in results):
+        return _reduced_results(results)
     lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'budget':>8} {'pcc':>10}  verdict"]
     for o in results:
         verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
@@ -60,6 +63,16 @@ def format_results(results: list[OutputResult]) -> list[str]:
     else:
         lines.extend(f"{o.name}: --rtol {o.accepting_rtol:.1e} would accept it"
                      for o in failed if o.accepting_rtol == o.accepting_rtol)
+    return lines
+
+
+def _reduced_results(results: list[OutputResult]) -> list[str]:
+    lines = [f"{'output':<24} {'shape':<18} {'pcc':>10} {'rel L2 err':>11} {'max abs err':>12}  verdict"]
+    for o in results:
+        verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
+        p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
+        rel = "-" if o.relative_l2 != o.relative_l2 else f"{o.relative_l2:.3e}"
+        lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {p:>10} {rel:>11} {o.max_abs_error:>12.3e}  {verdict}")
     return lines
 
 

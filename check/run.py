@@ -85,7 +85,8 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
     results = ran.results
     if results is None:
         tolerances = options.tolerances
-        results = compare_outputs(model, reference.outputs, ran.got, tolerances, base=loaded.base, feeds=feeds)
+        results = compare_outputs(model, reference.outputs, ran.got, tolerances, base=loaded.base, feeds=feeds,
+                                  reduced=options.reduced)
         status, why = verdict(results, len(reference.outputs), ran.returned)
     else:
         status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""

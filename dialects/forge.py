@@ -31,9 +31,11 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, OpResult, SSAValue, TypeAttribute
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import Attribute, Dialect, OpResult, SpacedOpaqueSyntaxAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     ParsePropInAttrDict,
+    irdl_attr_definition,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -46,6 +48,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
+from forge_opt.data_formats import BLOCK_FORMATS, DataFormat
 from forge_opt.dialects import forge_rules, forge_shapes
 from forge_opt.dialects.forge_api import BY_NAME, FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
@@ -326,6 +329,18 @@ _CHECKED: dict[tuple, tuple[list[TensorType], tuple[Attribute, ...], TensorType 
 # -- weights ----------------------------------------------------------------------
 
 
+@irdl_attr_definition
+class DataFormatAttr(EnumAttribute[DataFormat], SpacedOpaqueSyntaxAttribute):
+    """A data format of `data_formats.FORMATS`: `#forge<data_format bfp8_b>`."""
+
+    name = "forge.data_format"
+
+
+def _verify_weight_format(op: ParameterOp | ConstantOp) -> None:
+    if op.weight_format is not None and op.weight_format.data not in BLOCK_FORMATS:
+        raise VerifyException(f"a weight's format is one of {', '.join(BLOCK_FORMATS)}, not {op.weight_format.data}")
+
+
 #: the load-time steps a parameter's `layout` may list: each takes the shape before it to the shape after
 LAYOUT_STEPS = ("transpose", "reshape")
 
@@ -335,13 +350,16 @@ class ParameterOp(FastOp):
     """A model weight, loaded by name from the ONNX model by the emitted
     `process_framework_parameters` (`self.get_parameter(name)`). `layout`
     lists steps applied once as it loads, in order: `{transpose = array<i64:
-    perm>}` or `{reshape = array<i64: shape>}` (`fold-weight-layouts`)."""
+    perm>}` or `{reshape = array<i64: shape>}` (`fold-weight-layouts`).
+    `weight_format`: the block float the device stores it in, as the B
+    operand of a matmul (`mark-weight-formats`)."""
 
     name = "forge.parameter"
     output = result_def(TensorType)
     parameter_name = prop_def(StringAttr)
     value = prop_def(Attribute)
     layout = opt_prop_def(ArrayAttr)
+    weight_format = opt_prop_def(DataFormatAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$parameter_name attr-dict `:` type($output)"
@@ -358,6 +376,7 @@ class ParameterOp(FastOp):
         return steps
 
     def verify_(self) -> None:
+        _verify_weight_format(self)
         if not isinstance(self.value, DenseIntOrFPElementsAttr):
             return
         shape = list(self.value.get_shape())
@@ -381,20 +400,23 @@ def layout_step(kind: str, ints: Sequence[int]) -> DictionaryAttr:
 @op_definition
 class ConstantOp(FastOp):
     """A tensor the compiler computed (`self.get_constant(name)`): either
-    `value`, saved beside the module, or one repeated `fill` value."""
+    `value`, saved beside the module, or one repeated `fill` value.
+    `weight_format` as a parameter's."""
 
     name = "forge.constant"
     output = result_def(TensorType)
     constant_name = prop_def(StringAttr)
     value = opt_prop_def(Attribute)
     fill = opt_prop_def(Attribute)
+    weight_format = opt_prop_def(DataFormatAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$constant_name attr-dict `:` type($output)"
 
     def verify_(self) -> None:
+        _verify_weight_format(self)
         if (self.value is None) == (self.fill is None):
             raise VerifyException("exactly one of value and fill must be given")
 
 
-FORGE = Dialect("forge", [*FORGE_OPS.values(), ParameterOp, ConstantOp], [])
+FORGE = Dialect("forge", [*FORGE_OPS.values(), ParameterOp, ConstantOp], [DataFormatAttr])

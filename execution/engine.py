@@ -56,7 +56,19 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
     """The emitted module's outputs on the Forge stand-in, its parameters
     loaded from the model."""
     model = with_external_data(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
-    return run_forge_module(compiled.emitted.source, inputs, model, compiled.emitted)
+    args = main_func(compiled.module).body.block.args
+    return run_forge_module(compiled.emitted.source, [as_program_input(x, a.type) for x, a in zip(inputs, args)],
+                            model, compiled.emitted)
+
+
+def as_program_input(value: np.ndarray, program_type) -> np.ndarray:
+    """A float32 input as a program compiled for bfloat16 takes it (cast, as
+    the user casts a model's inputs); any other input as it is."""
+    if isinstance(program_type, TensorType) and value.dtype == np.float32:
+        dtype = dtypes.numpy_dtype(program_type.element_type)
+        if dtype != value.dtype and dtypes.is_narrow_float(dtype):
+            return value.astype(dtype)
+    return value
 
 
 #: random integer inputs are below this (valid as small indices and sizes)

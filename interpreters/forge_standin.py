@@ -12,6 +12,7 @@ loaded and run.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import enum
 import inspect
 import os
@@ -24,6 +25,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from forge_opt import data_formats
+from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, as_block_float
 from forge_opt.dialects import forge_rules, forge_shapes
 from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
 from forge_opt.interpreters import forge_kernels
@@ -54,10 +57,20 @@ class DataFormat(enum.IntEnum):
 
 
 class Tensor:
-    """A value flowing through `forward`: a numpy array with a shape."""
+    """A value flowing through `forward`: a numpy array with a shape.
+    `constant`: computed from weights alone (tt-mlir's weight conversions
+    pick those)."""
 
-    def __init__(self, value: np.ndarray):
+    def __init__(self, value: np.ndarray, constant: bool = False):
         self._value = np.asarray(value)
+        self.constant = constant
+        self._blocks: tuple[data_formats.DataFormat, np.ndarray] | None = None
+
+    def as_block_float(self, fmt: data_formats.DataFormat) -> np.ndarray:
+        """The value in block float `fmt`, converted once per value."""
+        if self._blocks is None or self._blocks[0] != fmt:
+            self._blocks = (fmt, as_block_float(self._value, fmt))
+        return self._blocks[1]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -68,6 +81,7 @@ class Tensor:
 
     def set_value(self, value: np.ndarray) -> None:
         self._value = np.asarray(value)
+        self._blocks = None
 
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, dtype={self._value.dtype})"
@@ -77,7 +91,7 @@ class Parameter(Tensor):
     def __init__(self, *shape: int, requires_grad: bool = True, dev_data_format: DataFormat | None = None):
         if not all(isinstance(d, int) for d in shape):
             raise ForgeCallError(f"Parameter: the shape must be ints, got {shape}")
-        super().__init__(np.zeros(shape, dtype=np.float32))
+        super().__init__(np.zeros(shape, dtype=np.float32), constant=True)
         self.requires_grad = requires_grad
         self.dev_data_format = dev_data_format
 
@@ -124,15 +138,22 @@ def _make_function(fn: ForgeFunction):
         name = values.pop("name")
         if not isinstance(name, str):
             raise ForgeCallError(f"{fn.name}: the first argument (name) must be a str, got {type(name).__name__}")
-        arrays = []
+        arrays, given = [], []
         for operand, kind in fn.operands:
             v = values.pop(operand)
             if kind == "variadic":
                 arrays.extend(_array(fn.name, operand, x) for x in v)
+                given.extend(v)
             elif v is None and kind == "optional":
                 arrays.append(None)
             else:
                 arrays.append(_array(fn.name, operand, v))
+                given.append(v)
+        weight_format = WEIGHT_FORMAT.get()
+        if fn.name == "Matmul" and weight_format is not None and _from_weights(given[1]):
+            # tt-mlir's weight-dtype conversion: the B operand, as the device stores it
+            arrays[1] = given[1].as_block_float(weight_format) if isinstance(given[1], Tensor) else \
+                as_block_float(arrays[1], weight_format)
         if fn.name == "Cast" and not isinstance(values["dtype"], np.dtype):
             values["dtype"] = np.dtype(values["dtype"])
         call = forge_rules.Call(
@@ -150,7 +171,7 @@ def _make_function(fn: ForgeFunction):
                 f"[shape-vs-eval] forge.op.{fn.name}: the golden's value has shape {list(value.shape)}, "
                 f"but shape() gives {list(shape)}"
             )
-        return Tensor(value)
+        return Tensor(value, constant=all(_from_weights(v) for v in given))
 
     call.__name__ = call.__qualname__ = fn.name
     call.__signature__ = sig
@@ -158,8 +179,58 @@ def _make_function(fn: ForgeFunction):
     return call
 
 
+def _from_weights(value: object) -> bool:
+    """A weight, a number (Forge makes it a Constant) or computed from them."""
+    return isinstance(value, float) or (isinstance(value, Tensor) and value.constant)
+
+
+#: the block float tt-mlir stores matmul weights in, in the compile running
+WEIGHT_FORMAT: contextvars.ContextVar[data_formats.DataFormat | None] = contextvars.ContextVar(
+    "weight_format", default=None)
+
 OP_FUNCTIONS = {fn.name: _make_function(fn) for fn in FUNCTIONS}
 Index = OP_FUNCTIONS["Index"]
+
+
+class MLIRConfig:
+    """tt-forge-fe's MLIRConfig (forge/csrc/passes/mlir_compiler.hpp): its
+    custom config is appended to tt-mlir's pipeline options."""
+
+    def __init__(self):
+        self.custom_config = ""
+
+    def set_custom_config(self, config: str) -> MLIRConfig:
+        if not isinstance(config, str):
+            raise ForgeCallError("MLIRConfig.set_custom_config takes a str")
+        self.custom_config = config
+        return self
+
+
+class CompilerConfig:
+    """The one field of tt-forge-fe's CompilerConfig (forge/forge/config.py)
+    emitted modules set."""
+
+    def __init__(self, mlir_config: MLIRConfig | None = None):
+        self.mlir_config = mlir_config
+
+
+#: tt-mlir's `experimental-weight-dtype` values (TTNNPipelines.h)
+_WEIGHT_DTYPES = {"none": None, **{FORMATS[f].mlir_weight_dtype: f for f in BLOCK_FORMATS}}
+
+
+def weight_format_of(config: object) -> data_formats.DataFormat | None:
+    """The block float a compiler config has tt-mlir store matmul weights
+    in; an option the stand-in does not emulate is an error, not ignored."""
+    if not isinstance(config, CompilerConfig):
+        raise ForgeCallError(f"compiler_config() must give a forge.config.CompilerConfig, not {type(config).__name__}")
+    found = None
+    for option in (config.mlir_config.custom_config.split() if config.mlir_config is not None else ()):
+        key, _, value = option.partition("=")
+        if key != "experimental-weight-dtype" or value not in _WEIGHT_DTYPES:
+            raise ForgeCallError(f"tt-mlir option '{option}': the stand-in emulates experimental-weight-dtype="
+                                 f"{{{','.join(_WEIGHT_DTYPES)}}} only")
+        found = _WEIGHT_DTYPES[value]
+    return found
 
 
 class ForgeModule:
@@ -167,6 +238,8 @@ class ForgeModule:
         if not isinstance(name, str):
             raise ForgeCallError("ForgeModule: name must be a str")
         self.name = name
+        # the compile's (`compiler_config()`), set as the module loads
+        self.weight_format: data_formats.DataFormat | None = None
         self._parameters: dict[str, Parameter] = {}
         self._constants: dict[str, Tensor] = {}
         self._constant_shapes: dict[str, tuple | None] = {}
@@ -182,7 +255,7 @@ class ForgeModule:
         if name in self._constants:
             raise ForgeCallError(f"add_constant: '{name}' is already a constant")
         self._constant_shapes[name] = tuple(shape) if shape is not None else None
-        self._constants[name] = Tensor(np.zeros(shape or (), dtype=np.float32))
+        self._constants[name] = Tensor(np.zeros(shape or (), dtype=np.float32), constant=True)
 
     def get_parameter(self, name: str) -> Parameter:
         if name not in self._parameters:
@@ -207,7 +280,7 @@ class ForgeModule:
         expected = self._constant_shapes.get(name)
         if expected is not None and array.shape != expected:
             raise ForgeCallError(f"set_constant: '{name}' has shape {expected}, data has {array.shape}")
-        self._constants[name] = Tensor(array)
+        self._constants[name] = Tensor(array, constant=True)
 
     def forward(self, *args):
         raise NotImplementedError
@@ -253,15 +326,18 @@ def _make_modules() -> dict[str, types.ModuleType]:
     op = types.ModuleType("forge.op")
     for name, fn in OP_FUNCTIONS.items():
         setattr(op, name, fn)
-    forge.__dict__.update(op=op, ForgeModule=ForgeModule, Parameter=Parameter, DataFormat=DataFormat, Tensor=Tensor)
-    return {"forge": forge, "forge.op": op, "torch": _torch_shim()}
+    config = types.ModuleType("forge.config")
+    config.__dict__.update(CompilerConfig=CompilerConfig, MLIRConfig=MLIRConfig)
+    forge.__dict__.update(op=op, config=config, ForgeModule=ForgeModule, Parameter=Parameter, DataFormat=DataFormat,
+                          Tensor=Tensor)
+    return {"forge": forge, "forge.op": op, "forge.config": config, "torch": _torch_shim()}
 
 
 @contextlib.contextmanager
 def standin_modules() -> Iterator[None]:
     """Make `import forge` (and `import torch`) find the stand-in for the
     duration of the block."""
-    names = ("forge", "forge.op", "torch")
+    names = ("forge", "forge.op", "forge.config", "torch")
     saved = {name: sys.modules.get(name) for name in names}
     sys.modules.update(_make_modules())
     try:
@@ -295,12 +371,19 @@ def forge_instance(source: str, path: str, model=None):
             raise ForgeCallError(f"expected one ForgeModule subclass, found {len(classes)}")
         module = classes[0]("module")
         module.process_framework_parameters(model)  # pyright: ignore[reportAttributeAccessIssue]  (the emitted class's)
+        if "compiler_config" in namespace:  # how the module asks forge.compile to compile it
+            module.weight_format = weight_format_of(namespace["compiler_config"]())
     return module
 
 
 def run_instance(module, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """`forward` of a loaded module on numpy inputs."""
-    outputs = module.forward(*(Tensor(x) for x in inputs))
+    """`forward` of a loaded module on numpy inputs, compiled as its
+    `compiler_config()` asks."""
+    token = WEIGHT_FORMAT.set(module.weight_format)
+    try:
+        outputs = module.forward(*(Tensor(x) for x in inputs))
+    finally:
+        WEIGHT_FORMAT.reset(token)
     if isinstance(outputs, Tensor):
         outputs = (outputs,)
     return [np.asarray(o.value()) for o in outputs]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -27,6 +27,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from forge_opt import dtypes
+from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
@@ -167,9 +168,31 @@ def _scalar_literal(op: forge.ConstantOp) -> str:
     return repr(int(value))
 
 
+def _compiler_config(module: ModuleOp) -> list[str]:
+    """`compiler_config()`, for `forge.compile(..., compiler_cfg=)`, where
+    the module was compiled for block-float weights: tt-forge-fe passes its
+    MLIRConfig's custom config to tt-mlir's pipeline, whose
+    `experimental-weight-dtype` converts the matmul weights."""
+    fmt = module.attributes.get(WEIGHT_FORMAT_ATTR)
+    if not isinstance(fmt, forge.DataFormatAttr):
+        return []
+    option = FORMATS[fmt.data].mlir_weight_dtype
+    return [
+        "",
+        "",
+        "# compile with forge.compile(module, inputs, compiler_cfg=compiler_config()): tt-mlir then stores",
+        f"# each Matmul's second operand computed from weights alone in {fmt.data.value}",
+        "def compiler_config():",
+        "    config = forge.config.CompilerConfig()",
+        f"    config.mlir_config = forge.config.MLIRConfig().set_custom_config(\"experimental-weight-dtype={option}\")",
+        "    return config",
+    ]
+
+
 class _Emitter:
-    def __init__(self, func: FuncOp, laid_out: Collection[str] = (), stem: str = ""):
+    def __init__(self, func: FuncOp, laid_out: Collection[str] = (), stem: str = "", tail: Sequence[str] = ()):
         self.func = func
+        self.tail = tail  # module-level lines after the class
         self.stem = stem  # the module file's name without .py, which names its constants file
         self.laid_out = laid_out  # weights stored in their parameter's layout already
         self.graph = func.sym_name.data
@@ -300,7 +323,8 @@ class _Emitter:
             header.append("import torch")
         if len(header) > 1:
             header.append("")
-        header += ["import forge", "import forge.op", "from forge import ForgeModule"]
+        header += ["import forge", *(["import forge.config"] if self.tail else []), "import forge.op",
+                   "from forge import ForgeModule"]
         if constants_file:
             header += [
                 "",
@@ -345,6 +369,7 @@ class _Emitter:
             "",
             "    def process_framework_parameters(self, model):",
             *(f"        {line}" for line in (load or ["pass"])),
+            *self.tail,
         ]
         return ForgePythonModule("\n".join(lines) + "\n", self.constants, constants_file)
 
@@ -360,7 +385,7 @@ def emit_module(module: ModuleOp, laid_out: Collection[str] = (), stem: str = ""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     if len(funcs) != 1:
         raise ForgeOptError(f"forge-python prints one function; the module has {len(funcs)}")
-    return _Emitter(funcs[0], laid_out, stem).run()
+    return _Emitter(funcs[0], laid_out, stem, _compiler_config(module)).run()
 
 
 def emit_forge_python(module: ModuleOp) -> str:

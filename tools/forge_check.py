@@ -8,7 +8,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, check_tolerances
+from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL, check_tolerances
+from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS
 from forge_opt.diagnostics import ForgeOptError
 
 
@@ -22,8 +23,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
     parser.add_argument(
-        "--pcc", type=float, default=MIN_PCC,
-        help=f"minimum PCC of outputs of more than one element whose spread exceeds the tolerance (default {MIN_PCC})",
+        "--pcc", type=float,
+        help=f"minimum PCC of outputs of more than one element whose spread exceeds the tolerance (default {MIN_PCC}; "
+        f"{REDUCED_PCC}, Forge's own, with a reduced --data-format or --weight-format)",
+    )
+    parser.add_argument(
+        "--data-format", choices=PROGRAM_FORMATS, default="float32",
+        help="compile the program's values in this format (bfloat16: Forge's Float16_b, inputs cast to it); "
+        "judged by PCC against float32 onnxruntime, with the relative L2 error and largest difference",
+    )
+    parser.add_argument(
+        "--weight-format", choices=list(FORMATS),
+        help="store the matmul weights in this format: the data format's (the default) or a block float "
+        "(bfp8_b, bfp4_b: tt-mlir's experimental-weight-dtype), emulated bit for bit",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument(
@@ -113,7 +125,7 @@ def _check(args: argparse.Namespace):
     from forge_opt.check.run import run_check
     from forge_opt.frontends.onnx.shapes import InputShapes
 
-    check_tolerances(args.rtol, args.atol, args.pcc)
+    check_tolerances(args.rtol, args.atol, MIN_PCC if args.pcc is None else args.pcc)
     if args.emit:
         _check_emit_path(args.emit)  # before the run: its verdict is not lost to a bad path
     inputs = None
@@ -133,11 +145,12 @@ def _check(args: argparse.Namespace):
         raise ForgeOptError(f"--devices {devices}: tensor parallelism needs 2 devices or more "
                             "(leave --devices out to check on one device)")
     options = CheckOptions(
-        inputs, Tolerances(args.rtol, args.atol, args.pcc), args.seed, chosen.shapes, chosen.dims,
+        inputs, Tolerances(args.rtol, args.atol), args.seed, chosen.shapes, chosen.dims,
         freeze=tuple(args.freeze), bisect=args.bisect, stem=Path(args.emit).stem if args.emit else "",
         devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
         require_sharded=args.require_sharded, steps=args.decode or 0,
-    )
+        data_format=args.data_format, weight_format=args.weight_format or "",
+    ).with_pcc(args.pcc)
     return run_check(args.model, options, _strategy(args, options))
 
 

@@ -9,7 +9,14 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
+from forge_opt.data_formats import DataFormat
 from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.transforms.data_formats import (
+    MarkWeightFormatsPass,
+    TirDataFormatPass,
+    format_passes,
+    weight_format_of,
+)
 from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
@@ -53,16 +60,23 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
             verify_after(p, module)
 
 
-def segment_passes() -> list[ModulePass]:
+def segment_passes(
+    data_format: DataFormat = DataFormat.FLOAT32, weight_format: DataFormat = DataFormat.FLOAT32
+) -> list[ModulePass]:
     """From `tir` to Forge: what follows onnx-to-tir, for a whole model or
-    one tensor-parallel segment."""
-    return [FusePatternsPass(), MergeEqualOpsPass(), LowerSplitPass(), TirToForgePass(), FoldWeightLayoutsPass()]
+    one tensor-parallel segment, in these formats (`data_formats`)."""
+    on_tir, after = format_passes(data_format, weight_format)
+    return [FusePatternsPass(), MergeEqualOpsPass(), *on_tir, LowerSplitPass(), TirToForgePass(),
+            FoldWeightLayoutsPass(), *after]
 
 
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
     """The whole lowering: onnx-to-tir, fuse-patterns, merge-equal-ops,
-    lower-split, tir-to-forge, fold-weight-layouts. With
+    lower-split, tir-to-forge, fold-weight-layouts. `data-format=bfloat16`
+    computes in Forge's Float16_b (`tir-data-format` before lower-split);
+    `weight-format=bfp8_b` or `bfp4_b` stores the matmul weights as block
+    floats (`mark-weight-formats` last). With
     `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
     per-device program is lowered to Forge segment by segment, device by
     device, when forge-python writes it (`split/parallel/`)."""
@@ -73,6 +87,8 @@ class OnnxToForgePass(ModulePass):
     min_size: int = 0
     plan: str = ""
     require_sharded: bool = False
+    data_format: str = "float32"
+    weight_format: str = ""  # the data format's, or a block float (bfp8_b, bfp4_b)
 
     # `device-memory=BYTES` (a count, or `512MiB`, `24GB`): choose `devices`
     # as the smallest count up to `max-devices` whose per-device share fits
@@ -88,8 +104,15 @@ class OnnxToForgePass(ModulePass):
         devices = self.devices if devices is None else devices
         if devices > 1:
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
+            if self.formats != (DataFormat.FLOAT32, DataFormat.FLOAT32):
+                raise ForgeOptError("onnx-to-forge: data-format and weight-format do not combine with devices "
+                                    "yet: each device's program is float32")
             return [OnnxToTirPass(), annotate, TPPartitionPass()]
-        return [OnnxToTirPass(), *segment_passes()]
+        return [OnnxToTirPass(), *segment_passes(*self.formats)]
+
+    @property
+    def formats(self) -> tuple[DataFormat, DataFormat]:
+        return weight_format_of(self.data_format, self.weight_format)
 
     def __post_init__(self):
         # a value no run can use is the user's mistake, said at once (as forge-check says it)
@@ -102,6 +125,7 @@ class OnnxToForgePass(ModulePass):
             raise ForgeOptError("onnx-to-forge: device-memory chooses the device count: leave devices out")
         if self.min_size < 0:
             raise ForgeOptError(f"onnx-to-forge: min-size={self.min_size}: give 0 or more")
+        self.formats  # noqa: B018  (an unknown format is an error at once)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.device_memory:
@@ -120,7 +144,7 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
-        OnnxToForgePass,
+        TirDataFormatPass, MarkWeightFormatsPass, OnnxToForgePass,
         PartitionForForgePass, TensorParallelPass, TPPartitionPass,
     )
 }

@@ -160,3 +160,12 @@ func.func @conv_result_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -
   func.return %y : tensor<1x4x8x8xf32>
 }
 // CHECK: forge.op.Conv2d gives tensor<1x4x6x6xf32>, but the result type is tensor<1x4x8x8xf32>
+
+// -----
+
+// A weight's stored format is a block float; bfloat16 is a whole program's (its types say it).
+func.func @weight_format_not_a_block_float() -> tensor<4x3xf32> {
+  %w = forge.parameter "w" {value = dense<1.0> : tensor<4x3xf32>, weight_format = #forge<data_format bfloat16>} : tensor<4x3xf32>
+  func.return %w : tensor<4x3xf32>
+}
+// CHECK: a weight's format is one of bfp8_b, bfp4_b, not bfloat16

@@ -1,0 +1,123 @@
+"""The data formats a Forge program may store and compute in, as one table,
+and their values as the device holds them.
+
+- `float32` and `bfloat16` (Forge's `Float32` and `Float16_b`) for a whole
+  program (`data-format=`): parameters, inputs and every op's values.
+- `bfp8_b` and `bfp4_b`, block floats, for the matmul weights only
+  (`weight-format=`): tt-mlir's `experimental-weight-dtype` converts the B
+  operand of a matmul that is computed from constants alone; tt-forge-fe's
+  own lowering to TTIR has no block-float format (lower_to_mlir.cpp
+  get_data_type asserts on anything but Float32, Float16_b, Float16,
+  Int32, Int8, RawUInt8), so its pipeline option is how Forge reaches it.
+
+A block float stores 16 consecutive elements of a face row (along the last
+dim of the tensor as the device holds it) with one shared 8-bit exponent,
+the largest of the 16, and per element a sign and a magnitude of 7 (bfp8)
+or 3 (bfp4) bits whose leading one is explicit. `block_float_codes` is
+tt-metal's host packing (tt_metal/impl/data_format/blockfloat_common.cpp at
+034fc8c, `get_max_exp` and `convert_u32_to_bfp`), vectorized:
+
+- the 24-bit significand, hidden one set, is shifted right by the block's
+  exponent minus the element's, the bits shifted out dropped;
+- the top bits are kept, rounded to nearest with ties to even on the bits
+  below them (those left after the shift), and saturated;
+- a magnitude of zero has no sign.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from xdsl.utils.str_enum import StrEnum
+
+from forge_opt.diagnostics import ForgeOptError
+
+
+class DataFormat(StrEnum):
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    BFP8_B = "bfp8_b"
+    BFP4_B = "bfp4_b"
+
+
+@dataclass(frozen=True)
+class Format:
+    forge: str  # Forge's DataFormat member
+    bytes_per_element: float  # as the device stores a 32x32 tile of it
+    mantissa_bits: int = 0  # a block float's bits per magnitude (sign apart)
+    mlir_weight_dtype: str = ""  # tt-mlir's `experimental-weight-dtype` value
+
+
+#: bytes per element from a tile's size: 4,096 and 2,048 bytes; 1,024 + 64 exponents and 512 + 64
+#: (tt-forge-fe forge/csrc/lower_to_forge/common.cpp; tt_transformers' _BYTES_PER_ELEM)
+FORMATS = {
+    DataFormat.FLOAT32: Format("Float32", 4.0),
+    DataFormat.BFLOAT16: Format("Float16_b", 2.0),
+    DataFormat.BFP8_B: Format("Bfp8_b", 1088 / 1024, 7, "bfp_bf8"),
+    DataFormat.BFP4_B: Format("Bfp4_b", 576 / 1024, 3, "bfp_bf4"),
+}
+
+#: formats a whole program computes in; the others are for weights only
+PROGRAM_FORMATS = (DataFormat.FLOAT32, DataFormat.BFLOAT16)
+BLOCK_FORMATS = (DataFormat.BFP8_B, DataFormat.BFP4_B)
+#: the numpy element type of each program format
+NUMPY_TYPES = {DataFormat.FLOAT32: np.dtype(np.float32), DataFormat.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
+
+#: the module attributes recording the formats a module was compiled for
+DATA_FORMAT_ATTR, WEIGHT_FORMAT_ATTR = "forge.data_format", "forge.weight_format"
+
+BLOCK = 16  # elements sharing one exponent: a face row
+
+
+def parse(value: str, allowed, what: str) -> DataFormat:
+    """`value` as a format of `allowed`, or a one-line error naming them."""
+    if value not in allowed:
+        raise ForgeOptError(f"{what}={value}: give one of {', '.join(allowed)}")
+    return DataFormat(value)
+
+
+def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, np.ndarray]:
+    """tt-metal's packing of `values` (float32, or exactly in float32) in
+    `fmt`: per element its sign-magnitude code, per block of 16 along the
+    last dim (zero-padded, as a tile pads) the shared exponent. Shapes:
+    (rows, blocks, 16) and (rows, blocks, 1)."""
+    width = FORMATS[fmt].mantissa_bits
+    x = np.asarray(values, dtype=np.float32)
+    rows = x.reshape(-1, x.shape[-1] if x.ndim else 1)
+    pad = -rows.shape[1] % BLOCK
+    if pad:
+        rows = np.pad(rows, ((0, 0), (0, pad)))
+    bits = np.ascontiguousarray(rows).view(np.uint32).reshape(rows.shape[0], -1, BLOCK)
+    exponent = (bits >> 23) & 0xFF
+    shared = exponent.max(axis=-1, keepdims=True)
+    # the shift drops what falls below the 24 bits (a shift of 24 to 31 leaves 0, as the C++'s)
+    significand = ((bits & 0x7FFFFF) | 0x800000) >> np.minimum(shared - exponent, 31)
+    below = 24 - width
+    rest = significand & ((1 << below) - 1)
+    magnitude = significand >> below
+    tie = 1 << (below - 1)
+    magnitude += (rest > tie) | ((rest == tie) & (magnitude & 1 == 1))
+    magnitude = np.minimum(magnitude, (1 << width) - 1)
+    magnitude[(bits & 0x7FFFFFFF) == 0] = 0
+    sign = np.where(magnitude == 0, 0, bits >> 31)
+    return ((sign << width) | magnitude).astype(np.uint8), shared.astype(np.uint8)
+
+
+def block_float_values(codes: np.ndarray, shared: np.ndarray, fmt: DataFormat) -> np.ndarray:
+    """The values codes and exponents mean: m * 2^(e - 127 - (bits - 1))."""
+    width = FORMATS[fmt].mantissa_bits
+    magnitude = (codes & ((1 << width) - 1)).astype(np.float64)
+    value = np.ldexp(magnitude, shared.astype(np.int32) - 127 - (width - 1))
+    return np.where(codes >> width == 1, -value, value)
+
+
+def as_block_float(values: np.ndarray, fmt: DataFormat) -> np.ndarray:
+    """`values` as the device holds them in `fmt`, in their own dtype (a
+    bfp8 or bfp4 value has at most 7 significant bits: exact in bfloat16)."""
+    a = np.asarray(values)
+    codes, shared = block_float_codes(a, fmt)
+    flat = block_float_values(codes, shared, fmt).reshape(codes.shape[0], -1)
+    last = a.shape[-1] if a.ndim else 1
+    return flat[:, :last].reshape(a.shape).astype(a.dtype)

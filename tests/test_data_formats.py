@@ -1,0 +1,149 @@
+"""Programs in the formats Tenstorrent hardware runs: bfloat16 values
+(`data-format=bfloat16`, Forge's Float16_b) and block-float matmul weights
+(`weight-format=bfp8_b|bfp4_b`, tt-mlir's experimental-weight-dtype), each
+emulated exactly by the stand-in and judged by Forge's PCC rule against
+float32 onnxruntime."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from model_helpers import make_model, value_info
+from onnx import helper, numpy_helper
+
+from forge_opt import check_model
+from forge_opt.check.compare import compare_reduced
+from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
+from forge_opt.data_formats import DataFormat, as_block_float
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.dialects import forge
+from forge_opt.execution.engine import compile_model, run_compiled
+from forge_opt.interpreters import forge_kernels
+from forge_opt.interpreters.forge_standin import CompilerConfig, ForgeCallError, MLIRConfig, weight_format_of
+
+BF16 = ml_dtypes.bfloat16
+RNG = np.random.default_rng(3)
+BLOCK_FP8 = "onnx-to-forge{weight-format=bfp8_b}"
+
+
+def linear(transposed: bool = True, k: int = 40, n: int = 24):
+    """y = sigmoid(x W^T + b) as a PyTorch Linear exports it (Gemm, transB=1),
+    or with W stored [k, n] (MatMul + Add)."""
+    w = RNG.standard_normal((n, k) if transposed else (k, n)).astype(np.float32)
+    b = RNG.standard_normal(n).astype(np.float32)
+    mm = (helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1) if transposed
+          else helper.make_node("MatMul", ["x", "w"], ["h0"]))
+    nodes = [mm] if transposed else [mm, helper.make_node("Add", ["h0", "b"], ["h"])]
+    nodes.append(helper.make_node("Sigmoid", ["h"], ["y"]))
+    model = make_model(nodes, [value_info("x", [3, k])], [value_info("y", [3, n])],
+                       [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return model, w, b
+
+
+def _sigmoid(h):
+    return 1 / (1 + np.exp(-h))
+
+
+def test_a_bfloat16_program_rounds_every_value_as_forge_does():
+    """Inputs, weights and each op's result in bfloat16 (rounded to nearest
+    even), each op computed in float32 from them, as Forge's golden does:
+    here a Matmul with its bias, then a Sigmoid."""
+    model, w, b = linear(transposed=False)
+    x = RNG.standard_normal((3, 40)).astype(np.float32)
+    compiled = compile_model(model, pipeline="onnx-to-forge{data-format=bfloat16}")
+    (got,) = run_compiled(compiled, [x])
+    wide = [a.astype(BF16).astype(np.float32) for a in (x, w, b)]
+    h = (wide[0] @ wide[1] + wide[2]).astype(BF16)
+    assert got.dtype == BF16
+    assert np.array_equal(got, _sigmoid(h.astype(np.float32)).astype(BF16))
+    assert "Float32" not in compiled.emitted.source and compiled.emitted.source.count("Float16_b") == 2
+
+
+def test_a_bfloat16_check_reports_pcc_relative_error_and_largest_difference():
+    model, _, _ = linear()
+    report = check_model(model, data_format="bfloat16")
+    assert report.status == MATCH, report.format()
+    (out,) = report.outputs
+    assert 0.99 <= out.pcc < 1 and 0 < out.relative_l2 < 0.05 and out.max_abs_error > 0
+    assert "rel L2 err" in report.format()
+
+
+def test_block_float_weights_are_packed_as_the_device_stores_them():
+    """A Linear's weight is laid out [k, n] as it loads (transB folded): its
+    blocks of 16 run along n, not along the k of the ONNX file."""
+    model, w, b = linear(transposed=True)
+    x = RNG.standard_normal((3, 40)).astype(np.float32)
+    compiled = compile_model(model, pipeline=BLOCK_FP8)
+    (got,) = run_compiled(compiled, [x])
+    stored = as_block_float(np.ascontiguousarray(w.T), DataFormat.BFP8_B)
+    assert np.array_equal(got, _sigmoid(x @ stored + b).astype(np.float32))
+    along_k = as_block_float(w, DataFormat.BFP8_B).T
+    assert not np.array_equal(got, _sigmoid(x @ along_k + b).astype(np.float32))
+    marked = {op.parameter_name.data: op.weight_format for op in compiled.module.walk()
+              if isinstance(op, forge.ParameterOp)}
+    assert marked == {"w": forge.DataFormatAttr(DataFormat.BFP8_B), "b": None}  # the bias is no matmul weight
+    assert 'set_custom_config("experimental-weight-dtype=bfp_bf8")' in compiled.emitted.source
+
+
+def test_a_matmul_of_activations_keeps_its_values():
+    """Only a B operand computed from weights alone is converted."""
+    model = make_model([helper.make_node("Transpose", ["x"], ["xt"]), helper.make_node("MatMul", ["x", "xt"], ["y"])],
+                       [value_info("x", [4, 32])], [value_info("y", [4, 4])])
+    x = RNG.standard_normal((4, 32)).astype(np.float32)
+    compiled = compile_model(model, pipeline=BLOCK_FP8)
+    (got,) = run_compiled(compiled, [x])
+    assert np.array_equal(got, x @ x.T)
+
+
+def test_a_wrong_program_in_a_reduced_format_is_a_mismatch(monkeypatch):
+    model, _, _ = linear()
+    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda a: 1 / (1 + np.exp(a)))  # sigmoid(-x)
+    report = check_model(model, data_format="bfloat16", weight_format="bfp8_b")
+    assert report.status == MISMATCH and report.outputs[0].pcc < 0
+
+
+def test_the_reduced_rule_on_both_sides():
+    want = RNG.standard_normal(1000).astype(np.float32)
+    assert compare_reduced("y", want, want.astype(BF16)).ok
+    noisy = want + RNG.standard_normal(1000).astype(np.float32) * 0.2  # a PCC near 0.98
+    assert not compare_reduced("y", want, noisy).ok
+    assert compare_reduced("y", want, noisy, min_pcc=0.9).ok
+    nan_elsewhere = want.copy()
+    nan_elsewhere[3] = np.nan
+    assert not compare_reduced("y", want, nan_elsewhere).ok
+    assert not compare_reduced("i", np.arange(4), np.array([0, 1, 2, 4])).ok  # integers stay exact
+    assert compare_reduced("s", np.array([100.0]), np.array([100.5])).ok  # one value: within 1%
+    assert not compare_reduced("s", np.array([100.0]), np.array([102.0])).ok
+
+
+def test_formats_no_pipeline_takes_are_named():
+    with pytest.raises(ForgeOptError, match=r"data-format=bfp8_b: give one of float32, bfloat16"):
+        compile_model(linear()[0], pipeline="onnx-to-forge{data-format=bfp8_b}")
+    with pytest.raises(ForgeOptError, match=r"weight-format=bfloat16 with data-format=float32"):
+        compile_model(linear()[0], pipeline="onnx-to-forge{weight-format=bfloat16}")
+    report = check_model(linear()[0], weight_format="bfp2_b")
+    assert report.status == NOT_COMPILED and "weight-format=bfp2_b" in report.error
+
+
+def test_the_stand_in_takes_only_the_tt_mlir_options_it_emulates():
+    assert weight_format_of(CompilerConfig(MLIRConfig().set_custom_config("experimental-weight-dtype=bfp_bf4"))) \
+        == DataFormat.BFP4_B
+    assert weight_format_of(CompilerConfig()) is None
+    for option in ("experimental-weight-dtype=bfp_bf2", "enable-optimizer=true"):
+        with pytest.raises(ForgeCallError, match="stand-in emulates"):
+            weight_format_of(CompilerConfig(MLIRConfig().set_custom_config(option)))
+
+
+def test_forge_check_takes_the_formats_on_one_device_only(capsys):
+    from forge_opt.tools.forge_check import main
+
+    model = str(__import__("pathlib").Path(__file__).parent / "data" / "models" / "tiny_cnn_opset17.onnx")
+    with pytest.raises(SystemExit) as done:
+        main([model, "--data-format", "bfloat16"])
+    assert done.value.code == MATCH
+    assert "rel L2 err" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        main([model, "--weight-format", "bfp8_b", "--fallback"])
+    assert done.value.code == NOT_COMPILED
+    assert "--weight-format does not combine with --fallback" in capsys.readouterr().err

@@ -78,12 +78,9 @@ def parse(value: str, allowed, what: str) -> DataFormat:
     return DataFormat(value)
 
 
-def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, np.ndarray]:
-    """tt-metal's packing of `values` (float32, or exactly in float32) in
-    `fmt`: per element its sign-magnitude code, per block of 16 along the
-    last dim (zero-padded, as a tile pads) the shared exponent. Shapes:
-    (rows, blocks, 16) and (rows, blocks, 1)."""
-    width = FORMATS[fmt].mantissa_bits
+def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each element's sign and magnitude, and each block's shared exponent:
+    shapes (rows, blocks, 16), (rows, blocks, 16) and (rows, blocks, 1)."""
     x = np.asarray(values, dtype=np.float32)
     rows = x.reshape(-1, x.shape[-1] if x.ndim else 1)
     pad = -rows.shape[1] % BLOCK
@@ -93,31 +90,61 @@ def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, 
     exponent = (bits >> 23) & 0xFF
     shared = exponent.max(axis=-1, keepdims=True)
     # the shift drops what falls below the 24 bits (a shift of 24 to 31 leaves 0, as the C++'s)
-    significand = ((bits & 0x7FFFFF) | 0x800000) >> np.minimum(shared - exponent, 31)
+    np.subtract(shared, exponent, out=exponent)
+    np.minimum(exponent, 31, out=exponent)
+    magnitude = (bits & 0x7FFFFF) | 0x800000
+    magnitude >>= exponent
     below = 24 - width
-    rest = significand & ((1 << below) - 1)
-    magnitude = significand >> below
+    rest = magnitude & ((1 << below) - 1)
+    magnitude >>= below
     tie = 1 << (below - 1)
     magnitude += (rest > tie) | ((rest == tie) & (magnitude & 1 == 1))
-    magnitude = np.minimum(magnitude, (1 << width) - 1)
-    magnitude[(bits & 0x7FFFFFFF) == 0] = 0
-    sign = np.where(magnitude == 0, 0, bits >> 31)
+    np.minimum(magnitude, (1 << width) - 1, out=magnitude)
+    magnitude *= (bits & 0x7FFFFFFF) != 0  # a zero of either sign packs as 0
+    sign = (bits >> 31) * (magnitude != 0)  # and a magnitude of 0 has no sign
+    return sign, magnitude, shared
+
+
+def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, np.ndarray]:
+    """tt-metal's packing of `values` (float32, or exactly in float32) in
+    `fmt`: per element its sign-magnitude code, per block of 16 along the
+    last dim (zero-padded, as a tile pads) the shared exponent. Shapes:
+    (rows, blocks, 16) and (rows, blocks, 1)."""
+    width = FORMATS[fmt].mantissa_bits
+    sign, magnitude, shared = _pack(values, width)
     return ((sign << width) | magnitude).astype(np.uint8), shared.astype(np.uint8)
+
+
+def _values(sign: np.ndarray, magnitude: np.ndarray, shared: np.ndarray, width: int) -> np.ndarray:
+    """m * 2^(e - 127 - (bits - 1)), signed, in float32: exact, a 7-bit
+    magnitude times a power of two no smaller than 2^-133."""
+    scale = np.ldexp(np.float32(1), shared.astype(np.int32) - 127 - (width - 1)).astype(np.float32)
+    value = magnitude.astype(np.float32)
+    value *= scale
+    np.negative(value, out=value, where=sign.astype(bool))
+    return value
 
 
 def block_float_values(codes: np.ndarray, shared: np.ndarray, fmt: DataFormat) -> np.ndarray:
     """The values codes and exponents mean: m * 2^(e - 127 - (bits - 1))."""
     width = FORMATS[fmt].mantissa_bits
-    magnitude = (codes & ((1 << width) - 1)).astype(np.float64)
-    value = np.ldexp(magnitude, shared.astype(np.int32) - 127 - (width - 1))
-    return np.where(codes >> width == 1, -value, value)
+    return _values(codes >> width, codes & ((1 << width) - 1), shared, width)
+
+
+#: elements converted at a time: the packing's temporaries stay a few tens of MB for any weight
+_CHUNK = 1 << 22
 
 
 def as_block_float(values: np.ndarray, fmt: DataFormat) -> np.ndarray:
     """`values` as the device holds them in `fmt`, in their own dtype (a
     bfp8 or bfp4 value has at most 7 significant bits: exact in bfloat16)."""
     a = np.asarray(values)
-    codes, shared = block_float_codes(a, fmt)
-    flat = block_float_values(codes, shared, fmt).reshape(codes.shape[0], -1)
     last = a.shape[-1] if a.ndim else 1
-    return flat[:, :last].reshape(a.shape).astype(a.dtype)
+    rows = a.reshape(-1, last)
+    out = np.empty(rows.shape, a.dtype)
+    step = max(1, _CHUNK // max(last, 1))
+    width = FORMATS[fmt].mantissa_bits
+    for start in range(0, rows.shape[0], step):
+        flat = _values(*_pack(rows[start:start + step], width), width).reshape(-1, rows.shape[1] + -last % BLOCK)
+        out[start:start + step] = flat[:, :last]
+    return out.reshape(a.shape)

@@ -11,6 +11,7 @@ written through. A link is made only after the name it takes is gone.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -58,6 +59,31 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
     with replacing(path, "wb") as f:
         np.savez(f, **arrays)  # pyright: ignore[reportArgumentType]  (numpy's stub reads names as flags)
+
+
+#: the entry of an arrays file naming the element types numpy's format cannot hold
+_DTYPES = "__dtypes__"
+
+
+def save_arrays(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
+    """Arrays passed between processes or runs, each keeping its element
+    type: one numpy's .npz cannot hold (ml_dtypes' bfloat16) goes as its
+    bits, its type named in an entry of its own (`load_arrays`)."""
+    kinds = {name: a.dtype.name for name, a in arrays.items() if a.dtype.kind == "V"}
+    stored = {name: a.view(f"u{a.dtype.itemsize}") if name in kinds else a for name, a in arrays.items()}
+    if kinds:
+        stored[_DTYPES] = np.array(json.dumps(kinds))
+    save_npz(path, stored)
+
+
+def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """What `save_arrays` wrote."""
+    import ml_dtypes  # noqa: F401  (registers bfloat16 and the other narrow types with numpy)
+
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files if name != _DTYPES}
+        kinds = json.loads(str(data[_DTYPES])) if _DTYPES in data.files else {}
+    return {name: a.view(np.dtype(kinds[name])) if name in kinds else a for name, a in arrays.items()}
 
 
 def save_onnx(model, path: str | os.PathLike) -> None:

@@ -75,9 +75,10 @@ class Programs:
     on first use (one device, or P tensor-parallel ones)."""
 
     def __init__(self, model, base, devices: int, mpi: bool, plan: str, folder: Path, min_size: int = 0,
-                 require_sharded: bool = False, pipeline: str = "onnx-to-forge"):
+                 require_sharded: bool = False, formats: tuple[str, str] = ("float32", "")):
         self.model, self.base, self.devices, self.mpi, self.plan, self.folder = model, base, devices, mpi, plan, folder
-        self.min_size, self.require_sharded, self.pipeline = min_size, require_sharded, pipeline
+        self.min_size, self.require_sharded = min_size, require_sharded
+        self.data_format, self.weight_format = formats
         self.built: dict[tuple, Callable[[Feeds], dict[str, np.ndarray]]] = {}
         self.report = ""  # the first tensor-parallel program's table and warnings
 
@@ -90,7 +91,8 @@ class Programs:
     def _build(self, shapes: dict[str, tuple[int, ...]]) -> Callable[[Feeds], dict[str, np.ndarray]]:
         chosen = InputShapes.of(shapes)
         if self.devices < 2:
-            compiled = compile_model(self.model, self.base, self.pipeline, shapes=chosen)
+            pipeline = CheckOptions(data_format=self.data_format, weight_format=self.weight_format).pipeline
+            compiled = compile_model(self.model, self.base, pipeline, shapes=chosen)
             outs = output_names(main_func(compiled.module))
 
             def one(feeds: Feeds) -> dict[str, np.ndarray]:
@@ -99,7 +101,8 @@ class Programs:
             return one
         folder = self.folder / f"program_{len(self.built)}"
         written = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
-                                base=self.base, min_size=self.min_size, require_sharded=self.require_sharded)
+                                  base=self.base, min_size=self.min_size, require_sharded=self.require_sharded,
+                                  data_format=self.data_format, weight_format=self.weight_format)
         if not self.report:
             self.report = parallel_report(written)
 
@@ -129,8 +132,6 @@ class Decode:
     def prepare(self, loaded: Loaded) -> Loaded:
         if self.options.steps < 1:
             raise ForgeOptError(f"--decode {self.options.steps}: decode at least one step")
-        if self.options.reduced and self.options.devices > 1:
-            raise ForgeOptError("--data-format and --weight-format do not combine with --devices yet")
         model = loaded.model
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
@@ -153,7 +154,7 @@ class Decode:
         results: list[OutputResult] = []
         equal = 0
         programs = Programs(model, prepared.base, o.devices, o.mpi, o.plan, folder, o.min_size, o.require_sharded,
-                            o.pipeline)
+                            (o.data_format, o.weight_format))
         agree = Agreement()
 
         def compared(name: str, want: np.ndarray, got: np.ndarray) -> OutputResult:

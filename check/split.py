@@ -86,7 +86,7 @@ class Parallel:
     process) or with one MPI process per device; every device must return
     the same outputs."""
 
-    takes = frozenset({"devices", "mpi", "plan", "min_size", "require_sharded"})
+    takes = frozenset({"devices", "mpi", "plan", "min_size", "require_sharded", "data_format", "weight_format"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
@@ -107,7 +107,8 @@ class Parallel:
         o = self.options
         plan = tensor_parallel(prepared.model, folder / "tp", o.devices, min_size=o.min_size, plan=o.plan,
                                require_sharded=o.require_sharded, shapes=prepared.sizes.shapes,
-                               dims=prepared.sizes.dims, base=prepared.base)
+                               dims=prepared.sizes.dims, base=prepared.base, data_format=o.data_format,
+                               weight_format=o.weight_format)
         per_device = run_mpi(folder / "tp", feeds, o.devices) if o.mpi else run_parallel(folder / "tp", feeds)
         got, differ = assemble(plan, per_device)
         return Ran(got, summary=parallel_report(plan), problems=_differ(differ, "the devices"))
@@ -166,14 +167,21 @@ def size_devices(
     plan: str = "",
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    data_format: str = "float32",
+    weight_format: str = "",
 ):
     """`--device-memory BYTES`: the smallest device count whose per-device
     parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
-    the inputs or `shapes`/`dims` give."""
-    from forge_opt.transforms.pipelines import run_pipeline
+    the inputs or `shapes`/`dims` give, in these formats."""
+    from xdsl.context import Context
+
+    from forge_opt.transforms.data_formats import format_passes, weight_format_of
+    from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
+    from forge_opt.transforms.pipelines import run_passes
     from forge_opt.transforms.tp.sizing import choose_devices
 
+    data, weights = weight_format_of(data_format, weight_format)
     loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
-    run_pipeline(module, "onnx-to-tir")
-    return choose_devices(module, memory, max_devices, min_size, plan)
+    run_passes([OnnxToTirPass(), *format_passes(data, weights)[0]], Context(), module)
+    return choose_devices(module, memory, max_devices, min_size, plan, weights)

@@ -57,17 +57,17 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
     loaded from the model."""
     model = with_external_data(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
     args = main_func(compiled.module).body.block.args
-    return run_forge_module(compiled.emitted.source, [as_program_input(x, a.type) for x, a in zip(inputs, args)],
-                            model, compiled.emitted)
+    return run_forge_module(compiled.emitted.source,
+                            [as_program_input(x, dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
+                             for x, a in zip(inputs, args)], model, compiled.emitted)
 
 
-def as_program_input(value: np.ndarray, program_type) -> np.ndarray:
-    """A float32 input as a program compiled for bfloat16 takes it (cast, as
-    the user casts a model's inputs); any other input as it is."""
-    if isinstance(program_type, TensorType) and value.dtype == np.float32:
-        dtype = dtypes.numpy_dtype(program_type.element_type)
-        if dtype != value.dtype and dtypes.is_narrow_float(dtype):
-            return value.astype(dtype)
+def as_program_input(value: np.ndarray, dtype) -> np.ndarray:
+    """A float32 or float16 input as a program compiled for bfloat16
+    (`dtype`) takes it: cast, as the user casts a model's inputs; any other
+    as it is."""
+    if value.dtype in (np.float32, np.float16) and dtypes.is_narrow_float(dtype):
+        return value.astype(dtype)
     return value
 
 

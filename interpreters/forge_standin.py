@@ -11,9 +11,11 @@ loaded and run.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import enum
+import hashlib
 import inspect
 import os
 import sys
@@ -56,6 +58,26 @@ class DataFormat(enum.IntEnum):
     Invalid = 0xFF
 
 
+#: block-float conversions by content: the programs of a decode loop (one per input shape, each
+#: loading the same weights) convert each weight once; the least recently used go past the budget
+_CONVERTED: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
+_CONVERTED_BUDGET = 4 << 30
+
+
+def _converted(value: np.ndarray, fmt: data_formats.DataFormat) -> np.ndarray:
+    value = np.ascontiguousarray(value)
+    digest = hashlib.blake2b(value.view(np.uint8).data if value.ndim else value.tobytes(), digest_size=16).digest()
+    key = (fmt, value.shape, value.dtype.str, digest)
+    found = _CONVERTED.get(key)
+    if found is None:
+        found = _CONVERTED[key] = as_block_float(value, fmt)
+        while sum(a.nbytes for a in _CONVERTED.values()) > _CONVERTED_BUDGET and len(_CONVERTED) > 1:
+            _CONVERTED.popitem(last=False)
+    else:
+        _CONVERTED.move_to_end(key)
+    return found
+
+
 class Tensor:
     """A value flowing through `forward`: a numpy array with a shape.
     `constant`: computed from weights alone (tt-mlir's weight conversions
@@ -69,8 +91,9 @@ class Tensor:
     def as_block_float(self, fmt: data_formats.DataFormat) -> np.ndarray:
         """The value in block float `fmt`, converted once per value."""
         if self._blocks is None or self._blocks[0] != fmt:
-            self._blocks = (fmt, as_block_float(self._value, fmt))
+            self._blocks = (fmt, _converted(self._value, fmt))
         return self._blocks[1]
+
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -87,15 +87,22 @@ class MpiMember:
 
     def all_reduce(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x)
+        if x.dtype.kind == "V":  # bfloat16 is no MPI type: gathered as bits, summed as the threads sum
+            return rank_order_sum(list(self._gathered(x)))
         out = np.empty_like(x)
         self.comm.Allreduce(x, out, op=self._sum)
         return out
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
-        x = np.ascontiguousarray(x)
-        out = np.empty((self.size, *x.shape), x.dtype)
-        self.comm.Allgather(x, out)
-        return np.concatenate(list(out), axis=axis)
+        return np.concatenate(list(self._gathered(np.ascontiguousarray(x))), axis=axis)
+
+    def _gathered(self, x: np.ndarray) -> np.ndarray:
+        """Every device's `x`, stacked in rank order; an element type MPI
+        lacks (ml_dtypes' bfloat16) travels as unsigned integers of its size."""
+        carrier = np.dtype(f"u{x.dtype.itemsize}") if x.dtype.kind == "V" else x.dtype
+        out = np.empty((self.size, *x.shape), carrier)
+        self.comm.Allgather(x.view(carrier), out)
+        return out.view(x.dtype)
 
     def from_host(self, compute: Callable[[], Any]) -> Any:
         """What the host computes (process 0, once), on every device."""

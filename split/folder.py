@@ -15,7 +15,7 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.files import link_or_copy, remove_tree_entries, save_npz, save_onnx, write_text
+from forge_opt.files import link_or_copy, load_arrays, remove_tree_entries, save_arrays, save_onnx, write_text
 from forge_opt.frontends.onnx.shapes import is_known
 from forge_opt.frontends.onnx.values import initializer_array
 from forge_opt.split.graph_infos import DEVICE, HOST_OUTPUTS, INFOS, Branches, Graph, Loop, Output, Plan, Tensor
@@ -130,7 +130,7 @@ def write_infos(folder: Path, plan: Plan, host: dict[str, np.ndarray]) -> Plan:
     back by `read_split`, so a plan its own reader refuses fails here, not
     at its first run."""
     if host:
-        save_npz(folder / HOST_OUTPUTS, host)
+        save_arrays(folder / HOST_OUTPUTS, host)
     write_text(folder / INFOS, json.dumps(plan.to_json(), indent=2) + "\n")
     return read_split(folder)[0]
 
@@ -288,8 +288,7 @@ def returned(plan: Plan, folder: Path, values: dict[str, np.ndarray]) -> dict[st
         return {name: values[name] for name, t in plan.tensors.items() if t.attr == "output"}
     host = {}
     if any(o.file for o in plan.outputs):
-        with np.load(folder / HOST_OUTPUTS) as data:
-            host = {k: data[k] for k in data.files}
+        host = load_arrays(folder / HOST_OUTPUTS)
     return {o.name: host[o.name] if o.file else values[o.tensor or o.name] for o in plan.outputs}
 
 

@@ -162,9 +162,11 @@ class Collective:
 @dataclass
 class Device:
     rank: int
-    parameter_bytes: int
+    parameter_bytes: int  # of its weights file
     parameters: int
     constant_bytes: int
+    # what it holds its parameters and constants in: a block float's weights at its bytes per element
+    stored_bytes: int = 0
 
 
 @dataclass

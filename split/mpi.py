@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.files import save_npz
+from forge_opt.files import load_arrays, save_arrays
 
 #: seconds an MPI run may take before forge-check stops waiting for it
 MPI_TIMEOUT = 600
@@ -26,7 +26,7 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
     if mpiexec is None:
         raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")
     with tempfile.TemporaryDirectory() as tmp:  # the inputs and outputs: never in the user's folder
-        save_npz(Path(tmp) / "inputs.npz", feeds)
+        save_arrays(Path(tmp) / "inputs.npz", feeds)
         command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
                    "--inputs", str(Path(tmp) / "inputs.npz"), "--output", str(Path(tmp) / "outputs_{rank}.npz"),
                    "--error", str(Path(tmp) / "error_{rank}.txt")]
@@ -38,11 +38,7 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[di
         if done.returncode != 0 or missing:
             said = [(Path(tmp) / f"error_{rank}.txt") for rank in range(devices)]
             raise ForgeOptError(_failure(done, missing, [p.read_text().strip() for p in said if p.is_file()]))
-        outputs = []
-        for rank in range(devices):
-            with np.load(Path(tmp) / f"outputs_{rank}.npz") as data:
-                outputs.append({k: data[k] for k in data.files})
-    return outputs
+        return [load_arrays(Path(tmp) / f"outputs_{rank}.npz") for rank in range(devices)]
 
 
 def _failure(done: subprocess.CompletedProcess, missing: list[int], said: list[str]) -> str:

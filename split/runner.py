@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.engine import compile_model, run_compiled
+from forge_opt.execution.engine import as_program_input, compile_model, run_compiled
 from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
@@ -169,13 +169,14 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
 def _model_inputs(plan: Plan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The model's inputs the plan reads, each checked against the element
     type and the fixed sizes it was split or compiled for (an input split
-    across the devices is whole here)."""
+    across the devices is whole here); float32 ones a bfloat16 program takes
+    cast to it."""
     values = {}
     for name in plan.inputs():
         if name not in inputs:
             raise ForgeOptError(f"no value given for the model input '{name}'")
-        value = values[name] = np.asarray(inputs[name])
         dtype, shape = plan.tensors[name].dtype, plan.whole_shape(name)
+        value = values[name] = as_program_input(np.asarray(inputs[name]), np.dtype(dtype))
         if np.dtype(dtype) != value.dtype:
             raise ForgeOptError(f"the input '{name}' is {value.dtype}, where the plan takes {dtype}")
         if len(shape) != value.ndim or any(0 <= d != v for d, v in zip(shape, value.shape)):

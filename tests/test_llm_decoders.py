@@ -28,16 +28,16 @@ DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
 PREFILL = {"batch_size": 1, "sequence_length": 5, "past_sequence_length": 0}
 
 
-def _path(name: str) -> Path:
+def model_path(name: str) -> Path:
     return MODELS / f"llm_{name}.onnx"
 
 
-def _feeds(name: str, dims: dict[str, int]) -> dict[str, np.ndarray]:
+def optimum_feeds(name: str, dims: dict[str, int]) -> dict[str, np.ndarray]:
     """Inputs as Optimum's runtime passes them: token ids, a mask of ones
     over past and new, positions after the past, a random past."""
     rng = np.random.default_rng(0)
     b, s, past = dims["batch_size"], dims["sequence_length"], dims["past_sequence_length"]
-    model = onnx.load(_path(name), load_external_data=False)
+    model = onnx.load(model_path(name), load_external_data=False)
     feeds = {
         "input_ids": rng.integers(0, 128, (b, s)).astype(np.int64),
         "attention_mask": np.ones((b, past + s), np.int64),
@@ -51,7 +51,7 @@ def _feeds(name: str, dims: dict[str, int]) -> dict[str, np.ndarray]:
 
 
 def _parameter_bytes(name: str) -> int:
-    model = onnx.load(_path(name))
+    model = onnx.load(model_path(name))
     return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer if np.prod(t.dims) > 1)
 
 
@@ -60,11 +60,11 @@ CASES = [("gpt2", 2), ("gpt2", 4), ("llama", 2), ("llama", 4), ("qwen2", 2), ("m
 
 @pytest.mark.parametrize("name, devices", CASES)
 def test_a_decode_step_matches_onnxruntime_with_megatrons_collectives(tmp_path, name, devices):
-    feeds = _feeds(name, DECODE)
-    plan = tensor_parallel(_path(name), tmp_path / "tp", devices, dims=DECODE)
+    feeds = optimum_feeds(name, DECODE)
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", devices, dims=DECODE)
     got, differ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
-    want = expected_outputs(onnx.load(_path(name)), MODELS, feeds)
-    names = [o.name for o in onnx.load(_path(name), load_external_data=False).graph.output]
+    want = expected_outputs(onnx.load(model_path(name)), MODELS, feeds)
+    names = [o.name for o in onnx.load(model_path(name), load_external_data=False).graph.output]
     assert not differ
     for n, expected in zip(names, want.outputs):
         np.testing.assert_allclose(got[n], expected, rtol=1e-4, atol=1e-5, err_msg=n)
@@ -79,7 +79,7 @@ def test_a_decode_step_matches_onnxruntime_with_megatrons_collectives(tmp_path, 
 def test_the_kv_cache_stays_on_its_devices(tmp_path, name):
     """Each device receives and returns only its heads of the cache; the
     plan says along which axis, and the runner joins them only to compare."""
-    plan = tensor_parallel(_path(name), tmp_path / "tp", 2, dims=DECODE)
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", 2, dims=DECODE)
     tensors = plan.tensors
     caches = [n for n in tensors if n.startswith(("past_key_values", "present"))]
     assert len(caches) == 4 * LAYERS
@@ -88,20 +88,20 @@ def test_the_kv_cache_stays_on_its_devices(tmp_path, name):
         assert tensors[n].split_axis == 1
         assert tensors[n].shape[1] == heads // 2
     assert tensors["logits"].split_axis is None
-    per_device = run_parallel(tmp_path / "tp", _feeds(name, DECODE))
+    per_device = run_parallel(tmp_path / "tp", optimum_feeds(name, DECODE))
     assert per_device[0]["present.0.key"].shape[1] == heads // 2
     assert not np.array_equal(per_device[0]["present.0.key"], per_device[1]["present.0.key"])
 
 
 @pytest.mark.parametrize("name", ["llama", "phi3"])
 def test_a_prefill_with_an_empty_past(name):
-    report = check_parallel(_path(name), 2, _feeds(name, PREFILL), dims=PREFILL)
+    report = check_parallel(model_path(name), 2, optimum_feeds(name, PREFILL), dims=PREFILL)
     assert report.status == MATCH, report.error
     assert "6 collectives" in report.summary
 
 
 def test_kv_projections_stay_replicated_where_the_devices_do_not_divide_the_kv_heads(tmp_path):
-    plan = tensor_parallel(_path("llama"), tmp_path / "tp", 4, dims=DECODE)
+    plan = tensor_parallel(model_path("llama"), tmp_path / "tp", 4, dims=DECODE)
     cases = {layer.node: layer for layer in plan.layers}
     k = cases["/model/layers.0/self_attn/k_proj/MatMul"]
     assert k.case == "replicated" and k.reason == "its 2 heads do not divide by 4 devices"
@@ -110,7 +110,7 @@ def test_kv_projections_stay_replicated_where_the_devices_do_not_divide_the_kv_h
 
 
 def test_the_report_warns_of_large_weights_left_replicated():
-    report = check_parallel(_path("llama"), 4, _feeds("llama", DECODE), dims=DECODE)
+    report = check_parallel(model_path("llama"), 4, optimum_feeds("llama", DECODE), dims=DECODE)
     assert report.status == MATCH, report.error
     assert "layers: 1 vocab, 7 column, 4 replicated, 4 row" in report.summary
     assert ("warning: /model/layers.0/self_attn/k_proj/MatMul stays replicated on every device: its 2 heads do "
@@ -118,7 +118,7 @@ def test_the_report_warns_of_large_weights_left_replicated():
 
 
 def test_phi3s_fused_projections_are_packed(tmp_path):
-    plan = tensor_parallel(_path("phi3"), tmp_path / "tp", 2, dims=DECODE)
+    plan = tensor_parallel(model_path("phi3"), tmp_path / "tp", 2, dims=DECODE)
     packed = {layer.node: layer.packed for layer in plan.layers}
     assert packed["/model/layers.0/self_attn/qkv_proj/MatMul"] == 3
     assert packed["/model/layers.0/mlp/gate_up_proj/MatMul"] == 2
@@ -126,7 +126,7 @@ def test_phi3s_fused_projections_are_packed(tmp_path):
 
 def test_the_plan_with_a_split_cache_passes_the_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    tensor_parallel(_path("qwen2"), tmp_path / "tp", 2, dims=DECODE)
+    tensor_parallel(model_path("qwen2"), tmp_path / "tp", 2, dims=DECODE)
     schema = json.loads((Path(__file__).parents[1] / "docs" / "graph_infos.schema.json").read_text())
     jsonschema.validate(json.loads((tmp_path / "tp" / "graph_infos.json").read_text()), schema)
 
@@ -134,8 +134,8 @@ def test_the_plan_with_a_split_cache_passes_the_schema(tmp_path):
 def test_under_mpi(tmp_path):
     if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
-    feeds = _feeds("llama", DECODE)
-    plan = tensor_parallel(_path("llama"), tmp_path / "tp", 2, dims=DECODE)
+    feeds = optimum_feeds("llama", DECODE)
+    plan = tensor_parallel(model_path("llama"), tmp_path / "tp", 2, dims=DECODE)
     mpi, _ = assemble(plan, run_mpi(tmp_path / "tp", feeds, 2))
     simulated, _ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
     for n in simulated:
@@ -146,7 +146,7 @@ def test_under_mpi(tmp_path):
 def test_one_device_matches(name):
     from forge_opt.check.model import check_model
 
-    report = check_model(str(_path(name)), _feeds(name, DECODE), dims=DECODE)
+    report = check_model(str(model_path(name)), optimum_feeds(name, DECODE), dims=DECODE)
     assert report.status == MATCH, report.format() + report.error
 
 
@@ -154,7 +154,7 @@ def test_one_device_matches(name):
 def test_decode_8_tokens_equal_to_onnxruntimes(name, devices):
     from forge_opt.check.decode import check_decode
 
-    report = check_decode(_path(name), 8, _feeds(name, DECODE), devices=devices)
+    report = check_decode(model_path(name), 8, optimum_feeds(name, DECODE), devices=devices)
     assert report.status == MATCH, report.format()
     assert "decode: 8/8 tokens equal to onnxruntime's" in report.format()
     assert "8 programs built, one per input shape" in report.format()
@@ -168,7 +168,7 @@ def test_decode_under_mpi():
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
     from forge_opt.check.decode import check_decode
 
-    report = check_decode(_path("qwen2"), 8, _feeds("qwen2", DECODE), devices=2, mpi=True)
+    report = check_decode(model_path("qwen2"), 8, optimum_feeds("qwen2", DECODE), devices=2, mpi=True)
     assert report.status == MATCH, report.format()
     assert "decode: 8/8 tokens equal to onnxruntime's (2 devices under MPI" in report.format()
 
@@ -192,7 +192,7 @@ def test_a_different_token_is_a_mismatch(monkeypatch):
         return out
 
     monkeypatch.setattr(decode.Programs, "run", nudged)
-    report = decode.check_decode(_path("llama"), 4, _feeds("llama", DECODE))
+    report = decode.check_decode(model_path("llama"), 4, optimum_feeds("llama", DECODE))
     assert report.status == 1
     steps = report.format().splitlines()
     assert not any(line.endswith("differs") for line in steps if line.startswith(("0 ", "1 ")))
@@ -209,7 +209,7 @@ def test_decode_names_what_it_needs(tmp_path):
     report = check_decode(model, 2)
     assert report.status == 2 and "inputs 'input_ids' and 'past_key_values.*'" in report.error
     with pytest.raises(SystemExit) as done:
-        forge_check.main([str(_path("llama")), "--decode", "2", "--fallback"])
+        forge_check.main([str(model_path("llama")), "--decode", "2", "--fallback"])
     assert done.value.code == 2
 
 
@@ -217,15 +217,15 @@ def test_require_sharded_turns_the_warning_into_an_error(tmp_path, capsys):
     from forge_opt.tools import forge_check
 
     x = tmp_path / "x.npz"
-    np.savez(x, **_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
+    np.savez(x, **optimum_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
     with pytest.raises(SystemExit) as done:
-        forge_check.main([str(_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded"])
+        forge_check.main([str(model_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded"])
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "4 layers of at least min-size 0 weight elements would stay replicated on every device" in err
     assert "node '/model/layers.0/self_attn/k_proj/MatMul' (tir.matmul): its 2 heads do not divide by 4" in err
     with pytest.raises(SystemExit) as done:  # K and V have 512 weight elements each: under min-size 1000
-        forge_check.main([str(_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded",
+        forge_check.main([str(model_path("llama")), "--inputs", str(x), "--devices", "4", "--require-sharded",
                           "--min-size", "1000"])
     assert done.value.code == 0
 
@@ -234,7 +234,7 @@ def test_forge_opt_writes_each_layers_case_into_the_plan(tmp_path):
     from forge_opt.tools import forge_opt as forge_opt_tool
 
     out = tmp_path / "tp"
-    assert forge_opt_tool.run([str(_path("phi3")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
+    assert forge_opt_tool.run([str(model_path("phi3")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
                                "past_sequence_length=3", "-p", "onnx-to-forge{devices=2}", "-t", "forge-python",
                                "-o", f"{out}/"]) == 0
     layers = json.loads((out / "graph_infos.json").read_text())["layers"]
@@ -247,15 +247,15 @@ def test_device_memory_chooses_the_smallest_count_that_fits(tmp_path, capsys):
     from forge_opt.tools import forge_check
 
     x = tmp_path / "x.npz"
-    np.savez(x, **_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
+    np.savez(x, **optimum_feeds("llama", DECODE))  # pyright: ignore[reportArgumentType]
     with pytest.raises(SystemExit) as done:
-        forge_check.main([str(_path("llama")), "--inputs", str(x), "--device-memory", "60000"])
+        forge_check.main([str(model_path("llama")), "--inputs", str(x), "--device-memory", "60000"])
     assert done.value.code == 0
     captured = capsys.readouterr()
     assert "2                54,012          896         54,908  yes" in captured.err and "devices: 2" in captured.err
     assert "6 segments on 2 devices" in captured.err and captured.out.strip().endswith("match")
     with pytest.raises(SystemExit) as done:  # too small for any count: the table says why
-        forge_check.main([str(_path("llama")), "--inputs", str(x), "--device-memory", "1KB", "--max-devices", "2"])
+        forge_check.main([str(model_path("llama")), "--inputs", str(x), "--device-memory", "1KB", "--max-devices", "2"])
     assert done.value.code == 2
     assert "no device count up to 2 fits the model in 1,000 bytes per device" in capsys.readouterr().err
 
@@ -265,12 +265,12 @@ def test_device_memory_as_a_pass_option(tmp_path, capsys):
 
     sizes = ["--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim", "past_sequence_length=3"]
     out = tmp_path / "tp"
-    assert forge_opt_tool.run([str(_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=60000}", "-t",
+    assert forge_opt_tool.run([str(model_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=60000}", "-t",
                                "forge-python", "-o", f"{out}/"]) == 0
     assert json.loads((out / "graph_infos.json").read_text())["grid"]["shape"] == [2]
     assert "devices: 2" in capsys.readouterr().err
     one = tmp_path / "one.py"  # enough for one device: an ordinary module
-    assert forge_opt_tool.run([str(_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=1MiB}", "-t",
+    assert forge_opt_tool.run([str(model_path("phi3")), *sizes, "-p", "onnx-to-forge{device-memory=1MiB}", "-t",
                                "forge-python", "-o", str(one)]) == 0
     assert "class " in one.read_text() and "devices: 1" in capsys.readouterr().err
 
@@ -298,11 +298,11 @@ def test_forge_split_runs_a_plan_with_a_split_cache(tmp_path, capsys):
     from forge_opt.tools.forge_split import main as forge_split
 
     out = tmp_path / "tp"
-    assert forge_opt_tool.run([str(_path("llama")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
+    assert forge_opt_tool.run([str(model_path("llama")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
                                "past_sequence_length=3", "-p", "onnx-to-forge{devices=2}", "-t", "forge-python",
                                "-o", f"{out}/"]) == 0
     with pytest.raises(SystemExit) as done:
-        forge_split(["run", str(out), "--check", "--model", str(_path("llama"))])
+        forge_split(["run", str(out), "--check", "--model", str(model_path("llama"))])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip().endswith("match")
 
@@ -315,11 +315,11 @@ def test_devices_past_the_second_reuse_its_lowered_modules(tmp_path, monkeypatch
     lowered = []
     compile_segment = parallel.compile_segment
     monkeypatch.setattr(parallel, "compile_segment", lambda *a: lowered.append(1) or compile_segment(*a))
-    tensor_parallel(_path("phi3"), tmp_path / "shared", 4, dims=DECODE)
+    tensor_parallel(model_path("phi3"), tmp_path / "shared", 4, dims=DECODE)
     segments = json.loads((tmp_path / "shared" / "graph_infos.json").read_text())["graph_num"]
     assert len(lowered) == 2 * segments
     monkeypatch.setattr(parallel.CompiledSegment, "same_as", lambda self, other: False)
-    tensor_parallel(_path("phi3"), tmp_path / "own", 4, dims=DECODE)
+    tensor_parallel(model_path("phi3"), tmp_path / "own", 4, dims=DECODE)
     assert len(lowered) == 2 * segments + 4 * segments
     for path in sorted((tmp_path / "own").rglob("*")):
         if path.is_file():

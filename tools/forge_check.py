@@ -185,7 +185,8 @@ def _sized(args: argparse.Namespace, inputs, chosen) -> int:
     from forge_opt.transforms.tp.sizing import parse_bytes
 
     sizing = size_devices(args.model, parse_bytes(args.device_memory), most, inputs,
-                          min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims)
+                          min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims,
+                          data_format=args.data_format, weight_format=args.weight_format or "")
     print("\n".join([*sizing.table, f"devices: {sizing.devices}"]), file=sys.stderr)
     return sizing.devices
 

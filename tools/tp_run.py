@@ -12,10 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.files import save_npz, write_text
+from forge_opt.files import load_arrays, save_arrays, write_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,8 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                   "(every device would write the same file)", file=sys.stderr, flush=True)
         return 2
     try:
-        with np.load(args.inputs) as data:
-            inputs = {k: data[k] for k in data.files}
+        inputs = load_arrays(args.inputs)
         folder = Path(args.folder)
         plan = read_split(folder)[0]
         if plan.is_parallel:
@@ -47,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             outputs = run_split(folder, inputs, member=member)
         if args.output:
-            save_npz(args.output.replace("{rank}", str(member.rank)), outputs)
+            save_arrays(args.output.replace("{rank}", str(member.rank)), outputs)
     except BaseException as e:
         # Any way one device ends early (an error, a module calling sys.exit, Ctrl-C) ends every
         # device: the others would wait in their next collective forever. MPI_Abort ends the job, as

@@ -1,8 +1,8 @@
 """The data formats a program is compiled for (`onnx-to-forge{data-format=,
 weight-format=}`), as two passes:
 
-- `tir-data-format{format=bfloat16}`: every float32 value of a `tir` module
-  (inputs, weights, constants, every op's result) becomes bfloat16, Forge's
+- `tir-data-format{format=bfloat16}`: every float32 (and float16) value of a
+  `tir` module (inputs, weights, constants, every op's result) becomes bfloat16, Forge's
   `Float16_b`, as TT-Forge-ONNX's users cast a model and its inputs; the
   program's signature says what its inputs and outputs are.
 - `mark-weight-formats{format=bfp8_b}`: the weights tt-mlir stores as block
@@ -14,11 +14,21 @@ weight-format=}`), as two passes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, FunctionType, ModuleOp, TensorType, bf16, f32
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    FunctionType,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+)
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -37,9 +47,12 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
 
+#: the element types a bfloat16 program holds as bfloat16 (a float16 export's too; float64 Forge has not)
+_WIDER = (f32, f16)
+
 
 def _narrowed(t):
-    if isinstance(t, TensorType) and t.element_type == f32:
+    if isinstance(t, TensorType) and t.element_type in _WIDER:
         return TensorType(bf16, t.get_shape())
     return t
 
@@ -54,9 +67,9 @@ def _to_bfloat16(module: ModuleOp) -> None:
         func.function_type = FunctionType.from_lists(ins, outs)
     for op in list(module.walk()):
         if isinstance(op, tir.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr) and \
-                op.value.get_element_type() == f32:
+                op.value.get_element_type() in _WIDER:
             op.value = array_to_attr(attr_to_array(op.value).astype(np.dtype("bfloat16")))
-        elif isinstance(op, tir.FullOp) and isinstance(op.fill, FloatAttr) and op.fill.type == f32:
+        elif isinstance(op, tir.FullOp) and isinstance(op.fill, FloatAttr) and op.fill.type in _WIDER:
             op.fill = FloatAttr(op.fill.value.data, bf16)
         for r in list(op.results):
             if _narrowed(r.type) is not r.type:
@@ -65,8 +78,8 @@ def _to_bfloat16(module: ModuleOp) -> None:
 
 @dataclass(frozen=True)
 class TirDataFormatPass(ModulePass):
-    """Every float32 value of a `tir` module in `format` (bfloat16): inputs,
-    weights, constants and results alike."""
+    """Every float32 and float16 value of a `tir` module in `format`
+    (bfloat16): inputs, weights, constants and results alike."""
 
     name = "tir-data-format"
 
@@ -82,27 +95,43 @@ class TirDataFormatPass(ModulePass):
         op.attributes[DATA_FORMAT_ATTR] = forge.DataFormatAttr(fmt)
 
 
-def _weights(value: SSAValue, seen: dict[SSAValue, list[Operation] | None]) -> list[Operation] | None:
-    """The weights `value` is computed from, if it is computed from weights
-    alone (None if any input reaches it)."""
-    if value in seen:
+def matmul_weights(module: ModuleOp, matmuls: Callable[[Operation], SSAValue | None],
+                   is_weight: Callable[[Operation], bool]) -> list[Operation]:
+    """The weights tt-mlir's weight-dtype conversion stores as block floats:
+    those every matmul's B operand (`matmuls(op)`, None for any other op) is
+    computed from, where it is computed from weights alone; in order, once
+    each. The one rule, for `forge` (the marks) and for `tir` (the sizing)."""
+    seen: dict[SSAValue, list[Operation] | None] = {}
+
+    def weights(value: SSAValue) -> list[Operation] | None:
+        if value not in seen:
+            owner = value.owner
+            found: list[Operation] | None = None
+            if isinstance(owner, Operation) and is_weight(owner):
+                found = [owner]
+            elif isinstance(owner, Operation) and not owner.operands:
+                found = []  # a constant of no weight (indices of a permutation, a fill): computed from nothing
+            elif isinstance(owner, Operation):
+                found = []
+                for operand in owner.operands:
+                    inner = weights(operand)
+                    if inner is None:
+                        found = None
+                        break
+                    found += inner
+            seen[value] = found
         return seen[value]
-    owner = value.owner
-    found: list[Operation] | None
-    if isinstance(owner, forge.ParameterOp | forge.ConstantOp):
-        found = [owner]
-    elif isinstance(owner, forge.ForgeOp) and owner.operands:
-        found = []
-        for operand in owner.operands:
-            inner = _weights(operand, seen)
-            if inner is None:
-                found = None
-                break
-            found += inner
-    else:
-        found = None
-    seen[value] = found
-    return found
+
+    out: dict[Operation, None] = {}
+    for op in module.walk():
+        b = matmuls(op)
+        if b is not None:
+            out.update(dict.fromkeys(weights(b) or ()))
+    return list(out)
+
+
+def forge_matmul_b(op: Operation) -> SSAValue | None:
+    return op.operands[1] if isinstance(op, forge.ForgeOp) and op.FORGE_FUNCTION == "Matmul" else None
 
 
 @dataclass(frozen=True)
@@ -118,12 +147,9 @@ class MarkWeightFormatsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fmt = parse(self.format, BLOCK_FORMATS, "mark-weight-formats: format")
         attr = forge.DataFormatAttr(fmt)
-        seen: dict[SSAValue, list[Operation] | None] = {}
-        for call in op.walk():
-            if isinstance(call, forge.ForgeOp) and call.FORGE_FUNCTION == "Matmul":
-                for weight in _weights(call.operands[1], seen) or ():
-                    assert isinstance(weight, forge.ParameterOp | forge.ConstantOp)
-                    weight.weight_format = attr
+        for weight in matmul_weights(op, forge_matmul_b, lambda w: isinstance(w, forge.ParameterOp | forge.ConstantOp)):
+            assert isinstance(weight, forge.ParameterOp | forge.ConstantOp)
+            weight.weight_format = attr
         op.attributes[WEIGHT_FORMAT_ATTR] = attr
 
 

@@ -9,8 +9,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.data_formats import DataFormat
+from forge_opt.data_formats import BLOCK_FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
 from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects import forge
 from forge_opt.transforms.data_formats import (
     MarkWeightFormatsPass,
     TirDataFormatPass,
@@ -102,13 +103,14 @@ class OnnxToForgePass(ModulePass):
 
     def passes(self, devices: int | None = None) -> list[ModulePass]:
         devices = self.devices if devices is None else devices
+        data_format, weight_format = self.formats
         if devices > 1:
+            # the whole program in its format before it is shared: the blocks, the collectives and the plan
+            # are then in it too; each segment's lowering marks its block-float weights
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
-            if self.formats != (DataFormat.FLOAT32, DataFormat.FLOAT32):
-                raise ForgeOptError("onnx-to-forge: data-format and weight-format do not combine with devices "
-                                    "yet: each device's program is float32")
-            return [OnnxToTirPass(), annotate, TPPartitionPass()]
-        return [OnnxToTirPass(), *segment_passes(*self.formats)]
+            on_tir, _ = format_passes(data_format, weight_format)
+            return [OnnxToTirPass(), *on_tir, annotate, TPPartitionPass()]
+        return [OnnxToTirPass(), *segment_passes(data_format, weight_format)]
 
     @property
     def formats(self) -> tuple[DataFormat, DataFormat]:
@@ -128,15 +130,20 @@ class OnnxToForgePass(ModulePass):
         self.formats  # noqa: B018  (an unknown format is an error at once)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.formats[1] in BLOCK_FORMATS:  # the setting, which each device's segments are lowered with
+            op.attributes[WEIGHT_FORMAT_ATTR] = forge.DataFormatAttr(self.formats[1])
         if not self.device_memory:
             run_passes(self.passes(), ctx, op, self.verify_each)
             return
         from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
 
-        run_passes([OnnxToTirPass()], ctx, op, self.verify_each)
+        data_format, weight_format = self.formats
+        on_tir, _ = format_passes(data_format, weight_format)
+        run_passes([OnnxToTirPass(), *on_tir], ctx, op, self.verify_each)  # measured in its format
         memory = parse_bytes(str(self.device_memory))
-        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan)
-        run_passes(self.passes(sizing.devices)[1:], ctx, op, self.verify_each)
+        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, weight_format)
+        rest = [p for p in self.passes(sizing.devices)[1:] if not isinstance(p, TirDataFormatPass)]  # done
+        run_passes(rest, ctx, op, self.verify_each)
         op.attributes[SIZING_ATTR] = StringAttr("\n".join([*sizing.table, f"devices: {sizing.devices}"]))
 
 

@@ -17,9 +17,10 @@ writes them; `weight_file.py` streams each device's weights to its file.
 from __future__ import annotations
 
 import gc
+import math
 import os
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from onnx import ModelProto
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge, tir
 from forge_opt.dialects.elements import attr_to_array
@@ -57,6 +59,7 @@ class CompiledSegment:
     others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
     blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
     layouts: dict[str, list[tuple[str, tuple[int, ...]]]]  # each parameter's load-time steps
+    formats: dict[str, DataFormat] = field(default_factory=dict)  # the block float a parameter is stored in
     emitted: ForgePythonModule | None = None
 
     def emit(self, laid_out: Collection[str], n: int) -> ForgePythonModule:
@@ -79,21 +82,24 @@ class CompiledSegment:
         )
 
 
-def compile_segment(module: ModuleOp, blocks: list[str]) -> CompiledSegment:
-    """Lower a segment's module, noting whether its blocks reached Forge
-    untouched and each parameter's layout."""
+def compile_segment(module: ModuleOp, blocks: list[str],
+                    weight_format: DataFormat = DataFormat.FLOAT32) -> CompiledSegment:
+    """Lower a segment's module (its matmul weights marked for
+    `weight_format`, a block float), noting whether its blocks reached
+    Forge untouched and each parameter's layout."""
     before = {
         op.weight_name.data: op.value
         for op in module.walk()
         if isinstance(op, tir.ConstantOp) and op.weight_name is not None and op.weight_name.data in blocks
     }
-    run_passes(segment_passes(), Context(), module, False)
+    run_passes(segment_passes(weight_format=weight_format), Context(), module, False)
     params = [op for op in module.walk() if isinstance(op, forge.ParameterOp)]
     after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
     others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
     untouched = after.keys() == before.keys() and all(after[k] is before[k] for k in after)
     layouts = {p.parameter_name.data: p.steps() for p in params if p.layout is not None}
-    return CompiledSegment(module, blocks, others, untouched, layouts)
+    formats = {p.parameter_name.data: p.weight_format.data for p in params if p.weight_format is not None}
+    return CompiledSegment(module, blocks, others, untouched, layouts, formats)
 
 
 def _stored_laid_out(program: Program, compiled: CompiledSegment, blocks: Blocks, weights: WeightFile) -> dict:
@@ -127,7 +133,7 @@ def _save_module(emitted: ForgePythonModule, dev: Path, n: int, same_as: Path | 
     save_constants(emitted, dev)
 
 
-def _write_devices(program: Program, folder: Path) -> list[Device]:
+def _write_devices(program: Program, folder: Path, weight_format: DataFormat) -> list[Device]:
     """Every device's segment modules and weights, streamed: a segment's
     blocks are written and dropped before the next are made.
 
@@ -143,11 +149,12 @@ def _write_devices(program: Program, folder: Path) -> list[Device]:
         d.mkdir()
     files = [WeightFile(d) for d in dirs]
     constant_bytes = [0] * p
+    formats: list[dict[str, DataFormat]] = [{} for _ in range(p)]  # each device's block-float parameters
     for n in range(len(program.segments)):
         blocks = program.write_blocks(n, dict(enumerate(files)), keep={0, 1})
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
-        first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0])
-        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1])
+        first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0], weight_format)
+        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1], weight_format)
         stored = _stored_laid_out(program, first, blocks[0], files[0])
         first.emit(stored, n)
         second.emit(stored, n)
@@ -161,10 +168,11 @@ def _write_devices(program: Program, folder: Path) -> list[Device]:
                 compiled = shared
             else:  # its blocks differ in kind (an equal small one written once): read again
                 own = program.write_blocks(n, {rank: files[rank]}, keep={rank})[rank]
-                compiled = compile_segment(program.segment_module(n, rank, own), names[rank])
+                compiled = compile_segment(program.segment_module(n, rank, own), names[rank], weight_format)
                 compiled.emit(stored, n)
                 del own
                 gc.collect()
+            formats[rank].update(compiled.formats)
             others = dict(compiled.others)
             for name, steps in stored.items():
                 if name in others:
@@ -180,7 +188,18 @@ def _write_devices(program: Program, folder: Path) -> list[Device]:
         release_mapped_pages()  # the weights this segment read stay in the file, not in this process
     for f in files:
         f.close()
-    return [Device(rank, int(f.nbytes), len(f.tensors), int(constant_bytes[rank])) for rank, f in enumerate(files)]
+    return [Device(rank, int(f.nbytes), len(f.tensors), int(constant_bytes[rank]),
+                   _stored_bytes(f, formats[rank]) + int(constant_bytes[rank])) for rank, f in enumerate(files)]
+
+
+def _stored_bytes(weights: WeightFile, formats: Mapping[str, DataFormat]) -> int:
+    """The bytes a device holds its parameters in: as written, or a block
+    float's bytes per element (1,088 per 1,024 for bfp8_b) where it is one."""
+    total = 0.0
+    for name, place in weights.places.items():
+        fmt = formats.get(name)
+        total += math.prod(place.shape) * FORMATS[fmt].bytes_per_element if fmt is not None else place.nbytes
+    return math.ceil(total)
 
 
 def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan:
@@ -197,7 +216,9 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     # (forge-opt runs with the cyclic collector off.)
     gc.freeze()
     try:
-        devices = _write_devices(program, folder)
+        fmt = module.attributes.get(WEIGHT_FORMAT_ATTR)
+        devices = _write_devices(program, folder, fmt.data if isinstance(fmt, forge.DataFormatAttr) else
+                                 DataFormat.FLOAT32)
     finally:
         gc.unfreeze()
     graphs = [
@@ -231,13 +252,16 @@ def tensor_parallel(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     base: Path | None = None,
+    data_format: str = "float32",
+    weight_format: str = "",
 ) -> Plan:
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file
     pinning layers (`transforms/tp/annotate.py`); `require_sharded`:
     a larger layer left replicated is an error; `base`: the folder of
-    a loaded model's external data."""
+    a loaded model's external data; `data_format` and `weight_format` as
+    onnx-to-forge takes them."""
     if devices < 2:
         raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
     if not isinstance(plan, str | os.PathLike):
@@ -248,7 +272,7 @@ def tensor_parallel(
     check_folder(out, base or loaded_from, force, "--force replaces it")
     module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
-    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, verify_each=True)
+    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, data_format, weight_format, verify_each=True)
     verify_after(None, module)
     run_passes([pipeline], Context(), module, verify_each=False)
     return write_parallel(module, out)

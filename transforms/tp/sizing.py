@@ -19,8 +19,10 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
+from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, DataFormat
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
+from forge_opt.transforms.data_formats import matmul_weights
 from forge_opt.transforms.tp.annotate import annotate, pairs_as_cache
 from forge_opt.transforms.tp.partition import TPPartitionPass
 
@@ -41,16 +43,29 @@ def _bytes(t) -> int:
     return math.prod(t.get_shape()) * np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
 
 
-def device_bytes(module: ModuleOp) -> tuple[int, int]:
+def _is_weight(op: Operation) -> bool:
+    """The model's weights and the float constants computed from them (a tied
+    LM head's transposed table); integer constants are indices and shapes
+    the lowering consumes."""
+    return isinstance(op, tir.ConstantOp) and (op.weight_name is not None or _is_float(op.output.type))
+
+
+def device_bytes(module: ModuleOp, weight_format: DataFormat = DataFormat.FLOAT32) -> tuple[int, int]:
     """What one device holds of a (per-device) program: its weights and
-    constants (one read through `shard.all_slice` counts as its block) and its
-    KV cache (the results that extend an input of the same kind)."""
+    constants (one read through `shard.all_slice` counts as its block), the
+    matmul weights in `weight_format` where it is a block float, and its KV
+    cache (the results that extend an input of the same kind)."""
     params = cache = 0
+    blocks = set()
+    if weight_format in BLOCK_FORMATS:
+        blocks = set(matmul_weights(module, lambda op: op.rhs if isinstance(op, tir.MatmulOp) else None, _is_weight))
     for op in module.walk():
-        # the model's weights and the float constants computed from them (a tied LM head's transposed
-        # table); integer constants are indices and shapes the lowering consumes
-        if isinstance(op, tir.ConstantOp) and (op.weight_name is not None or _is_float(op.output.type)):
-            params += math.ceil(_bytes(op.output.type) * _share(op.output))
+        if _is_weight(op):
+            assert isinstance(op, tir.ConstantOp)
+            t = dtypes.tensor(op.output.type)
+            per_element = FORMATS[weight_format].bytes_per_element if op in blocks else \
+                np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
+            params += math.ceil(math.prod(t.get_shape()) * per_element * _share(op.output))
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
             args = func.body.block.args
@@ -107,10 +122,12 @@ class Sizing:
 
 
 def choose_devices(
-    module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = ""
+    module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = "",
+    weight_format: DataFormat = DataFormat.FLOAT32,
 ) -> Sizing:
     """The smallest P whose per-device bytes fit in `memory`, for `module`
-    as onnx-to-tir leaves it; the table of every P tried."""
+    as onnx-to-tir leaves it (in its data format), its matmul weights in
+    `weight_format`; the table of every P tried."""
     table = [f"{'devices':<8} {'parameters':>14} {'kv cache':>12} {'per device':>14}  fits {memory:,} bytes"]
     for p in range(1, max_devices + 1):
         program = module.clone()
@@ -121,7 +138,7 @@ def choose_devices(
         except ForgeOptError as e:
             table.append(f"{p:<8} {'':>14} {'':>12} {'':>14}  no: {e}")
             continue
-        params, cache = device_bytes(program)
+        params, cache = device_bytes(program, weight_format)
         fits = params + cache <= memory
         table.append(f"{p:<8} {params:>14,} {cache:>12,} {params + cache:>14,}  {'yes' if fits else 'no'}")
         if fits:

@@ -31,6 +31,7 @@ from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
+from forge_opt.check.static_cache import POSITION, from_static, past_length, to_static
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import compile_model, run_compiled
 from forge_opt.execution.oracle import Expected, expected_outputs
@@ -74,25 +75,30 @@ class Programs:
     """Our side of the loop: one program per set of input shapes, built
     on first use (one device, or P tensor-parallel ones)."""
 
-    def __init__(self, model, base, devices: int, mpi: bool, plan: str, folder: Path, min_size: int = 0,
-                 require_sharded: bool = False, formats: tuple[str, str] = ("float32", "")):
-        self.model, self.base, self.devices, self.mpi, self.plan, self.folder = model, base, devices, mpi, plan, folder
-        self.min_size, self.require_sharded = min_size, require_sharded
-        self.data_format, self.weight_format = formats
+    def __init__(self, model, base, options: CheckOptions, folder: Path, pairs: Mapping[str, str], length: int = 0):
+        self.model, self.base, self.options, self.folder = model, base, options, folder
+        self.pairs, self.length = pairs, length  # a static cache of `length` positions (0: growing)
         self.built: dict[tuple, Callable[[Feeds], dict[str, np.ndarray]]] = {}
         self.report = ""  # the first tensor-parallel program's table and warnings
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        key = tuple((name, a.shape) for name, a in feeds.items())
+        """The step's outputs for a growing cache's `feeds`, as the growing
+        model gives them (a static cache's converted both ways)."""
+        given = to_static(feeds, self.pairs, self.length) if self.length else feeds
+        key = tuple((name, a.shape) for name, a in given.items())
         if key not in self.built:
-            self.built[key] = self._build({name: a.shape for name, a in feeds.items()})
-        return self.built[key](feeds)
+            # the model's own inputs' shapes: `cache_position` is the program's
+            self.built[key] = self._build({name: a.shape for name, a in given.items() if name != POSITION})
+        outputs = self.built[key](given)
+        if not self.length:
+            return outputs
+        return from_static(outputs, self.pairs, past_length(feeds, self.pairs) + feeds["input_ids"].shape[1])
 
     def _build(self, shapes: dict[str, tuple[int, ...]]) -> Callable[[Feeds], dict[str, np.ndarray]]:
         chosen = InputShapes.of(shapes)
-        if self.devices < 2:
-            pipeline = CheckOptions(data_format=self.data_format, weight_format=self.weight_format).pipeline
-            compiled = compile_model(self.model, self.base, pipeline, shapes=chosen)
+        o = self.options
+        if o.devices < 2:
+            compiled = compile_model(self.model, self.base, o.pipeline(self.length), shapes=chosen)
             outs = output_names(main_func(compiled.module))
 
             def one(feeds: Feeds) -> dict[str, np.ndarray]:
@@ -100,14 +106,14 @@ class Programs:
 
             return one
         folder = self.folder / f"program_{len(self.built)}"
-        written = tensor_parallel(self.model, folder, self.devices, plan=self.plan, shapes=chosen.shapes,
-                                  base=self.base, min_size=self.min_size, require_sharded=self.require_sharded,
-                                  data_format=self.data_format, weight_format=self.weight_format)
+        written = tensor_parallel(self.model, folder, o.devices, plan=o.plan, shapes=chosen.shapes, base=self.base,
+                                  min_size=o.min_size, require_sharded=o.require_sharded, data_format=o.data_format,
+                                  weight_format=o.weight_format, static_cache=self.length)
         if not self.report:
             self.report = parallel_report(written)
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
-            per_device = run_mpi(folder, feeds, self.devices) if self.mpi else run_parallel(folder, feeds)
+            per_device = run_mpi(folder, feeds, o.devices) if o.mpi else run_parallel(folder, feeds)
             return agreed(written, per_device, "the decode step's program")
 
         return parallel
@@ -120,7 +126,7 @@ class Decode:
     to the oracle's and its logits within tolerance."""
 
     takes = frozenset({"steps", "devices", "mpi", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format"})
+                       "weight_format", "max_length", "growing_cache"})
     failed = "the program failed on Forge"
     forge_python = ""
 
@@ -132,6 +138,8 @@ class Decode:
     def prepare(self, loaded: Loaded) -> Loaded:
         if self.options.steps < 1:
             raise ForgeOptError(f"--decode {self.options.steps}: decode at least one step")
+        if self.options.max_length and self.options.growing_cache:
+            raise ForgeOptError("--max-length sizes a static cache: --growing-cache has none")
         model = loaded.model
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
@@ -153,8 +161,8 @@ class Decode:
         lines = [f"{'step':<6} {'token':>10} {'oracle':>12}"]
         results: list[OutputResult] = []
         equal = 0
-        programs = Programs(model, prepared.base, o.devices, o.mpi, o.plan, folder, o.min_size, o.require_sharded,
-                            (o.data_format, o.weight_format))
+        length = 0 if o.growing_cache else self.cache_length(feeds)
+        programs = Programs(model, prepared.base, o, folder, pairs, length)
         agree = Agreement()
 
         def compared(name: str, want: np.ndarray, got: np.ndarray) -> OutputResult:
@@ -187,8 +195,9 @@ class Decode:
         results += [compared(f"{present} (step {steps - 1})", want[present], forced[present]) for present in pairs]
         built = len(programs.built)
         where = f"{o.devices} devices" + (" under MPI" if o.mpi else "") if o.devices > 1 else "one device"
+        how = f"a static KV cache of {length} positions" if length else "one per input shape"
         lines.append(f"decode: {equal}/{steps} tokens equal to {reference.oracle}'s ({where}; "
-                     f"{built} program{'' if built == 1 else 's'} built, one per input shape)")
+                     f"{built} program{'' if built == 1 else 's'} built, {how})")
         problems = [] if equal == steps else [f"decode: {steps - equal} of {steps} tokens differ from the oracle's"]
         if o.reduced:
             differs = next((i for i, line in enumerate(lines[1:]) if line.endswith("differs")), None)
@@ -196,6 +205,17 @@ class Decode:
                 "every token the oracle's" if differs is None else f"the first token that differs is step {differs}"))
             problems = []  # a reduced format is judged by its teacher-forced logits, not by where greedy parts
         return Ran(results=results, summary=programs.report, problems=problems, notes=lines)
+
+
+    def cache_length(self, feeds: Feeds) -> int:
+        """The static cache's positions: `--max-length`, by default the
+        prompt (its past and its tokens) and the steps."""
+        o = self.options
+        needed = past_length(feeds, self.pairs) + feeds["input_ids"].shape[1] + o.steps - 1
+        if o.max_length and o.max_length < needed:
+            raise ForgeOptError(f"--max-length {o.max_length}: the prompt and {o.steps} steps write {needed} "
+                                "positions of the cache")
+        return o.max_length or needed + 1
 
 
 class Agreement:
@@ -239,12 +259,17 @@ def check_decode(
     dims: Mapping[str, int] | None = None,
     data_format: str = "float32",
     weight_format: str = "",
+    max_length: int = 0,
+    growing_cache: bool = False,
 ) -> CheckReport:
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
-    None); in reduced formats as `check_model` takes them."""
+    None); in reduced formats as `check_model` takes them; with a static KV
+    cache of `max_length` positions (by default the prompt and the steps),
+    or with the cache as exported (`growing_cache`)."""
     options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, devices=devices, mpi=mpi,
                            plan=plan, min_size=min_size, require_sharded=require_sharded, steps=steps,
-                           data_format=data_format, weight_format=weight_format).with_pcc(min_pcc)
+                           data_format=data_format, weight_format=weight_format, max_length=max_length,
+                           growing_cache=growing_cache).with_pcc(min_pcc)
     return run_check(source, options, Decode(options))
 
 

@@ -31,7 +31,7 @@ class OneDevice:
         self.forge_python = ""
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        self.compiled = compile_model(loaded.model, loaded.base, self.options.pipeline, shapes=loaded.sizes,
+        self.compiled = compile_model(loaded.model, loaded.base, self.options.pipeline(), shapes=loaded.sizes,
                                       stem=self.options.stem)
         self.forge_python = self.compiled.emitted.source
         return loaded

@@ -43,6 +43,8 @@ class CheckOptions:
     min_device_ops: int = _flag("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
     data_format: str = _flag("--data-format", "float32")  # the program's (`data_formats.PROGRAM_FORMATS`)
     weight_format: str = _flag("--weight-format", "")  # the matmul weights': the data format's, or a block float
+    max_length: int = _flag("--max-length", 0)  # a decode's static KV cache positions; 0: the prompt and the steps
+    growing_cache: bool = _flag("--growing-cache", False)  # decode with the cache as exported: a program per shape
     steps: int = _flag("--decode", 0)  # greedy decode steps
 
     @property
@@ -57,13 +59,17 @@ class CheckOptions:
             min_pcc = REDUCED_PCC if self.reduced else MIN_PCC
         return replace(self, tolerances=replace(self.tolerances, min_pcc=min_pcc))
 
-    @property
-    def pipeline(self) -> str:
-        """onnx-to-forge with these formats."""
-        if not self.reduced:
-            return "onnx-to-forge"
-        weights = f" weight-format={self.weight_format}" if self.weight_format else ""
-        return f"onnx-to-forge{{data-format={self.data_format}{weights}}}"
+    def pipeline(self, static_cache: int = 0) -> str:
+        """onnx-to-forge with these formats, and a static KV cache of
+        `static_cache` positions if not 0."""
+        options = []
+        if self.reduced:
+            options.append(f"data-format={self.data_format}")
+        if self.reduced and self.weight_format:
+            options.append(f"weight-format={self.weight_format}")
+        if static_cache:
+            options.append(f"static-cache={static_cache}")
+        return f"onnx-to-forge{{{' '.join(options)}}}" if options else "onnx-to-forge"
 
     def refuse_beyond(self, takes: Iterable[str], mode: str) -> None:
         """An error naming the first option given (not at its default)

@@ -46,10 +46,9 @@ def compile_model(
     """`shapes`: sizes for symbolic input dims (`--dim`/`--shape`); `stem`:
     the name of the module's file without `.py`, which names its constants."""
     module = import_model(model, base, shapes=shapes)
-    func = main_func(module)
-    names = input_names(func)
     run_pipeline(module, pipeline)
-    return Compiled(model, module, emit_module(module, stem=stem), names, base)
+    # the program's inputs: a pipeline may add one (a static cache's `cache_position`)
+    return Compiled(model, module, emit_module(module, stem=stem), input_names(main_func(module)), base)
 
 
 def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:

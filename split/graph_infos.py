@@ -196,6 +196,21 @@ class Output:
 
 
 @dataclass
+class StaticCache:
+    """A decoder's KV cache kept on the devices at a fixed length
+    (`static-kv-cache`), so that a runtime can leave it there: each past
+    input, the present output that returns it written, and the input
+    naming the position a step writes at."""
+
+    length: int
+    position: str
+    caches: dict[str, str]  # each past input's present output
+
+    def to_json(self) -> dict:
+        return {"length": self.length, "position": self.position, "caches": self.caches}
+
+
+@dataclass
 class Plan:
     graphs: list[Graph]
     tensors: dict[str, Tensor]
@@ -206,6 +221,7 @@ class Plan:
     collectives: list[Collective] = field(default_factory=list)
     layers: list[Layer] = field(default_factory=list)
     outputs: list[Output] | None = None  # None in AutoSplit's files: the `output` tensors are returned
+    static_cache: StaticCache | None = None
 
     @property
     def is_parallel(self) -> bool:
@@ -246,6 +262,8 @@ class Plan:
             out["layers"] = [vars(layer) for layer in self.layers]
         if self.outputs is not None:
             out["outputs"] = [o.to_json() for o in self.outputs]
+        if self.static_cache is not None:
+            out["static_cache"] = self.static_cache.to_json()
         return out
 
     @staticmethod
@@ -310,6 +328,8 @@ class _Reader:
                         raise self.fail(f"collectives[{c}] reads a tensor no earlier graph makes, or makes one not "
                                         "in 'tensors'")
                     known.add(step.output)
+        if "static_cache" in data:
+            plan.static_cache = self.static_cache(data["static_cache"], tensors)
         if "outputs" in data:
             plan.outputs = self.outputs(data["outputs"], known)
         else:
@@ -317,6 +337,20 @@ class _Reader:
                 if t.attr == "output" and name not in known:
                     raise self.fail(f"the output '{name}' is made by no graph")
         return plan
+
+    def static_cache(self, entry: Any, tensors: dict[str, Tensor]) -> StaticCache:
+        if not isinstance(entry, dict) or set(entry) != {"length", "position", "caches"}:
+            raise self.fail("'static_cache' needs exactly 'length', 'position' and 'caches'")
+        length, position, caches = entry["length"], entry["position"], entry["caches"]
+        if type(length) is not int or length < 1:
+            raise self.fail(f"static_cache: length is {length!r}, not a count of positions")
+        if not isinstance(position, str) or tensors.get(position, Tensor([], "", "")).attr != "input":
+            raise self.fail(f"static_cache: position {position!r} is not an input of the plan")
+        if not isinstance(caches, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k in tensors and tensors[k].attr == "input"
+                and v in tensors for k, v in caches.items()):
+            raise self.fail("static_cache: caches must map the plan's past inputs to its present tensors")
+        return StaticCache(length, position, caches)
 
     def tensors(self, tensors: Any) -> dict[str, Tensor]:
         """AutoSplit writes a dict by name; its docstrings show a list of `{name, shape, attr}`, read too."""

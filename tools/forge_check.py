@@ -84,6 +84,13 @@ def main(argv: list[str] | None = None) -> None:
         help="run N greedy decode steps of a decoder with its KV cache (token after token, the cache fed back) "
         "and the same loop on onnxruntime; a match when every token and the logits agree",
     )
+    parser.add_argument(
+        "--max-length", type=int, metavar="L",
+        help="with --decode: the positions of the static KV cache the programs keep (default: the prompt, its past "
+        "and the steps); every step then runs one of 2 programs, a prefill and a decode step",
+    )
+    parser.add_argument("--growing-cache", action="store_true",
+                        help="with --decode: the cache as exported, one program per input shape")
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -149,7 +156,8 @@ def _check(args: argparse.Namespace):
         freeze=tuple(args.freeze), bisect=args.bisect, stem=Path(args.emit).stem if args.emit else "",
         devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
         require_sharded=args.require_sharded, steps=args.decode or 0,
-        data_format=args.data_format, weight_format=args.weight_format or "",
+        data_format=args.data_format, weight_format=args.weight_format or "", max_length=args.max_length or 0,
+        growing_cache=args.growing_cache,
     ).with_pcc(args.pcc)
     return run_check(args.model, options, _strategy(args, options))
 

@@ -24,6 +24,7 @@ from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.merge_equal_ops import MergeEqualOpsPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
+from forge_opt.transforms.static_cache import StaticKvCachePass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
@@ -74,7 +75,9 @@ def segment_passes(
 @dataclass(frozen=True)
 class OnnxToForgePass(ModulePass):
     """The whole lowering: onnx-to-tir, fuse-patterns, merge-equal-ops,
-    lower-split, tir-to-forge, fold-weight-layouts. `data-format=bfloat16`
+    lower-split, tir-to-forge, fold-weight-layouts; `static-cache=L` makes
+    a growing KV cache one of L positions (`static-kv-cache`, after
+    onnx-to-tir). `data-format=bfloat16`
     computes in Forge's Float16_b (`tir-data-format` before lower-split);
     `weight-format=bfp8_b` or `bfp4_b` stores the matmul weights as block
     floats (`mark-weight-formats` last). With
@@ -90,6 +93,8 @@ class OnnxToForgePass(ModulePass):
     require_sharded: bool = False
     data_format: str = "float32"
     weight_format: str = ""  # the data format's, or a block float (bfp8_b, bfp4_b)
+    # `static-cache=L`: a growing KV cache as one of L positions (`static-kv-cache`)
+    static_cache: int = 0
 
     # `device-memory=BYTES` (a count, or `512MiB`, `24GB`): choose `devices`
     # as the smallest count up to `max-devices` whose per-device share fits
@@ -104,13 +109,16 @@ class OnnxToForgePass(ModulePass):
     def passes(self, devices: int | None = None) -> list[ModulePass]:
         devices = self.devices if devices is None else devices
         data_format, weight_format = self.formats
+        first: list[ModulePass] = [OnnxToTirPass()]
+        if self.static_cache:
+            first.append(StaticKvCachePass(self.static_cache))
         if devices > 1:
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
             # are then in it too; each segment's lowering marks its block-float weights
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
             on_tir, _ = format_passes(data_format, weight_format)
-            return [OnnxToTirPass(), *on_tir, annotate, TPPartitionPass()]
-        return [OnnxToTirPass(), *segment_passes(data_format, weight_format)]
+            return [*first, *on_tir, annotate, TPPartitionPass()]
+        return [*first, *segment_passes(data_format, weight_format)]
 
     @property
     def formats(self) -> tuple[DataFormat, DataFormat]:
@@ -137,13 +145,12 @@ class OnnxToForgePass(ModulePass):
             return
         from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
 
-        data_format, weight_format = self.formats
-        on_tir, _ = format_passes(data_format, weight_format)
-        run_passes([OnnxToTirPass(), *on_tir], ctx, op, self.verify_each)  # measured in its format
+        # measured as it will run: its cache static, in its format
+        before = (OnnxToTirPass, StaticKvCachePass, TirDataFormatPass)
+        run_passes([p for p in self.passes(2) if isinstance(p, before)], ctx, op, self.verify_each)
         memory = parse_bytes(str(self.device_memory))
-        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, weight_format)
-        rest = [p for p in self.passes(sizing.devices)[1:] if not isinstance(p, TirDataFormatPass)]  # done
-        run_passes(rest, ctx, op, self.verify_each)
+        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])
+        run_passes([p for p in self.passes(sizing.devices) if not isinstance(p, before)], ctx, op, self.verify_each)
         op.attributes[SIZING_ATTR] = StringAttr("\n".join([*sizing.table, f"devices: {sizing.devices}"]))
 
 
@@ -151,7 +158,7 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
-        TirDataFormatPass, MarkWeightFormatsPass, OnnxToForgePass,
+        TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
         PartitionForForgePass, TensorParallelPass, TPPartitionPass,
     )
 }

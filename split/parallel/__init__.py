@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
 
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
 from forge_opt.diagnostics import ForgeOptError
@@ -38,7 +38,7 @@ from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.split.folder import check_folder, clear_folder, write_infos
-from forge_opt.split.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan
+from forge_opt.split.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, Tensor
 from forge_opt.split.parallel.program import (
     COLLECTIVE_OPS,
     Blocks,
@@ -49,6 +49,7 @@ from forge_opt.split.parallel.program import (
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
 from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, segment_passes, verify_after
+from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
 from forge_opt.transforms.tp.annotate import layer_entries
 
 
@@ -236,8 +237,22 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
                                       program.names[c.op.results[0]], nbytes, ring_bytes(kind, nbytes, p), axis))
     outputs, host = program.returns()
     plan = Plan(graphs, tensors, layout=layout, grid=program.grid, devices=devices, collectives=collectives,
-                layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs)
+                layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,
+                static_cache=_static_cache(module, tensors))
     return write_infos(folder, plan, host)
+
+
+def _static_cache(module: ModuleOp, tensors: Mapping[str, Tensor]) -> StaticCache | None:
+    """The plan's record of a static KV cache (`static-kv-cache`): its
+    length, its position input and each past input's present."""
+    found = module.attributes.get(STATIC_CACHE_ATTR)
+    if not isinstance(found, DictionaryAttr):
+        return None
+    length, position = found.data["length"], found.data["position"]
+    assert isinstance(length, DenseIntOrFPElementsAttr) and isinstance(position, StringAttr)
+    caches = {name: PRESENT + name[len(PAST):] for name, t in tensors.items()
+              if t.attr == "input" and name.startswith(PAST) and PRESENT + name[len(PAST):] in tensors}
+    return StaticCache(int(attr_to_array(length)), position.data, caches)
 
 
 def tensor_parallel(
@@ -254,14 +269,15 @@ def tensor_parallel(
     base: Path | None = None,
     data_format: str = "float32",
     weight_format: str = "",
+    static_cache: int = 0,
 ) -> Plan:
     """Compile the model for `devices` devices into `folder` (per-device
     Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
     layers of fewer weight elements stay replicated; `plan`: a JSON file
     pinning layers (`transforms/tp/annotate.py`); `require_sharded`:
     a larger layer left replicated is an error; `base`: the folder of
-    a loaded model's external data; `data_format` and `weight_format` as
-    onnx-to-forge takes them."""
+    a loaded model's external data; `data_format`, `weight_format` and
+    `static_cache` as onnx-to-forge takes them."""
     if devices < 2:
         raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
     if not isinstance(plan, str | os.PathLike):
@@ -272,7 +288,8 @@ def tensor_parallel(
     check_folder(out, base or loaded_from, force, "--force replaces it")
     module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
-    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, data_format, weight_format, verify_each=True)
+    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, data_format, weight_format, static_cache,
+                               verify_each=True)
     verify_after(None, module)
     run_passes([pipeline], Context(), module, verify_each=False)
     return write_parallel(module, out)

@@ -285,8 +285,11 @@ class _Annotator:
         presents = {v for v, name in zip(ret.arguments, output_names(self.func)) if name.startswith(PRESENT)}
         for v in dict.fromkeys(ret.arguments):
             s = self.of(v)
+            static = self._static_past(v, s)
             pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
-            if isinstance(v.owner, tir.ConcatOp):
+            if static is not None:  # a static cache: the present is the past written in place
+                pasts = [static]
+            elif isinstance(v.owner, tir.ConcatOp):
                 pasts = [a for a in pasts if a in v.owner.operands]
             else:  # the Concat of an empty past folded away: only an empty input can be that past
                 pasts = [a for a in pasts if 0 in shape(a)]
@@ -297,10 +300,22 @@ class _Annotator:
                     self.annotate_return(v, s)
                 continue
             self.annotate_return(v, s)
-            for past in pasts:
-                if past not in marked and past.uses.get_length() <= 1:
+            for past in pasts:  # read by its Concat alone (and, static, by the Where writing it)
+                if past not in marked and past.uses.get_length() <= (1 if static is None else 2):
                     marked.add(past)
                     self.annotate_input(past, s)
+
+    def _static_past(self, v: SSAValue, s: Sharding) -> SSAValue | None:
+        """The past a static cache's present (`static-kv-cache`: a Where
+        keeping the past's other positions) writes, if `v` is one split
+        along an axis (heads)."""
+        owner = v.owner
+        if s.axis is None or s.partial or not isinstance(owner, tir.WhereOp):
+            return None
+        past = owner.operands[2]
+        if past in self.func.body.block.args and past.type == v.type:
+            return past
+        return None
 
     def annotate_return(self, v: SSAValue, s: Sharding) -> None:
         ret = self.func.body.block.last_op

@@ -1,0 +1,118 @@
+"""A static KV cache (`static-kv-cache`, `forge-check --decode N
+[--max-length L]`): Optimum's decoders, exported with a growing cache,
+decode every token with one program: a prefill and a decode step, each
+with the cache at L positions written in place at `cache_position`; the
+tokens and logits still equal onnxruntime's on the model as exported."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from model_helpers import make_model, value_info
+from onnx import helper
+from test_llm_decoders import DECODE, model_path, optimum_feeds
+from test_tensor_parallel import needs_mpiexec
+
+from forge_opt.check.decode import check_decode
+from forge_opt.check.report import MATCH, NOT_COMPILED
+from forge_opt.check.static_cache import from_static, to_static
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.engine import compile_model, run_compiled
+from forge_opt.split.api import tensor_parallel
+
+NAMES = ["gpt2", "llama", "qwen2", "mistral", "phi3"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_32_tokens_with_two_programs(name):
+    report = check_decode(model_path(name), 32, optimum_feeds(name, DECODE))
+    text = report.format()
+    assert report.status == MATCH, text
+    assert "decode: 32/32 tokens equal to onnxruntime's (one device; 2 programs built, a static KV cache of 39 " \
+           "positions)" in text
+
+
+@pytest.mark.parametrize("name", ["llama", "phi3"])
+def test_32_tokens_on_two_devices_with_two_programs(name):
+    report = check_decode(model_path(name), 32, optimum_feeds(name, DECODE), devices=2)
+    assert report.status == MATCH, report.format()
+    assert "(2 devices; 2 programs built, a static KV cache of 39 positions)" in report.format()
+
+
+@pytest.mark.slow
+def test_under_mpi():
+    needs_mpiexec()
+    report = check_decode(model_path("qwen2"), 4, optimum_feeds("qwen2", DECODE), devices=2, mpi=True)
+    assert report.status == MATCH, report.format()
+    assert "(2 devices under MPI; 2 programs built" in report.format()
+
+
+def test_the_plan_records_the_cache_each_device_keeps_its_heads_of(tmp_path):
+    dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 9}
+    tensor_parallel(model_path("llama"), tmp_path / "tp", 2, dims=dims, static_cache=9)
+    infos = json.loads((tmp_path / "tp" / "graph_infos.json").read_text())
+    static = infos["static_cache"]
+    assert static["length"] == 9 and static["position"] == "cache_position"
+    assert static["caches"]["past_key_values.1.value"] == "present.1.value" and len(static["caches"]) == 4
+    for past, present in static["caches"].items():  # each device receives and returns its heads (of 2 KV heads)
+        assert infos["tensors"][past]["split_axis"] == 1 and infos["tensors"][past]["shape"] == [1, 1, 9, 8]
+        assert infos["tensors"][present]["split_axis"] == 1
+    assert infos["tensors"]["cache_position"] == {"shape": [1], "dtype": "int64", "attr": "input"}
+
+
+def test_a_step_writes_its_entries_in_place_and_keeps_the_rest():
+    """One decode step of the static program: the cache's first p positions
+    as given, the new entry at p, the rest untouched (a poisoned value
+    there stays, and no logit reads it: the mask zeroes it out)."""
+    feeds = optimum_feeds("llama", {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 3})
+    pairs = {f"present.{i}.{k}": f"past_key_values.{i}.{k}" for i in range(2) for k in ("key", "value")}
+    static = to_static(feeds, pairs, 6)
+    poisoned = dict(static)
+    for past in pairs.values():
+        poisoned[past] = static[past].copy()
+        poisoned[past][:, :, 5] = 1e4  # a position no step has written
+    compiled = compile_model(onnx.load(model_path("llama")), pipeline="onnx-to-forge{static-cache=6}",
+                             shapes=_shapes({n: a.shape for n, a in static.items() if n != "cache_position"}))
+    assert compiled.input_names[-1] == "cache_position"
+    names = ["logits", *pairs]
+    clean = dict(zip(names, run_compiled(compiled, [static[n] for n in compiled.input_names])))
+    dirty = dict(zip(names, run_compiled(compiled, [poisoned[n] for n in compiled.input_names])))
+    np.testing.assert_array_equal(clean["logits"], dirty["logits"])
+    for present, past in pairs.items():
+        np.testing.assert_array_equal(clean[present][:, :, :3], feeds[past])
+        np.testing.assert_array_equal(dirty[present][:, :, 5], poisoned[past][:, :, 5])
+        assert not np.array_equal(clean[present][:, :, 3], static[past][:, :, 3])  # written
+    grown = from_static(clean, pairs, 4)
+    assert grown["present.0.key"].shape == (1, 2, 4, 8)
+
+
+def _shapes(shapes):
+    from forge_opt.frontends.onnx.shapes import InputShapes
+
+    return InputShapes.of(shapes)
+
+
+def test_a_cache_read_other_than_by_its_concat_is_an_error_naming_the_node():
+    past = value_info("past_key_values.0.key", [1, 2, 3, 4])
+    new = value_info("k", [1, 2, 1, 4])
+    model = make_model(
+        [helper.make_node("Concat", ["past_key_values.0.key", "k"], ["present.0.key"], axis=2, name="cat"),
+         helper.make_node("ReduceSum", ["past_key_values.0.key"], ["s"], keepdims=0, name="peek")],
+        [past, new], [value_info("present.0.key", [1, 2, 4, 4]), value_info("s", [])],
+    )
+    with pytest.raises(ForgeOptError, match=r"'peek'.*reads the KV cache 'past_key_values.0.key' other than"):
+        compile_model(model, pipeline="onnx-to-forge{static-cache=3}")
+
+
+def test_max_length_too_short_is_named_and_growing_cache_keeps_the_old_loop():
+    feeds = optimum_feeds("llama", DECODE)
+    report = check_decode(model_path("llama"), 8, feeds, max_length=10)
+    assert report.status == NOT_COMPILED
+    assert "--max-length 10: the prompt and 8 steps write 14 positions of the cache" in report.error
+    report = check_decode(model_path("llama"), 4, feeds, max_length=20)
+    assert report.status == MATCH and "a static KV cache of 20 positions" in report.format()
+    report = check_decode(model_path("llama"), 4, feeds, growing_cache=True)
+    assert report.status == MATCH and "4 programs built, one per input shape" in report.format()

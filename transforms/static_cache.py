@@ -1,0 +1,168 @@
+"""`static-kv-cache{length=L}`: a decoder exported with a growing KV cache
+(Optimum's `past_key_values.*` in, `present.*` = Concat(past, new) out)
+becomes one that keeps a cache of L positions, as fixed-shape hardware
+serves LLMs: every decode step then has the same shapes, and one program
+runs them all.
+
+The past inputs hold L positions (import the model with its past length
+set to L); a new input, `cache_position` ([1], int64), is the position the
+step's first token is written at. Each `present.*` result becomes the
+cache with the step's keys or values written in place at [p, p + s): a
+one-hot [L, s] matrix places them (a matmul of ones and zeros, exact) and a
+`Where` keeps every other position's old value. Attention still reads
+Concat(past, new), as the model computes it: the positions not yet written
+are masked by `attention_mask`, zero over [p, L), so they weigh exactly
+nothing. A cache read other than by that Concat is an error naming the op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, ModuleOp, StringAttr, TensorType, i64
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from forge_opt import dtypes
+from forge_opt.diagnostics import ForgeOptError, describe
+from forge_opt.dialects import tir
+from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.tir_functions import BinaryFn
+
+PAST, PRESENT, POSITION = "past_key_values", "present", "cache_position"
+#: the module attribute naming the cache's length, for the plan and the runtime
+STATIC_CACHE_ATTR = "forge.static_cache"
+
+
+def _names(attrs: ArrayAttr | None, count: int) -> list[str]:
+    names = [""] * count
+    for i, d in enumerate(attrs.data if attrs is not None else ()):
+        if isinstance(d, DictionaryAttr) and isinstance(name := d.data.get("onnx.name"), StringAttr):
+            names[i] = name.data
+    return names
+
+
+@dataclass
+class _Writer:
+    """The ops every layer's cache update shares: which positions the step
+    writes, and the one-hot matrix that places its [s] new entries."""
+
+    func: FuncOp
+    ret: ReturnOp
+    position: SSAValue
+    length: int
+    steps: int
+    hits: SSAValue | None = None  # [L, s]: position l takes the step's entry i
+    written: SSAValue | None = None  # [L, 1]: position l is written this step
+    onehot: dict[Attribute, SSAValue] | None = None  # `hits` in each element type, [1, 1, L, s]
+
+    def add(self, op: Operation) -> SSAValue:
+        self.func.body.block.insert_op_before(op, self.ret)
+        return op.results[0]
+
+    def constant(self, values: np.ndarray) -> SSAValue:
+        return self.add(tir.ConstantOp(array_to_attr(values)))
+
+    def write(self, past: SSAValue, new: SSAValue) -> SSAValue:
+        """`past` with `new` ([..., s, d]) written at [p, p + s) of axis 2."""
+        element = dtypes.tensor(past.type).element_type
+        if self.written is None or self.hits is None:
+            positions = self.constant(np.arange(self.length, dtype=np.int64).reshape(self.length, 1))
+            offsets = self.constant(np.arange(self.steps, dtype=np.int64).reshape(1, self.steps))
+            targets = self.add(tir.BinaryOp(BinaryFn.ADD, self.position, offsets))  # [1, s]: p .. p + s - 1
+            self.hits = self.add(tir.BinaryOp(BinaryFn.EQ, positions, targets))  # [L, s]
+            end = self.add(tir.BinaryOp(BinaryFn.ADD, self.position, self.constant(np.array([self.steps], np.int64))))
+            after = self.add(tir.BinaryOp(BinaryFn.GE, positions, self.position))
+            before = self.add(tir.BinaryOp(BinaryFn.LT, positions, end))
+            self.written = self.add(tir.BinaryOp(BinaryFn.AND, after, before))  # [L, 1]
+            self.onehot = {}
+        assert self.onehot is not None
+        if element not in self.onehot:
+            ones = self.add(tir.CastOp(self.hits, element))
+            self.onehot[element] = self.add(tir.ReshapeOp(ones, [1, 1, self.length, self.steps]))
+        placed = self.add(tir.MatmulOp(self.onehot[element], new))  # [b, h, L, d]
+        return self.add(tir.WhereOp(self.written, placed, past))
+
+
+@dataclass(frozen=True)
+class StaticKvCachePass(ModulePass):
+    """A growing KV cache (`present.*` = Concat(`past_key_values.*`, new))
+    as one of `length` positions written in place at `cache_position`."""
+
+    name = "static-kv-cache"
+
+    length: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.length < 1:
+            raise ForgeOptError(f"static-kv-cache: length={self.length}: give the cache's positions, 1 or more")
+        funcs = [f for f in op.ops if isinstance(f, FuncOp) and f.body.blocks]
+        if len(funcs) != 1:
+            raise ForgeOptError(f"static-kv-cache rewrites one function; the module has {len(funcs)}")
+        func = funcs[0]
+        block = func.body.block
+        ret = block.last_op
+        assert isinstance(ret, ReturnOp)
+        ins = _names(func.arg_attrs, len(block.args))
+        outs = _names(func.res_attrs, len(ret.arguments))
+        pasts = [(name, arg) for name, arg in zip(ins, block.args) if name.startswith(PAST)]
+        if not pasts:
+            raise ForgeOptError(f"static-kv-cache: the model has no '{PAST}.*' input to make static")
+        if POSITION in ins:
+            raise ForgeOptError(f"static-kv-cache: the model has an input '{POSITION}' already")
+        updates: dict[int, tuple[SSAValue, SSAValue]] = {}
+        steps = None
+        for name, past in pasts:
+            present = PRESENT + name[len(PAST):]
+            concat = self._concat(name, past, present, ret, outs)
+            shape = dtypes.tensor(past.type).get_shape()
+            if shape[2] != self.length:
+                raise ForgeOptError(f"static-kv-cache: '{name}' holds {shape[2]} positions, not {self.length}: "
+                                    f"import the model with its past length set to {self.length} "
+                                    f"(--dim past_sequence_length={self.length})")
+            new = concat.operands[1]
+            s = dtypes.tensor(new.type).get_shape()[2]
+            if steps not in (None, s):
+                raise ForgeOptError(f"static-kv-cache: '{name}' gains {s} positions a step, another cache {steps}")
+            steps = s
+            updates[outs.index(present)] = (past, new)
+        assert steps is not None
+        position = block.insert_arg(TensorType(i64, [1]), len(block.args))
+        position.name_hint = POSITION
+        writer = _Writer(func, ret, position, self.length, steps)
+        results = list(ret.arguments)
+        for index, (past, new) in updates.items():
+            results[index] = writer.write(past, new)
+            results[index].name_hint = outs[index].replace(".", "_")
+        block.insert_op_before(ReturnOp(*results), ret)
+        ret.detach()
+        ret.erase()
+        func.function_type = FunctionType.from_lists([a.type for a in block.args], [r.type for r in results])
+        arg_attrs = list(func.arg_attrs.data) if func.arg_attrs is not None else \
+            [DictionaryAttr({}) for _ in block.args[:-1]]
+        func.arg_attrs = ArrayAttr([*arg_attrs, DictionaryAttr({"onnx.name": StringAttr(POSITION)})])
+        op.attributes[STATIC_CACHE_ATTR] = DictionaryAttr({
+            "length": array_to_attr(np.array(self.length, np.int64)),
+            "position": StringAttr(POSITION),
+        })
+
+    @staticmethod
+    def _concat(name: str, past: SSAValue, present: str, ret: ReturnOp, outs: list[str]) -> tir.ConcatOp:
+        """The Concat(past, new) on axis 2 returned as `present`: the only
+        reader of the cache a static one can stand in for."""
+        if present not in outs:
+            raise ForgeOptError(f"static-kv-cache: '{name}' has no '{present}' result to pair with")
+        returned = ret.arguments[outs.index(present)]
+        for use in past.uses:
+            reader = use.operation
+            if not (isinstance(reader, tir.ConcatOp) and use.index == 0 and len(reader.operands) == 2
+                    and reader.axis.value.data % 4 == 2 and reader.results[0] is returned):
+                raise ForgeOptError(f"{describe(reader)}: reads the KV cache '{name}' other than as the Concat with "
+                                    f"the step's new entries that makes '{present}': its cache cannot be made static")
+        owner = returned.owner
+        if not isinstance(owner, tir.ConcatOp) or owner.operands[0] is not past:
+            raise ForgeOptError(f"static-kv-cache: '{present}' is not Concat('{name}', new) on the positions' axis")
+        return owner

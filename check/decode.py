@@ -206,7 +206,6 @@ class Decode:
             problems = []  # a reduced format is judged by its teacher-forced logits, not by where greedy parts
         return Ran(results=results, summary=programs.report, problems=problems, notes=lines)
 
-
     def cache_length(self, feeds: Feeds) -> int:
         """The static cache's positions: `--max-length`, by default the
         prompt (its past and its tokens) and the steps."""

@@ -151,6 +151,8 @@ def where(condition, x, y):
 
 @kernel("Matmul")
 def matmul(a, b, bias=None):
+    # op_matmul.cpp's eval: float16 operands promoted to float32 (the result cast back by `evaluate`)
+    a, b = (x.astype(np.float32) if x.dtype == np.float16 else x for x in (a, b))
     out = np.matmul(a, b)
     return out if bias is None else out + bias
 

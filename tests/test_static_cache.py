@@ -116,3 +116,24 @@ def test_max_length_too_short_is_named_and_growing_cache_keeps_the_old_loop():
     assert report.status == MATCH and "a static KV cache of 20 positions" in report.format()
     report = check_decode(model_path("llama"), 4, feeds, growing_cache=True)
     assert report.status == MATCH and "4 programs built, one per input shape" in report.format()
+
+
+def test_device_memory_counts_the_static_cache_at_its_length():
+    """--device-memory's table counts a static cache at L positions, each
+    device its heads of it (2 KV heads: halved on 2 devices)."""
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import StringAttr
+
+    from forge_opt.frontends.onnx import import_model
+    from forge_opt.frontends.onnx.shapes import InputShapes
+    from forge_opt.transforms.pipelines import OnnxToForgePass
+    from forge_opt.transforms.tp.sizing import SIZING_ATTR
+
+    dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 20}
+    module = import_model(onnx.load(model_path("llama")), shapes=InputShapes.of(None, dims))
+    OnnxToForgePass(static_cache=20, device_memory="60000", max_devices=2).apply(Context(), module)
+    table = module.attributes[SIZING_ATTR]
+    assert isinstance(table, StringAttr)
+    rows = [line.split() for line in table.data.splitlines()[1:3]]
+    four_caches = 4 * 1 * 2 * 20 * 8 * 4  # [batch, KV heads, L, head size] float32
+    assert [int(r[2].replace(",", "")) for r in rows] == [four_caches, four_caches // 2]

@@ -23,7 +23,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, ModuleOp, StringAttr, TensorType, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
@@ -35,6 +35,17 @@ from forge_opt.dialects.tir_functions import BinaryFn
 PAST, PRESENT, POSITION = "past_key_values", "present", "cache_position"
 #: the module attribute naming the cache's length, for the plan and the runtime
 STATIC_CACHE_ATTR = "forge.static_cache"
+
+
+def static_past(present: SSAValue) -> SSAValue | None:
+    """The past input a static cache's present writes (the Where that keeps
+    its other positions), if `present` is one."""
+    owner = present.owner
+    if isinstance(owner, tir.WhereOp):
+        past = owner.operands[2]
+        if isinstance(past, BlockArgument) and past.type == present.type:
+            return past
+    return None
 
 
 def _names(attrs: ArrayAttr | None, count: int) -> list[str]:

@@ -69,6 +69,7 @@ from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
+from forge_opt.transforms.static_cache import static_past
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -285,9 +286,9 @@ class _Annotator:
         presents = {v for v, name in zip(ret.arguments, output_names(self.func)) if name.startswith(PRESENT)}
         for v in dict.fromkeys(ret.arguments):
             s = self.of(v)
-            static = self._static_past(v, s)
+            static = static_past(v) if s.axis is not None and not s.partial else None
             pasts = [a for a in block.args if s.axis is not None and pairs_as_cache(a, v, s.axis)]
-            if static is not None:  # a static cache: the present is the past written in place
+            if static is not None:  # a static cache (`static-kv-cache`): the present is the past written in place
                 pasts = [static]
             elif isinstance(v.owner, tir.ConcatOp):
                 pasts = [a for a in pasts if a in v.owner.operands]
@@ -304,18 +305,6 @@ class _Annotator:
                 if past not in marked and past.uses.get_length() <= (1 if static is None else 2):
                     marked.add(past)
                     self.annotate_input(past, s)
-
-    def _static_past(self, v: SSAValue, s: Sharding) -> SSAValue | None:
-        """The past a static cache's present (`static-kv-cache`: a Where
-        keeping the past's other positions) writes, if `v` is one split
-        along an axis (heads)."""
-        owner = v.owner
-        if s.axis is None or s.partial or not isinstance(owner, tir.WhereOp):
-            return None
-        past = owner.operands[2]
-        if past in self.func.body.block.args and past.type == v.type:
-            return past
-        return None
 
     def annotate_return(self, v: SSAValue, s: Sharding) -> None:
         ret = self.func.body.block.last_op

@@ -23,6 +23,7 @@ from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, DataFormat
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.transforms.data_formats import matmul_weights
+from forge_opt.transforms.static_cache import static_past
 from forge_opt.transforms.tp.annotate import annotate, pairs_as_cache
 from forge_opt.transforms.tp.partition import TPPartitionPass
 
@@ -54,7 +55,8 @@ def device_bytes(module: ModuleOp, weight_format: DataFormat = DataFormat.FLOAT3
     """What one device holds of a (per-device) program: its weights and
     constants (one read through `shard.all_slice` counts as its block), the
     matmul weights in `weight_format` where it is a block float, and its KV
-    cache (the results that extend an input of the same kind)."""
+    cache (the results that extend an input of the same kind, or a static
+    cache's, which write it in place)."""
     params = cache = 0
     blocks = set()
     if weight_format in BLOCK_FORMATS:
@@ -69,7 +71,8 @@ def device_bytes(module: ModuleOp, weight_format: DataFormat = DataFormat.FLOAT3
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
             args = func.body.block.args
-            cache += sum(_bytes(v.type) for v in ret.arguments if any(pairs_as_cache(a, v) for a in args))
+            cache += sum(_bytes(v.type) for v in ret.arguments
+                         if static_past(v) is not None or any(pairs_as_cache(a, v) for a in args))
     return params, cache
 
 

@@ -25,7 +25,7 @@ import onnx
 from forge_opt.check.decode import check_decode
 from forge_opt.execution.engine import index_bounds
 
-FORMATS = [("float32", ""), ("bfloat16", ""), ("bfloat16", "bfp8_b"), ("bfloat16", "bfp4_b")]
+FORMATS = [("float32", ""), ("bfloat16", ""), ("bfloat16", "bfp8_b"), ("bfloat16", "bfp4_b")]  # (data, weights)
 
 
 def prompt_feeds(model_path: Path, prompt: int) -> dict[str, np.ndarray]:
@@ -55,12 +55,14 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--prompt", type=int, default=8)
+    parser.add_argument("--formats", nargs="+", default=[f"{d}/{w}" if w else d for d, w in FORMATS],
+                        help="DATA or DATA/WEIGHTS, e.g. bfloat16/bfp8_b (default: all four)")
     args = parser.parse_args()
     feeds = prompt_feeds(args.model, args.prompt)
     print(f"{args.model.name}: {args.steps} greedy steps after a prompt of {args.prompt}, {args.devices} devices")
     print(f"{'data format':<12} {'weights':<9} {'top-1':>7} {'top-5':>7} {'min pcc':>9} {'bytes per device':>17} "
           f"{'verdict':>8} {'seconds':>8}")
-    for data, weights in FORMATS:
+    for data, _, weights in (f.partition("/") for f in args.formats):
         start = time.perf_counter()
         report = check_decode(args.model, args.steps, feeds, devices=args.devices, data_format=data,
                               weight_format=weights)
@@ -76,10 +78,15 @@ def main() -> None:
         device0 = next((line.split() for line in report.summary.splitlines() if line.startswith("0 ")), None)
         stored = int(device0[-1].replace(",", "")) if device0 else 0
         verdict = ("match", "mismatch", "error")[report.status]
-        print(f"{data:<12} {weights or 'same':<9} {top1:>7} {top5:>7} {min(pccs, default=float('nan')):>9.5f} "
+        label = "as exported" if data == "float32" else data  # float32 converts nothing: a float16 export stays
+        print(f"{label:<12} {weights or 'same':<9} {top1:>7} {top5:>7} {min(pccs, default=float('nan')):>9.5f} "
               f"{stored:>17,} {verdict:>8} {seconds:>8.0f}", flush=True)
         if report.status == 2:
             print(f"  {report.error}")
+        for r in report.outputs:
+            if not r.ok:
+                print(f"  {r.name}: {r.reason or 'values'} (max abs error {r.max_abs_error:.3g}, tolerance "
+                      f"{r.tolerance:.3g}, pcc {r.pcc:.6f})")
 
 
 if __name__ == "__main__":

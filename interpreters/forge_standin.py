@@ -20,6 +20,7 @@ import inspect
 import os
 import sys
 import tempfile
+import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,19 +63,24 @@ class DataFormat(enum.IntEnum):
 #: loading the same weights) convert each weight once; the least recently used go past the budget
 _CONVERTED: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
 _CONVERTED_BUDGET = 4 << 30
+_CONVERTED_LOCK = threading.Lock()  # simulated devices are threads
 
 
 def _converted(value: np.ndarray, fmt: data_formats.DataFormat) -> np.ndarray:
     value = np.ascontiguousarray(value)
     digest = hashlib.blake2b(value.view(np.uint8).data if value.ndim else value.tobytes(), digest_size=16).digest()
     key = (fmt, value.shape, value.dtype.str, digest)
-    found = _CONVERTED.get(key)
-    if found is None:
-        found = _CONVERTED[key] = as_block_float(value, fmt)
-        while sum(a.nbytes for a in _CONVERTED.values()) > _CONVERTED_BUDGET and len(_CONVERTED) > 1:
-            _CONVERTED.popitem(last=False)
-    else:
-        _CONVERTED.move_to_end(key)
+    with _CONVERTED_LOCK:
+        found = _CONVERTED.get(key)
+        if found is not None:
+            _CONVERTED.move_to_end(key)
+            return found
+    found = as_block_float(value, fmt)  # outside the lock: devices convert their blocks at once
+    with _CONVERTED_LOCK:
+        _CONVERTED[key] = found
+        held = sum(a.nbytes for a in _CONVERTED.values())
+        while held > _CONVERTED_BUDGET and len(_CONVERTED) > 1:
+            held -= _CONVERTED.popitem(last=False)[1].nbytes
     return found
 
 

@@ -105,6 +105,20 @@ def test_a_floor_imports_nothing_from_above(package):
     assert not above, "\n".join(above)
 
 
+def test_no_lowering_family_imports_another():
+    """A family of ONNX lowerings (a module registering some) takes what it
+    shares from the `tir` builder (`transforms/tir_builder.py`) or a helper
+    module of no lowerings (`windows.py`), never from a sibling family."""
+    prefix = "forge_opt.transforms.onnx_lowerings."
+    modules = _modules()
+    families = {name for name, path in modules.items()
+                if name.startswith(prefix) and "@lowers(" in path.read_text()}
+    assert {prefix + f for f in ("nn", "shape", "reductions", "pool", "quantize")} <= families
+    crossing = [f"{name} imports {target}" for name, targets in import_graph().items() if name in families
+                for target in targets if target in families]
+    assert not crossing, "\n".join(crossing)
+
+
 #: a hand-written module longer than this is split by family
 MAX_LINES = 600
 

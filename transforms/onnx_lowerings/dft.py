@@ -15,7 +15,6 @@ from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.interpreters.onnx import one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -59,7 +58,7 @@ def _dft(op: onnx.DFTOp, e: TirEmitter):
             w = weights[out_part][p]
             if not w.any():
                 continue
-            term = matmul(e, x, e.constant(np.ascontiguousarray(w.T).astype(np.float32)))
+            term = e.matmul(x, e.constant(np.ascontiguousarray(w.T).astype(np.float32)))
             total = term if total is None else e.binary(BinaryFn.ADD, total, term)
         if total is None:  # an all-zero part (the imaginary part of a real signal's DC, say)
             m = weights[out_part][0].shape[0]

@@ -18,7 +18,6 @@ from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_lowerings.shape import required_constant, reshape
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -37,17 +36,17 @@ def _gather(op: onnx.GatherOp, e: TirEmitter):
         # contiguous constant indices are a slice (and a reshape)
         if flat and flat == list(range(flat[0], flat[0] + len(flat))):
             piece = e.value(tir.StridedSliceOp(op.data, [axis], [flat[0]], [flat[0] + len(flat)], [1]))
-            return [reshape(e, piece, out)]
+            return [e.reshape(piece, out)]
     return [e.value(tir.GatherOp(op.data, op.indices, axis))]
 
 
 def _take_flat(e: TirEmitter, data, flat_indices: np.ndarray, out_shape: list[int]):
     """Elements of `data` at constant positions of its flattened form."""
     shape = static_shape(data, e)
-    flat = reshape(e, data, [math.prod(shape)])
+    flat = e.reshape(data, [math.prod(shape)])
     idx = e.value(tir.ConstantOp(array_to_attr(flat_indices.reshape(-1).astype(np.int64))))
     taken = e.value(tir.GatherOp(flat, idx, 0))
-    return reshape(e, taken, out_shape)
+    return e.reshape(taken, out_shape)
 
 
 def _element_positions(op, e) -> np.ndarray:
@@ -55,7 +54,7 @@ def _element_positions(op, e) -> np.ndarray:
     `axis` (GatherElements / ScatterElements), shaped like the indices."""
     shape = static_shape(op.data, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
-    indices = required_constant(e, op.indices, "indices")
+    indices = e.required_constant(op.indices, "indices")
     indices = np.where(indices < 0, indices + shape[axis], indices)
     grid = [np.asarray(g) for g in np.indices(indices.shape)]
     grid[axis] = indices
@@ -85,8 +84,8 @@ def _scaled(e: TirEmitter, const, idx: SSAValue, stride: int) -> SSAValue:
 def _take_rows(e: TirEmitter, table: SSAValue, rows: SSAValue, out_shape: list[int]) -> SSAValue:
     """Rows of a table at positions computed at run time, in `out_shape`."""
     count = math.prod(static_shape(rows, e))
-    taken = e.value(tir.GatherOp(table, reshape(e, rows, [count]), 0))
-    return reshape(e, taken, out_shape)
+    taken = e.value(tir.GatherOp(table, e.reshape(rows, [count]), 0))
+    return e.reshape(taken, out_shape)
 
 
 @lowers(onnx.GatherElementsOp)
@@ -104,7 +103,7 @@ def _gather_elements(op: onnx.GatherElementsOp, e: TirEmitter):
     grid[axis] = np.zeros(ishape, np.int64)
     base = np.ravel_multi_index(tuple(grid), shape)
     positions = e.binary(BinaryFn.ADD, _scaled(e, const, idx, math.prod(shape[axis + 1 :])), const(base))
-    return [_take_rows(e, reshape(e, op.data, [math.prod(shape)]), positions, ishape)]
+    return [_take_rows(e, e.reshape(op.data, [math.prod(shape)]), positions, ishape)]
 
 
 @lowers(onnx.GatherNDOp)
@@ -113,7 +112,7 @@ def _gather_nd(op: onnx.GatherNDOp, e: TirEmitter):
     b = op.batch_dims.value.data
     if constant_array(op.indices) is None:
         return [_gather_nd_at_run_time(op, e, shape, b)]
-    indices = required_constant(e, op.indices, "indices")
+    indices = e.required_constant(op.indices, "indices")
     depth = indices.shape[-1]
     positions = np.arange(math.prod(shape)).reshape(shape)
     picked = np.asarray(
@@ -138,11 +137,11 @@ def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: TirEmitter, shape: list[int],
     rows = const(np.ravel_multi_index(tuple(np.indices(lead)[:b]), shape[:b]) * addressed) if b else None
     for k in range(depth):
         part = e.value(tir.StridedSliceOp(op.indices, [len(ishape) - 1], [k], [k + 1], [1]))
-        idx = _counted_back(e, const, reshape(e, part, lead), shape[b + k])
+        idx = _counted_back(e, const, e.reshape(part, lead), shape[b + k])
         term = _scaled(e, const, idx, math.prod(shape[b + k + 1 : b + depth]))
         rows = term if rows is None else e.binary(BinaryFn.ADD, rows, term)
     assert rows is not None  # ONNX: the last dim of GatherND's indices is at least 1
-    table = reshape(e, op.data, [math.prod(shape[:b]) * addressed, slab])
+    table = e.reshape(op.data, [math.prod(shape[:b]) * addressed, slab])
     return _take_rows(e, table, rows, [*lead, *shape[b + depth :]])
 
 
@@ -169,9 +168,9 @@ def _scatter(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str
         return _scatter_sequential(e, data, updates, positions, reduction)
     else:
         raise e.error(f"reduction '{reduction}' of {count} updates is not supported")
-    column = reshape(e, updates, [count, 1])
+    column = e.reshape(updates, [count, 1])
     routed = e.value(tir.MatmulOp(e.value(tir.ConstantOp(array_to_attr(route))), column))
-    routed = reshape(e, routed, shape)
+    routed = e.reshape(routed, shape)
     if reduction == "add":
         return e.binary(BinaryFn.ADD, data, routed)
     written = np.zeros(size, bool)
@@ -188,15 +187,15 @@ def _scatter_sequential(e: TirEmitter, data, updates, positions: np.ndarray, red
     shape = static_shape(data, e)
     size = math.prod(shape)
     fn = BinaryFn(reduction)
-    out = reshape(e, data, [size])
-    flat_updates = reshape(e, updates, [positions.size])
+    out = e.reshape(data, [size])
+    flat_updates = e.reshape(updates, [positions.size])
     for j, p in enumerate(positions.reshape(-1)):
         u = e.value(tir.StridedSliceOp(flat_updates, [0], [j], [j + 1], [1]))
         at = np.zeros(size, bool)
         at[p] = True
         mask = e.value(tir.ConstantOp(array_to_attr(at)))
         out = e.value(tir.WhereOp(mask, e.binary(fn, out, u), out))
-    return reshape(e, out, shape)
+    return e.reshape(out, shape)
 
 
 @lowers(onnx.ScatterElementsOp, onnx.ScatterOp)
@@ -209,7 +208,7 @@ def _scatter_elements(op: onnx.ScatterElementsOp | onnx.ScatterOp, e: TirEmitter
 @lowers(onnx.ScatterNDOp)
 def _scatter_nd(op: onnx.ScatterNDOp, e: TirEmitter):
     shape = static_shape(op.data, e)
-    indices = required_constant(e, op.indices, "indices")
+    indices = e.required_constant(op.indices, "indices")
     depth = indices.shape[-1]
     slab = math.prod(shape[depth:])
     positions = np.asarray(

@@ -23,7 +23,6 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.quantize import round_half_even
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -108,7 +107,7 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
             x = e.binary(BinaryFn.MUL, e.binary(BinaryFn.ADD, g, e.scalar(1, g)), e.scalar(d / 2, g))
             x = e.binary(BinaryFn.SUB, x, e.scalar(0.5, g))
         if mode == "nearest":
-            x = round_half_even(e, x)
+            x = e.round_half_even(x)
         lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
         if padding == "border":  # only a coordinate beyond the border range moves (to the nearest pixel)
             outside = e.binary(BinaryFn.OR, e.binary(BinaryFn.LT, x, e.scalar(lo, x)),

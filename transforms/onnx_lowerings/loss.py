@@ -11,8 +11,6 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import reduce
-from forge_opt.transforms.onnx_lowerings.shape import constant_ints
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -22,14 +20,14 @@ lowers = LOWERINGS.lowers
 def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
     shape = static_shape(log_prob, e)
     dtype = dtypes.numpy_dtype(log_prob.type.element_type)
-    targets = np.asarray(constant_ints(e, target_value, "target")).reshape(
+    targets = np.asarray(e.constant_ints(target_value, "target")).reshape(
         [shape[0], *shape[2:]]
     )
     keep = np.ones(targets.shape, bool) if ignore_index is None else targets != ignore_index
     safe = np.where(keep, targets, 0)
     onehot = (np.arange(shape[1]).reshape([1, -1] + [1] * (len(shape) - 2)) == np.expand_dims(safe, 1))
     onehot = (onehot & np.expand_dims(keep, 1)).astype(dtype)
-    picked = reduce(e, ReduceFn.SUM, e.binary(BinaryFn.MUL, log_prob, e.constant(onehot)), [1], False)
+    picked = e.reduce(ReduceFn.SUM, e.binary(BinaryFn.MUL, log_prob, e.constant(onehot)), [1], False)
     if weight is not None:
         w = e.value(tir.GatherOp(weight, e.constant(safe.astype(np.int64)), 0))
         w = e.binary(BinaryFn.MUL, w, e.constant(keep.astype(dtype)))
@@ -40,12 +38,12 @@ def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
     if reduction == "none":
         return loss
     axes = list(range(len(safe.shape)))
-    total = reduce(e, ReduceFn.SUM, loss, axes, False)
+    total = e.reduce(ReduceFn.SUM, loss, axes, False)
     if reduction == "sum":
         return total
     if w is None:
         return e.binary(BinaryFn.DIV, total, e.scalar(float(keep.sum()), total))
-    return e.binary(BinaryFn.DIV, total, reduce(e, ReduceFn.SUM, w, axes, False))
+    return e.binary(BinaryFn.DIV, total, e.reduce(ReduceFn.SUM, w, axes, False))
 
 
 @lowers(onnx.NegativeLogLikelihoodLossOp)

@@ -11,30 +11,18 @@ from xdsl.ir import SSAValue
 
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
+from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def matmul(e: TirEmitter, a, b):
-    sa, sb = static_shape(a, e), static_shape(b, e)
-    if len(sa) == 1 or len(sb) == 1:
-        # numpy's rule: a 1-D operand is a row (or column) that is dropped after.
-        a2 = e.value(tir.ReshapeOp(a, [1, sa[0]])) if len(sa) == 1 else a
-        b2 = e.value(tir.ReshapeOp(b, [sb[0], 1])) if len(sb) == 1 else b
-        y = matmul(e, a2, b2)
-        out = static_shape(y, e)
-        out = out[:-2] + ([] if len(sa) == 1 else [out[-2]]) + ([] if len(sb) == 1 else [out[-1]])
-        return e.value(tir.ReshapeOp(y, out))
-    return e.value(tir.MatmulOp(a, b))
-
-
 @lowers(onnx.MatMulOp)
 def _matmul(op: onnx.MatMulOp, e: TirEmitter):
-    return [matmul(e, op.A, op.B)]
+    return [e.matmul(op.A, op.B)]
 
 
 def transpose_2d(e: TirEmitter, x):
@@ -51,7 +39,7 @@ def _gemm(op: onnx.GemmOp, e: TirEmitter):
         a = transpose_2d(e, a)
     if op.transB.value.data:
         b = transpose_2d(e, b)
-    y = matmul(e, a, b)
+    y = e.matmul(a, b)
     alpha, beta = op.alpha.value.data, op.beta.value.data
     if alpha != 1.0:
         y = e.binary(BinaryFn.MUL, y, e.scalar(alpha, y))
@@ -61,46 +49,6 @@ def _gemm(op: onnx.GemmOp, e: TirEmitter):
             c = e.binary(BinaryFn.MUL, c, e.scalar(beta, c))
         y = e.binary(BinaryFn.ADD, y, c)
     return [y]
-
-
-def spatial(op, e, x_shape, kernel, name):
-    """Strides, dilations and [top, left, bottom, right] pads of a 2-D window
-    op, with auto_pad resolved."""
-    if len(x_shape) != 4:
-        raise e.error(f"only 2-D {name} (4-D input) is supported, the input has rank {len(x_shape)}")
-    strides = list(op.strides.get_values()) if op.strides is not None else [1, 1]
-    dilations = list(op.dilations.get_values()) if op.dilations is not None else [1, 1]
-    auto_pad = op.auto_pad.data
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads_begin, pads_end = [], []
-        for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
-            out = math.ceil(size / s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small, large = total // 2, total - total // 2
-            begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
-            pads_begin.append(begin)
-            pads_end.append(end)
-        pads = [pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]]
-    elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = list(op.pads.get_values()) if op.pads is not None else [0, 0, 0, 0]
-        # ONNX: [x1_begin, x2_begin, x1_end, x2_end] = [top, left, bottom, right]
-    return strides, dilations, pads
-
-
-def fold_spatial_pad(x, pads: list[int], identity: float):
-    """(input, pads) with a constant `tir.pad` of `identity` on the two
-    spatial dims of `x` folded into the op's [top, left, bottom, right]
-    pads: exporters write TF-style padding as a Pad before Conv or pooling,
-    and Forge pads inside the op for free. The Pad goes if nothing else uses it."""
-    while isinstance(pad := x.owner, tir.PadOp) and pad.value.value.data == identity:
-        p = list(pad.pads.get_values())
-        if len(p) != 8 or any(p[:4]):
-            break
-        top, bottom, left, right = p[4:]
-        x, pads = pad.input, [pads[0] + top, pads[1] + left, pads[2] + bottom, pads[3] + right]
-    return x, pads
 
 
 @lowers(onnx.ConvOp)
@@ -222,8 +170,3 @@ def _conv_transpose(op: onnx.ConvTransposeOp, e: TirEmitter):
     if rank == 1:
         y = e.value(tir.ReshapeOp(y, out_shape))
     return [y]
-
-
-def reduce(e: TirEmitter, fn: ReduceFn, x, axes, keepdims: bool):
-    shape = static_shape(x, e)
-    return e.value(tir.ReduceOp(fn, x, sorted({a % len(shape) for a in axes}), keepdims))

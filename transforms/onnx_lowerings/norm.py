@@ -13,7 +13,6 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import reduce
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -47,9 +46,9 @@ def _layernorm(op: onnx.LayerNormalizationOp, e: TirEmitter):
     # Normalising over several trailing axes (or returning the statistics):
     # the same arithmetic, written out.
     axes = list(range(axis, len(shape)))
-    mean = reduce(e, ReduceFn.MEAN, op.X, axes, True)
+    mean = e.reduce(ReduceFn.MEAN, op.X, axes, True)
     centered = e.binary(BinaryFn.SUB, op.X, mean)
-    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    var = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
     inv_std = e.unary(UnaryFn.RECIPROCAL, e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(eps, var))))
     y = e.binary(BinaryFn.MUL, e.binary(BinaryFn.MUL, centered, inv_std), op.Scale)
     if op.B is not None:
@@ -62,7 +61,7 @@ def _rms_norm(op: onnx.RMSNormalizationOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     axes = list(range(axis, len(shape)))
-    mean_square = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, op.X, op.X), axes, True)
+    mean_square = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, op.X, op.X), axes, True)
     eps = op.epsilon.value.data
     rms = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, mean_square, e.scalar(eps, mean_square)))
     return [e.binary(BinaryFn.MUL, e.binary(BinaryFn.DIV, op.X, rms), op.scale)]
@@ -75,9 +74,9 @@ def _lp_norm(op: onnx.LpNormalizationOp, e: TirEmitter):
     p = op.p.value.data
     x = op.input
     if p == 1:
-        norm = reduce(e, ReduceFn.SUM, e.unary(UnaryFn.ABS, x), [axis], True)
+        norm = e.reduce(ReduceFn.SUM, e.unary(UnaryFn.ABS, x), [axis], True)
     elif p == 2:
-        norm = e.unary(UnaryFn.SQRT, reduce(e, ReduceFn.SUM, e.binary(BinaryFn.MUL, x, x), [axis], True))
+        norm = e.unary(UnaryFn.SQRT, e.reduce(ReduceFn.SUM, e.binary(BinaryFn.MUL, x, x), [axis], True))
     else:
         raise e.error(f"p={p} is not supported (1 or 2)")
     return [e.binary(BinaryFn.DIV, x, norm)]
@@ -87,9 +86,9 @@ def _lp_norm(op: onnx.LpNormalizationOp, e: TirEmitter):
 def _mvn(op: onnx.MeanVarianceNormalizationOp, e: TirEmitter):
     x = op.X
     axes = list(op.axes.get_values())
-    mean = reduce(e, ReduceFn.MEAN, x, axes, True)
+    mean = e.reduce(ReduceFn.MEAN, x, axes, True)
     centered = e.binary(BinaryFn.SUB, x, mean)
-    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    var = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
     std = e.unary(UnaryFn.SQRT, var)
     return [e.binary(BinaryFn.DIV, centered, e.binary(BinaryFn.ADD, std, e.scalar(1e-9, std)))]
 
@@ -100,9 +99,9 @@ def _group_norm(op: onnx.GroupNormalizationOp, e: TirEmitter):
     groups = op.num_groups.value.data
     n, c = shape[0], shape[1]
     grouped = e.value(tir.ReshapeOp(op.X, [n, groups, (c // groups) * math.prod(shape[2:])]))
-    mean = reduce(e, ReduceFn.MEAN, grouped, [2], True)
+    mean = e.reduce(ReduceFn.MEAN, grouped, [2], True)
     centered = e.binary(BinaryFn.SUB, grouped, mean)
-    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), [2], True)
+    var = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), [2], True)
     eps = op.epsilon.value.data
     std = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(eps, var)))
     normed = e.value(tir.ReshapeOp(e.binary(BinaryFn.DIV, centered, std), shape))
@@ -147,9 +146,9 @@ def _instance_norm(op: onnx.InstanceNormalizationOp, e: TirEmitter):
     """(x - mean) / sqrt(var + eps) * scale + bias over the spatial axes."""
     shape = static_shape(op.input, e)
     axes = list(range(2, len(shape)))
-    mean = reduce(e, ReduceFn.MEAN, op.input, axes, True)
+    mean = e.reduce(ReduceFn.MEAN, op.input, axes, True)
     centered = e.binary(BinaryFn.SUB, op.input, mean)
-    var = reduce(e, ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
+    var = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), axes, True)
     denom = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(op.epsilon.value.data, var)))
     normed = e.binary(BinaryFn.DIV, centered, denom)
     bshape = [1, shape[1]] + [1] * (len(shape) - 2)

@@ -13,7 +13,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import fold_spatial_pad, reduce, spatial
+from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -181,4 +181,4 @@ def _global_pool(op: onnx.GlobalAveragePoolOp | onnx.GlobalMaxPoolOp, e: TirEmit
     if len(shape) == 4:  # one pool with the whole image as its window, as Forge's own path makes it
         kind = PoolKind.AVG if average else PoolKind.MAX
         return [e.value(tir.Pool2dOp(kind, op.X, shape[2:], [1, 1], [0, 0, 0, 0], [1, 1], False, True))]
-    return [reduce(e, ReduceFn.MEAN if average else ReduceFn.MAX, op.X, list(range(2, len(shape))), True)]
+    return [e.reduce(ReduceFn.MEAN if average else ReduceFn.MAX, op.X, list(range(2, len(shape))), True)]

@@ -12,9 +12,8 @@ from xdsl.ir import SSAValue
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
+from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -22,27 +21,12 @@ lowers = LOWERINGS.lowers
 
 #: From this magnitude on every float32 is an integer (and infinities and
 #: NaN round to themselves).
-_INTEGRAL_FROM = float(2**23)
-
-
-def round_half_even(e: TirEmitter, x: SSAValue) -> SSAValue:
-    """floor(x), plus one above a half, plus the floor's parity at exactly a
-    half; every step is exact in floating point. Values already integral
-    (|x| >= 2^23, infinities) pass through."""
-    f = e.floor(x)
-    d = e.binary(BinaryFn.SUB, x, f)
-    up = e.cast_like(e.binary(BinaryFn.GT, d, e.scalar(0.5, x)), x)
-    tie = e.cast_like(e.binary(BinaryFn.EQ, d, e.scalar(0.5, x)), x)
-    odd = e.binary(BinaryFn.MOD, f, e.scalar(2.0, x))
-    rounded = e.binary(BinaryFn.ADD, e.binary(BinaryFn.ADD, f, up), e.binary(BinaryFn.MUL, tie, odd))
-    small = e.binary(BinaryFn.LT, e.unary(UnaryFn.ABS, x), e.scalar(_INTEGRAL_FROM, x))
-    return e.value(tir.WhereOp(small, rounded, x))
 
 
 @lowers(onnx.RoundOp)
 def _round(op: onnx.RoundOp, e: TirEmitter):
     static_shape(op.X, e)
-    return [round_half_even(e, op.X)]
+    return [e.round_half_even(op.X)]
 
 
 def _broadcast_param(e: TirEmitter, param: SSAValue, shape: list[int], axis: int, block: int, what: str) -> SSAValue:
@@ -98,7 +82,7 @@ def _quantize(op: onnx.QuantizeLinearOp, e: TirEmitter):
     x = op.x
     if dtypes.tensor(x.type).element_type != dtypes.tensor(scale.type).element_type:
         x = e.cast_like(x, scale)
-    y = round_half_even(e, e.binary(BinaryFn.DIV, x, scale))
+    y = e.round_half_even(e.binary(BinaryFn.DIV, x, scale))
     if zero is not None:
         y = e.binary(BinaryFn.ADD, y, e.cast_like(zero, y))
     return [_saturate(e, y, out)]
@@ -143,7 +127,7 @@ def integer_matmul(
         pb = fb if (start, stop) == (0, k) else e.value(
             tir.StridedSliceOp(fb, [len(b_shape) - 2], [start], [stop], [1])
         )
-        part = e.value(tir.CastOp(matmul(e, pa, pb), i32))
+        part = e.value(tir.CastOp(e.matmul(pa, pb), i32))
         total = part if total is None else e.binary(BinaryFn.ADD, total, part)
     assert total is not None
     return total
@@ -167,6 +151,6 @@ def _qlinear_matmul(op: onnx.QLinearMatMulOp, e: TirEmitter):
     acc = e.value(tir.CastOp(integer_matmul(e, op.a, op.b, op.a_zero_point, op.b_zero_point), f32))
     scale = e.binary(BinaryFn.DIV, e.binary(BinaryFn.MUL, op.a_scale, op.b_scale), op.y_scale)
     # the scales may be float16; the float32 product is scaled in float32
-    y = round_half_even(e, e.binary(BinaryFn.MUL, acc, e.cast_like(scale, acc)))
+    y = e.round_half_even(e.binary(BinaryFn.MUL, acc, e.cast_like(scale, acc)))
     y = e.binary(BinaryFn.ADD, y, e.cast_like(op.y_zero_point, y))
     return [_saturate(e, y, out)]

@@ -16,7 +16,6 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -106,7 +105,7 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
     outputs, last_h, last_c = [], [], []
     for d in range(dirs):
         w = _Direction(op, e, d, gates, hidden, names[d * per : (d + 1) * per])
-        projected = matmul(e, x, w.input_t)  # (steps, batch, G*H): every step's input projection
+        projected = e.matmul(x, w.input_t)  # (steps, batch, G*H): every step's input projection
         h = _initial(e, op.initial_h, d, batch, hidden)
         c = _initial(e, op.initial_c, d, batch, hidden) if with_cell_state else None
         ys: list[SSAValue | None] = [None] * steps
@@ -131,7 +130,7 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
 
 def _lstm_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAValue | None):
     assert c is not None
-    hw = _add(e, matmul(e, h, w.recurrent_t), w.recurrent_bias)
+    hw = _add(e, e.matmul(h, w.recurrent_t), w.recurrent_bias)
     i_, o_, f_, g_ = (_add(e, w.gate(e, xw, k), w.gate(e, hw, k)) for k in range(4))
     peep = None
     if w.peepholes is not None:  # P is [p_i, p_o, p_f]: input and forget gates see C(t-1), output C(t)
@@ -155,14 +154,14 @@ def _gru_cell(linear_before_reset: bool):
     def cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
         r_t = w.recurrent_t
         rz = _cols(e, r_t, 0, 2 * w.hidden)
-        hz = matmul(e, h, rz)
+        hz = e.matmul(h, rz)
         z = w.act(e, 0, _add(e, w.gate(e, xw, 0), _cols(e, hz, 0, w.hidden), _bias(e, w, 0)))
         r = w.act(e, 0, _add(e, w.gate(e, xw, 1), _cols(e, hz, w.hidden, w.hidden), _bias(e, w, 1)))
         rh = _cols(e, r_t, 2 * w.hidden, w.hidden)
         if linear_before_reset:
-            candidate = _mul(e, r, _add(e, matmul(e, h, rh), _bias(e, w, 2)))
+            candidate = _mul(e, r, _add(e, e.matmul(h, rh), _bias(e, w, 2)))
         else:
-            candidate = _add(e, matmul(e, _mul(e, r, h), rh), _bias(e, w, 2))
+            candidate = _add(e, e.matmul(_mul(e, r, h), rh), _bias(e, w, 2))
         h_new = w.act(e, 1, _add(e, w.gate(e, xw, 2), candidate))
         one_minus_z = e.binary(BinaryFn.SUB, e.scalar(1.0, z), z)
         return _add(e, _mul(e, one_minus_z, h_new), _mul(e, z, h)), None
@@ -171,7 +170,7 @@ def _gru_cell(linear_before_reset: bool):
 
 
 def _rnn_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
-    return w.act(e, 0, _add(e, xw, matmul(e, h, w.recurrent_t), w.recurrent_bias)), None
+    return w.act(e, 0, _add(e, xw, e.matmul(h, w.recurrent_t), w.recurrent_bias)), None
 
 
 @lowers(onnx.LSTMOp)

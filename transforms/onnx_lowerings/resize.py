@@ -19,7 +19,6 @@ from forge_opt.dialects import tir
 from forge_opt.interpreters.onnx import evaluate_node, one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import matmul
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -103,8 +102,8 @@ def _contract(e: TirEmitter, y, weights: np.ndarray, axis: int):
     rank = len(static_shape(y, e))
     w = e.constant(np.ascontiguousarray(weights.T).astype(np.float32))
     if axis == rank - 1:
-        return matmul(e, y, w)
+        return e.matmul(y, w)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
     moved = e.value(tir.TransposeOp(y, perm))
-    return e.value(tir.TransposeOp(matmul(e, moved, w), perm))
+    return e.value(tir.TransposeOp(e.matmul(moved, w), perm))

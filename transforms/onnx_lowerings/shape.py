@@ -8,7 +8,7 @@ import math
 from typing import cast
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, Signedness, i1
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, Signedness
 
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
@@ -17,36 +17,17 @@ from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.tir_shapes import broadcast, split_sections
 from forge_opt.transforms.fold_constants import constant_array
-from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
-from forge_opt.transforms.onnx_lowerings.nn import reduce
+from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
 
 
-def required_constant(e: TirEmitter, value, what: str) -> np.ndarray:
-    """The compile-time value of an input Forge needs static."""
-    array = constant_array(value)
-    if array is None:
-        raise e.error(f"the '{what}' input must be a compile-time constant")
-    return array
-
-
-def constant_ints(e: TirEmitter, value, what: str) -> list[int]:
-    return as_ints(required_constant(e, value, what))
-
-
-def reshape(e: TirEmitter, x, shape: list[int]):
-    if static_shape(x, e) == list(shape):
-        return x
-    return e.value(tir.ReshapeOp(x, shape))
-
-
 @lowers(onnx.ReshapeOp)
 def _reshape(op: onnx.ReshapeOp, e: TirEmitter):
     shape = static_shape(op.data, e)
-    target = constant_ints(e, op.shape, "shape")
+    target = e.constant_ints(op.shape, "shape")
     out = []
     for i, d in enumerate(target):
         if d == 0 and not op.allowzero.value.data:
@@ -59,7 +40,7 @@ def _reshape(op: onnx.ReshapeOp, e: TirEmitter):
         out[out.index(-1)] = math.prod(shape) // known if known else 0
     if math.prod(out) != math.prod(shape):
         raise e.error(f"cannot reshape {shape} into {target}")
-    return [reshape(e, op.data, out)]
+    return [e.reshape(op.data, out)]
 
 
 @lowers(onnx.FlattenOp)
@@ -67,7 +48,7 @@ def _flatten(op: onnx.FlattenOp, e: TirEmitter):
     shape = static_shape(op.input, e)
     axis = op.axis.value.data
     axis = axis + len(shape) if axis < 0 else axis
-    return [reshape(e, op.input, [math.prod(shape[:axis]), math.prod(shape[axis:])])]
+    return [e.reshape(op.input, [math.prod(shape[:axis]), math.prod(shape[axis:])])]
 
 
 @lowers(onnx.SqueezeOp)
@@ -76,23 +57,23 @@ def _squeeze(op: onnx.SqueezeOp, e: TirEmitter):
     if op.axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
     else:
-        axes = [normalize_axis(a, len(shape), e) for a in constant_ints(e, op.axes, "axes")]
+        axes = [normalize_axis(a, len(shape), e) for a in e.constant_ints(op.axes, "axes")]
     for a in axes:
         if shape[a] != 1:
             raise e.error(f"cannot squeeze axis {a} of size {shape[a]}")
-    return [reshape(e, op.data, [d for i, d in enumerate(shape) if i not in axes])]
+    return [e.reshape(op.data, [d for i, d in enumerate(shape) if i not in axes])]
 
 
 @lowers(onnx.UnsqueezeOp)
 def _unsqueeze(op: onnx.UnsqueezeOp, e: TirEmitter):
     shape = static_shape(op.data, e)
-    axes = constant_ints(e, op.axes, "axes")
+    axes = e.constant_ints(op.axes, "axes")
     rank = len(shape) + len(axes)
     axes = sorted(normalize_axis(a, rank, e) for a in axes)
     out = list(shape)
     for a in axes:
         out.insert(a, 1)
-    return [reshape(e, op.data, out)]
+    return [e.reshape(op.data, out)]
 
 
 @lowers(onnx.TransposeOp)
@@ -122,7 +103,7 @@ def _split(op: onnx.SplitOp, e: TirEmitter):
     count = len(op.outputs)
     try:
         if op.split is not None:
-            sections = constant_ints(e, op.split, "split")
+            sections = e.constant_ints(op.split, "split")
             if len(sections) != count:
                 raise e.error(f"'split' has {len(sections)} sizes but the node has {count} outputs")
             if sum(sections) != dim or any(s < 0 for s in sections):
@@ -142,10 +123,10 @@ def _split(op: onnx.SplitOp, e: TirEmitter):
 @lowers(onnx.SliceOp)
 def _slice(op: onnx.SliceOp, e: TirEmitter):
     shape = static_shape(op.data, e)
-    starts = constant_ints(e, op.starts, "starts")
-    ends = constant_ints(e, op.ends, "ends")
-    axes = constant_ints(e, op.axes, "axes") if op.axes is not None else list(range(len(starts)))
-    steps = constant_ints(e, op.steps, "steps") if op.steps is not None else [1] * len(starts)
+    starts = e.constant_ints(op.starts, "starts")
+    ends = e.constant_ints(op.ends, "ends")
+    axes = e.constant_ints(op.axes, "axes") if op.axes is not None else list(range(len(starts)))
+    steps = e.constant_ints(op.steps, "steps") if op.steps is not None else [1] * len(starts)
     sl_axes, begins, stops, strides = [], [], [], []
     for a, b, en, s in zip(axes, starts, ends, steps):
         a = normalize_axis(a, len(shape), e)
@@ -182,7 +163,7 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
 @lowers(onnx.TileOp)
 def _tile(op: onnx.TileOp, e: TirEmitter):
     static_shape(op.input, e)
-    return [e.value(tir.TileOp(op.input, constant_ints(e, op.repeats, "repeats")))]
+    return [e.value(tir.TileOp(op.input, e.constant_ints(op.repeats, "repeats")))]
 
 
 @lowers(onnx.DepthToSpaceOp)
@@ -190,29 +171,29 @@ def _depth_to_space(op: onnx.DepthToSpaceOp, e: TirEmitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
     if op.mode.data == "DCR":
-        x = reshape(e, op.input, [n, b, b, c // (b * b), h, w])
+        x = e.reshape(op.input, [n, b, b, c // (b * b), h, w])
         perm = [0, 3, 4, 1, 5, 2]
     else:  # CRD
-        x = reshape(e, op.input, [n, c // (b * b), b, b, h, w])
+        x = e.reshape(op.input, [n, c // (b * b), b, b, h, w])
         perm = [0, 1, 4, 2, 5, 3]
     x = e.value(tir.TransposeOp(x, perm))
-    return [reshape(e, x, [n, c // (b * b), h * b, w * b])]
+    return [e.reshape(x, [n, c // (b * b), h * b, w * b])]
 
 
 @lowers(onnx.SpaceToDepthOp)
 def _space_to_depth(op: onnx.SpaceToDepthOp, e: TirEmitter):
     n, c, h, w = static_shape(op.input, e)
     b = op.blocksize.value.data
-    x = reshape(e, op.input, [n, c, h // b, b, w // b, b])
+    x = e.reshape(op.input, [n, c, h // b, b, w // b, b])
     perm = [0, 1, 3, 5, 2, 4] if op.mode.data == "CRD" else [0, 3, 5, 1, 2, 4]
     x = e.value(tir.TransposeOp(x, perm))
-    return [reshape(e, x, [n, c * b * b, h // b, w // b])]
+    return [e.reshape(x, [n, c * b * b, h // b, w // b])]
 
 
 @lowers(onnx.CumSumOp)
 def _cumsum(op: onnx.CumSumOp, e: TirEmitter):
     shape = static_shape(op.x, e)
-    axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
+    axis = normalize_axis(e.constant_ints(op.axis, "axis")[0], len(shape), e)
     x = op.x
     reverse = op.reverse.value.data
     if reverse:
@@ -228,7 +209,7 @@ def _cumsum(op: onnx.CumSumOp, e: TirEmitter):
 @lowers(onnx.ExpandOp)
 def _expand(op: onnx.ExpandOp, e: TirEmitter):
     shape = static_shape(op.input, e)
-    target = broadcast(shape, constant_ints(e, op.shape, "shape"))
+    target = broadcast(shape, e.constant_ints(op.shape, "shape"))
     if target == shape:
         return [op.input]
     return [e.value(tir.BroadcastOp(op.input, target))]
@@ -245,15 +226,15 @@ def _pad(op: onnx.PadOp, e: TirEmitter):
         raise e.error(f"mode '{mode}' is not supported (constant, reflect, edge, wrap)")
     shape = static_shape(op.data, e)
     rank = len(shape)
-    pads = constant_ints(e, op.pads, "pads")
+    pads = e.constant_ints(op.pads, "pads")
     axes = (
-        [normalize_axis(a, rank, e) for a in constant_ints(e, op.axes, "axes")]
+        [normalize_axis(a, rank, e) for a in e.constant_ints(op.axes, "axes")]
         if op.axes is not None
         else list(range(rank))
     )
     value = 0.0
     if op.constant_value is not None:
-        array = required_constant(e, op.constant_value, "constant_value")
+        array = e.required_constant(op.constant_value, "constant_value")
         value = float(array.reshape(-1)[0]) if array.size else 0.0
     n = len(axes)
     full = [0] * (2 * rank)
@@ -284,143 +265,6 @@ def _copying_pad(e: TirEmitter, x, shape: list[int], full: list[int], mode: str)
     return x
 
 
-def _reduce_axes(op, e) -> list[int] | None:
-    """The axes to reduce, or None for no reduction at all."""
-    shape = static_shape(op.data, e)
-    axes = [] if op.axes is None else constant_ints(e, op.axes, "axes")
-    if not axes:
-        return None if op.noop_with_empty_axes.value.data else list(range(len(shape)))
-    return [normalize_axis(a, len(shape), e) for a in axes]
-
-
-def _reduction(fn: ReduceFn, before=None, after=None):
-    """ReduceX as tir.reduce `fn`, with element-wise steps before and after."""
-
-    def lower(op, e):
-        axes = _reduce_axes(op, e)
-        x = op.data
-        if before is not None:
-            x = before(e, x)
-        if axes is None:
-            y = x
-        else:
-            y = reduce(e, fn, x, axes, bool(op.keepdims.value.data))
-        return [after(e, y) if after is not None else y]
-
-    return lower
-
-
-def _square(e, x):
-    return e.binary(BinaryFn.MUL, x, x)
-
-
-def _neg(e, x):
-    """min = -max(-x); for booleans the negation is `not` (-True is True)."""
-    return e.unary(UnaryFn.NOT if x.type.element_type == i1 else UnaryFn.NEG, x)
-
-
-LOWERINGS.update(
-    {
-        onnx.ReduceSumOp: _reduction(ReduceFn.SUM),
-        onnx.ReduceMeanOp: _reduction(ReduceFn.MEAN),
-        onnx.ReduceMaxOp: _reduction(ReduceFn.MAX),
-        onnx.ReduceMinOp: _reduction(ReduceFn.MAX, _neg, _neg),
-        onnx.ReduceSumSquareOp: _reduction(ReduceFn.SUM, _square),
-        onnx.ReduceL1Op: _reduction(ReduceFn.SUM, lambda e, x: e.unary(UnaryFn.ABS, x)),
-        onnx.ReduceL2Op: _reduction(ReduceFn.SUM, _square, lambda e, y: e.unary(UnaryFn.SQRT, y)),
-        onnx.ReduceLogSumOp: _reduction(ReduceFn.SUM, None, lambda e, y: e.unary(UnaryFn.LOG, y)),
-    }
-)
-
-
-_PRODUCT_LIMIT = 64  # slices multiplied per reduced axis
-
-
-@lowers(onnx.ReduceProdOp)
-def _reduce_prod(op: onnx.ReduceProdOp, e: TirEmitter):
-    """Forge has no product reduction: the slices along each reduced axis,
-    multiplied. Exact, for integers too, unlike exp(sum(log))."""
-    axes = _reduce_axes(op, e)
-    if axes is None:
-        return [op.data]
-    shape = static_shape(op.data, e)
-    x = op.data
-    for axis in sorted(set(axes)):
-        if not 0 < shape[axis] <= _PRODUCT_LIMIT:
-            raise e.error(f"a product over {shape[axis]} elements is not supported (1 to {_PRODUCT_LIMIT})")
-        product = e.value(tir.StridedSliceOp(x, [axis], [0], [1], [1]))
-        for i in range(1, shape[axis]):
-            piece = e.value(tir.StridedSliceOp(x, [axis], [i], [i + 1], [1]))
-            product = e.binary(BinaryFn.MUL, product, piece)
-        x = product
-    if not op.keepdims.value.data:
-        x = reshape(e, x, [d for i, d in enumerate(shape) if i not in axes])
-    return [x]
-
-
-@lowers(onnx.CumProdOp)
-def _cumprod(op: onnx.CumProdOp, e: TirEmitter):
-    """Running products of the slices along the axis, joined again (Forge
-    has CumSum only; exclusive shifts in a 1, reverse runs from the end)."""
-    shape = static_shape(op.x, e)
-    axis = normalize_axis(constant_ints(e, op.axis, "axis")[0], len(shape), e)
-    if not 0 < shape[axis] <= _PRODUCT_LIMIT:
-        raise e.error(f"a running product over {shape[axis]} elements is not supported (1 to {_PRODUCT_LIMIT})")
-    positions = list(range(shape[axis]))
-    if op.reverse.value.data:
-        positions.reverse()
-    running, product = [], None
-    for i in positions:
-        piece = e.value(tir.StridedSliceOp(op.x, [axis], [i], [i + 1], [1]))
-        if op.exclusive.value.data:
-            running.append(product if product is not None else _ones_like(e, piece))
-        product = piece if product is None else e.binary(BinaryFn.MUL, product, piece)
-        if not op.exclusive.value.data:
-            running.append(product)
-    if op.reverse.value.data:
-        running.reverse()
-    return [running[0] if len(running) == 1 else e.value(tir.ConcatOp(running, axis))]
-
-
-def _ones_like(e: TirEmitter, x):
-    t = dtypes.tensor(x.type)
-    elem = t.element_type
-    one = IntegerAttr(1, elem) if isinstance(elem, IntegerType) else FloatAttr(1.0, cast(AnyFloat, elem))
-    return e.value(tir.FullOp(one, t))
-
-
-@lowers(onnx.ReduceLogSumExpOp)
-def _reduce_log_sum_exp(op: onnx.ReduceLogSumExpOp, e: TirEmitter):
-    # m + log(sum(exp(x - m))) with m the maximum over the axes, so that exp
-    # never overflows (float32's exp does past 88)
-    axes = _reduce_axes(op, e)
-    if axes is None:
-        return [op.data]  # log(exp(x))
-    keep = bool(op.keepdims.value.data)
-    shape = static_shape(op.data, e)
-    if any(shape[a] == 0 for a in axes):  # an empty sum: log(0) = -inf, no maximum to take
-        return [e.unary(UnaryFn.LOG, reduce(e, ReduceFn.SUM, e.unary(UnaryFn.EXP, op.data), axes, keep))]
-    m = reduce(e, ReduceFn.MAX, op.data, axes, True)
-    total = reduce(e, ReduceFn.SUM, e.unary(UnaryFn.EXP, e.binary(BinaryFn.SUB, op.data, m)), axes, keep)
-    return [e.binary(BinaryFn.ADD, e.unary(UnaryFn.LOG, total), reshape(e, m, static_shape(total, e)))]
-
-
-@lowers(onnx.ArgMaxOp, onnx.ArgMinOp)
-def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: TirEmitter):
-    shape = static_shape(op.data, e)
-    axis = normalize_axis(op.axis.value.data, len(shape), e)
-    x = op.data if isinstance(op, onnx.ArgMaxOp) else e.unary(UnaryFn.NEG, op.data)
-    keepdims = bool(op.keepdims.value.data)
-    if not op.select_last_index.value.data:
-        return [e.value(tir.ArgmaxOp(x, axis, keepdims))]
-    # Forge's Argmax takes the first maximum: the last one is the first of
-    # the reversed axis, counted back from the end.
-    reversed_positions = e.value(tir.ConstantOp(array_to_attr(np.arange(shape[axis] - 1, -1, -1, dtype=np.int64))))
-    first = e.value(tir.ArgmaxOp(e.value(tir.GatherOp(x, reversed_positions, axis)), axis, keepdims))
-    last = e.value(tir.ConstantOp(array_to_attr(np.array(shape[axis] - 1, dtype=np.int64))))
-    return [e.binary(BinaryFn.SUB, last, first)]
-
-
 @lowers(onnx.TopKOp)
 def _top_k(op: onnx.TopKOp, e: TirEmitter):
     """K rounds of: the (first) maximum along the axis and where it is, then
@@ -443,7 +287,7 @@ def _top_k(op: onnx.TopKOp, e: TirEmitter):
     values, indices = [], []
     for round_ in range(k):
         where = e.value(tir.ArgmaxOp(x, axis, True))
-        best = reduce(e, ReduceFn.MAX, x, [axis], True)
+        best = e.reduce(ReduceFn.MAX, x, [axis], True)
         values.append(best if largest else e.unary(UnaryFn.NEG, best))
         indices.append(where)
         if round_ < k - 1:

@@ -12,6 +12,7 @@ from forge_opt.transforms.onnx_lowerings import (
     pool,
     quantize,
     recurrent,
+    reductions,
     resize,
     shape,
 )
@@ -26,6 +27,7 @@ ONNX_LOWERINGS = {
     **norm.LOWERINGS,
     **quantize.LOWERINGS,
     **recurrent.LOWERINGS,
+    **reductions.LOWERINGS,
     **resize.LOWERINGS,
     **shape.LOWERINGS,
     **gather_scatter.LOWERINGS,

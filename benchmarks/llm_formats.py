@@ -83,10 +83,12 @@ def main() -> None:
               f"{stored:>17,} {verdict:>8} {seconds:>8.0f}", flush=True)
         if report.status == 2:
             print(f"  {report.error}")
-        for r in report.outputs:
-            if not r.ok:
-                print(f"  {r.name}: {r.reason or 'values'} (max abs error {r.max_abs_error:.3g}, tolerance "
-                      f"{r.tolerance:.3g}, pcc {r.pcc:.6f})")
+        failed = [r for r in report.outputs if not r.ok]
+        for r in failed[:3]:
+            held = f"tolerance {r.tolerance:.3g}" if r.tolerance else f"pcc {r.pcc:.6f}"
+            print(f"  {r.name}: {r.reason or 'values'} (max abs error {r.max_abs_error:.3g}, {held})")
+        if len(failed) > 3:
+            print(f"  and {len(failed) - 3} more")
 
 
 if __name__ == "__main__":

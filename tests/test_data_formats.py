@@ -147,3 +147,15 @@ def test_forge_check_takes_the_formats_on_one_device_only(capsys):
         main([model, "--weight-format", "bfp8_b", "--fallback"])
     assert done.value.code == NOT_COMPILED
     assert "--weight-format does not combine with --fallback" in capsys.readouterr().err
+
+
+def test_marking_walks_a_deep_program_without_recursion():
+    """A B operand computed through 1,500 ops from the input (deeper than
+    Python's recursion limit) is read in one forward pass, not chased back."""
+    nodes = [helper.make_node("Neg", ["x" if i == 0 else f"n{i - 1}"], [f"n{i}"]) for i in range(1500)]
+    nodes.append(helper.make_node("MatMul", ["x", "n1499"], ["y"]))
+    model = make_model(nodes, [value_info("x", [4, 4])], [value_info("y", [4, 4])])
+    x = RNG.standard_normal((4, 4)).astype(np.float32)
+    compiled = compile_model(model, pipeline=BLOCK_FP8)
+    (got,) = run_compiled(compiled, [x])
+    assert np.array_equal(got, x @ x)  # 1,500 negations: x again, and no weight converted

@@ -101,32 +101,26 @@ def matmul_weights(module: ModuleOp, matmuls: Callable[[Operation], SSAValue | N
     those every matmul's B operand (`matmuls(op)`, None for any other op) is
     computed from, where it is computed from weights alone; in order, once
     each. The one rule, for `forge` (the marks) and for `tir` (the sizing)."""
-    seen: dict[SSAValue, list[Operation] | None] = {}
-
-    def weights(value: SSAValue) -> list[Operation] | None:
-        if value not in seen:
-            owner = value.owner
-            found: list[Operation] | None = None
-            if isinstance(owner, Operation) and is_weight(owner):
-                found = [owner]
-            elif isinstance(owner, Operation) and not owner.operands:
-                found = []  # a constant of no weight (indices of a permutation, a fill): computed from nothing
-            elif isinstance(owner, Operation):
-                found = []
-                for operand in owner.operands:
-                    inner = weights(operand)
-                    if inner is None:
-                        found = None
-                        break
-                    found += inner
-            seen[value] = found
-        return seen[value]
-
+    # forward, in program order (a value's operands come before it): what each value is computed from
+    weights: dict[SSAValue, list[Operation] | None] = {}
+    for op in module.walk():
+        if is_weight(op):
+            found: list[Operation] | None = [op]
+        else:  # from nothing (indices of a permutation, a fill) is from weights alone, as tt-mlir's consteval
+            found = []
+            for operand in op.operands:
+                inner = weights.get(operand)  # an input, or a block's argument: not a weight
+                if inner is None:
+                    found = None
+                    break
+                found += inner
+        for r in op.results:
+            weights[r] = found
     out: dict[Operation, None] = {}
     for op in module.walk():
         b = matmuls(op)
         if b is not None:
-            out.update(dict.fromkeys(weights(b) or ()))
+            out.update(dict.fromkeys(weights.get(b) or ()))
     return list(out)
 
 

@@ -42,6 +42,7 @@ from forge_opt.split.api import parallel_report, tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import agreed, run_parallel
 from forge_opt.targets.forge_python import output_names
+from forge_opt.transforms.static_cache import NotStaticError
 
 Feeds = dict[str, np.ndarray]
 PAST, PRESENT = "past_key_values", "present"
@@ -176,6 +177,8 @@ class Decode:
                 return programs.run(feeds)
             except ForgeCallError as e:
                 raise ForgeCallError(f"step {step}: {e}") from None
+            except NotStaticError as e:
+                raise ForgeOptError(f"{e} (--growing-cache decodes with the cache as exported)") from None
 
         for step in range(steps):
             got = run(ours, step)

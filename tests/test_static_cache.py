@@ -137,3 +137,35 @@ def test_device_memory_counts_the_static_cache_at_its_length():
     rows = [line.split() for line in table.data.splitlines()[1:3]]
     four_caches = 4 * 1 * 2 * 20 * 8 * 4  # [batch, KV heads, L, head size] float32
     assert [int(r[2].replace(",", "")) for r in rows] == [four_caches, four_caches // 2]
+
+
+def test_a_decode_whose_cache_cannot_be_static_says_how_to_run_it():
+    """A decoder that also sums its past (the cache read other than by its
+    Concat): --decode names the node and --growing-cache; with it, it runs."""
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["e"], name="embed"),
+        helper.make_node("Unsqueeze", ["e", "one"], ["k"], name="heads"),
+        helper.make_node("Concat", ["past_key_values.0.key", "k"], ["present.0.key"], axis=2, name="cat"),
+        helper.make_node("ReduceSum", ["past_key_values.0.key"], ["peek"], keepdims=0, name="peek"),
+        helper.make_node("MatMul", ["e", "w"], ["h"], name="head"),
+        helper.make_node("Add", ["h", "peek"], ["logits"], name="bias"),
+    ]
+    model = make_model(
+        nodes,
+        [value_info("input_ids", [1, "s"], TensorProto.INT64), value_info("past_key_values.0.key", [1, 1, "p", 4])],
+        [value_info("logits", [1, "s", 8]), value_info("present.0.key", [1, 1, "t", 4])],
+        [numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "table"),
+         numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "w"),
+         numpy_helper.from_array(np.array([1], np.int64), "one")],
+    )
+    feeds = {"input_ids": np.array([[1, 2]], np.int64),
+             "past_key_values.0.key": rng.standard_normal((1, 1, 3, 4)).astype(np.float32)}
+    report = check_decode(model, 3, feeds)
+    assert report.status == NOT_COMPILED
+    assert "node 'peek'" in report.error and "(--growing-cache decodes with the cache as exported)" \
+        in report.error
+    report = check_decode(model, 3, feeds, growing_cache=True)
+    assert report.status == MATCH, report.format()

@@ -37,6 +37,12 @@ PAST, PRESENT, POSITION = "past_key_values", "present", "cache_position"
 STATIC_CACHE_ATTR = "forge.static_cache"
 
 
+class NotStaticError(ForgeOptError):
+    """A model whose cache the pass cannot make static (no paired cache, a
+    cache read other than by its Concat): a decode check says how to run it
+    as exported instead."""
+
+
 def static_past(present: SSAValue) -> SSAValue | None:
     """The past input a static cache's present writes (the Where that keeps
     its other positions), if `present` is one."""
@@ -121,9 +127,9 @@ class StaticKvCachePass(ModulePass):
         outs = _names(func.res_attrs, len(ret.arguments))
         pasts = [(name, arg) for name, arg in zip(ins, block.args) if name.startswith(PAST)]
         if not pasts:
-            raise ForgeOptError(f"static-kv-cache: the model has no '{PAST}.*' input to make static")
+            raise NotStaticError(f"static-kv-cache: the model has no '{PAST}.*' input to make static")
         if POSITION in ins:
-            raise ForgeOptError(f"static-kv-cache: the model has an input '{POSITION}' already")
+            raise NotStaticError(f"static-kv-cache: the model has an input '{POSITION}' already")
         updates: dict[int, tuple[SSAValue, SSAValue]] = {}
         steps = None
         for name, past in pasts:
@@ -137,7 +143,7 @@ class StaticKvCachePass(ModulePass):
             new = concat.operands[1]
             s = dtypes.tensor(new.type).get_shape()[2]
             if steps not in (None, s):
-                raise ForgeOptError(f"static-kv-cache: '{name}' gains {s} positions a step, another cache {steps}")
+                raise NotStaticError(f"static-kv-cache: '{name}' gains {s} positions a step, another cache {steps}")
             steps = s
             updates[outs.index(present)] = (past, new)
         assert steps is not None
@@ -165,15 +171,15 @@ class StaticKvCachePass(ModulePass):
         """The Concat(past, new) on axis 2 returned as `present`: the only
         reader of the cache a static one can stand in for."""
         if present not in outs:
-            raise ForgeOptError(f"static-kv-cache: '{name}' has no '{present}' result to pair with")
+            raise NotStaticError(f"static-kv-cache: '{name}' has no '{present}' result to pair with")
         returned = ret.arguments[outs.index(present)]
         for use in past.uses:
             reader = use.operation
             if not (isinstance(reader, tir.ConcatOp) and use.index == 0 and len(reader.operands) == 2
                     and reader.axis.value.data % 4 == 2 and reader.results[0] is returned):
-                raise ForgeOptError(f"{describe(reader)}: reads the KV cache '{name}' other than as the Concat with "
+                raise NotStaticError(f"{describe(reader)}: reads the KV cache '{name}' other than as the Concat with "
                                     f"the step's new entries that makes '{present}': its cache cannot be made static")
         owner = returned.owner
         if not isinstance(owner, tir.ConcatOp) or owner.operands[0] is not past:
-            raise ForgeOptError(f"static-kv-cache: '{present}' is not Concat('{name}', new) on the positions' axis")
+            raise NotStaticError(f"static-kv-cache: '{present}' is not Concat('{name}', new) on the positions' axis")
         return owner

@@ -65,8 +65,8 @@ BLOCK_FORMATS = (DataFormat.BFP8_B, DataFormat.BFP4_B)
 #: the numpy element type of each program format
 NUMPY_TYPES = {DataFormat.FLOAT32: np.dtype(np.float32), DataFormat.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
 
-#: the module attributes recording the formats a module was compiled for
-DATA_FORMAT_ATTR, WEIGHT_FORMAT_ATTR = "forge.data_format", "forge.weight_format"
+#: the module attribute recording the block float a module's matmul weights are compiled for
+WEIGHT_FORMAT_ATTR = "forge.weight_format"
 
 BLOCK = 16  # elements sharing one exponent: a face row
 

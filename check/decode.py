@@ -42,10 +42,9 @@ from forge_opt.split.api import parallel_report, tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import agreed, run_parallel
 from forge_opt.targets.forge_python import output_names
-from forge_opt.transforms.static_cache import NotStaticError
+from forge_opt.transforms.static_cache import PAST, PRESENT, NotStaticError
 
 Feeds = dict[str, np.ndarray]
-PAST, PRESENT = "past_key_values", "present"
 
 
 def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:

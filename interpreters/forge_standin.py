@@ -100,7 +100,6 @@ class Tensor:
             self._blocks = (fmt, _converted(self._value, fmt))
         return self._blocks[1]
 
-
     @property
     def shape(self) -> tuple[int, ...]:
         return self._value.shape

@@ -36,7 +36,6 @@ from xdsl.rewriter import Rewriter
 
 from forge_opt.data_formats import (
     BLOCK_FORMATS,
-    DATA_FORMAT_ATTR,
     FORMATS,
     PROGRAM_FORMATS,
     WEIGHT_FORMAT_ATTR,
@@ -92,7 +91,6 @@ class TirDataFormatPass(ModulePass):
                 raise ForgeOptError("tir-data-format rewrites `tir`: run it before tir-to-forge")
         if fmt == DataFormat.BFLOAT16:
             _to_bfloat16(op)
-        op.attributes[DATA_FORMAT_ATTR] = forge.DataFormatAttr(fmt)
 
 
 def matmul_weights(module: ModuleOp, matmuls: Callable[[Operation], SSAValue | None],
@@ -155,7 +153,7 @@ def format_passes(data_format: DataFormat, weight_format: DataFormat) -> tuple[l
     return on_tir, after
 
 
-def weight_format_of(data_format: str, weight_format: str) -> tuple[DataFormat, DataFormat]:
+def checked_formats(data_format: str, weight_format: str) -> tuple[DataFormat, DataFormat]:
     """The two formats of `onnx-to-forge`'s options, checked: a program
     format, and a weight format that is it (the default) or a block float."""
     data = parse(data_format, PROGRAM_FORMATS, "onnx-to-forge: data-format")

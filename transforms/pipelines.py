@@ -15,8 +15,8 @@ from forge_opt.dialects import forge
 from forge_opt.transforms.data_formats import (
     MarkWeightFormatsPass,
     TirDataFormatPass,
+    checked_formats,
     format_passes,
-    weight_format_of,
 )
 from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
@@ -122,7 +122,7 @@ class OnnxToForgePass(ModulePass):
 
     @property
     def formats(self) -> tuple[DataFormat, DataFormat]:
-        return weight_format_of(self.data_format, self.weight_format)
+        return checked_formats(self.data_format, self.weight_format)
 
     def __post_init__(self):
         # a value no run can use is the user's mistake, said at once (as forge-check says it)

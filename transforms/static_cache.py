@@ -31,7 +31,10 @@ from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.targets.forge_python import input_names, output_names
 
+#: what Optimum names a decoder's cache (`past_key_values.0.key` in, `present.0.key` out) and the input
+#: a static cache adds
 PAST, PRESENT, POSITION = "past_key_values", "present", "cache_position"
 #: the module attribute naming the cache's length, for the plan and the runtime
 STATIC_CACHE_ATTR = "forge.static_cache"
@@ -54,30 +57,25 @@ def static_past(present: SSAValue) -> SSAValue | None:
     return None
 
 
-def _names(attrs: ArrayAttr | None, count: int) -> list[str]:
-    names = [""] * count
-    for i, d in enumerate(attrs.data if attrs is not None else ()):
-        if isinstance(d, DictionaryAttr) and isinstance(name := d.data.get("onnx.name"), StringAttr):
-            names[i] = name.data
-    return names
-
-
-@dataclass
 class _Writer:
-    """The ops every layer's cache update shares: which positions the step
-    writes, and the one-hot matrix that places its [s] new entries."""
+    """The ops every layer's cache update shares, made once before the
+    return: which positions the step writes ([L, 1]), and the one-hot
+    matrix that places its s new entries ([L, s], in each element type)."""
 
-    func: FuncOp
-    ret: ReturnOp
-    position: SSAValue
-    length: int
-    steps: int
-    hits: SSAValue | None = None  # [L, s]: position l takes the step's entry i
-    written: SSAValue | None = None  # [L, 1]: position l is written this step
-    onehot: dict[Attribute, SSAValue] | None = None  # `hits` in each element type, [1, 1, L, s]
+    def __init__(self, func: FuncOp, ret: ReturnOp, position: SSAValue, length: int, steps: int):
+        self.block, self.ret, self.length, self.steps = func.body.block, ret, length, steps
+        positions = self.constant(np.arange(length, dtype=np.int64).reshape(length, 1))
+        offsets = self.constant(np.arange(steps, dtype=np.int64).reshape(1, steps))
+        targets = self.add(tir.BinaryOp(BinaryFn.ADD, position, offsets))  # [1, s]: p .. p + s - 1
+        self.hits = self.add(tir.BinaryOp(BinaryFn.EQ, positions, targets))  # [L, s]: l takes entry i
+        end = self.add(tir.BinaryOp(BinaryFn.ADD, position, self.constant(np.array([steps], np.int64))))
+        after = self.add(tir.BinaryOp(BinaryFn.GE, positions, position))
+        before = self.add(tir.BinaryOp(BinaryFn.LT, positions, end))
+        self.written = self.add(tir.BinaryOp(BinaryFn.AND, after, before))  # [L, 1]
+        self.onehot: dict[Attribute, SSAValue] = {}  # `hits` as [1, 1, L, s] in each element type
 
     def add(self, op: Operation) -> SSAValue:
-        self.func.body.block.insert_op_before(op, self.ret)
+        self.block.insert_op_before(op, self.ret)
         return op.results[0]
 
     def constant(self, values: np.ndarray) -> SSAValue:
@@ -86,17 +84,6 @@ class _Writer:
     def write(self, past: SSAValue, new: SSAValue) -> SSAValue:
         """`past` with `new` ([..., s, d]) written at [p, p + s) of axis 2."""
         element = dtypes.tensor(past.type).element_type
-        if self.written is None or self.hits is None:
-            positions = self.constant(np.arange(self.length, dtype=np.int64).reshape(self.length, 1))
-            offsets = self.constant(np.arange(self.steps, dtype=np.int64).reshape(1, self.steps))
-            targets = self.add(tir.BinaryOp(BinaryFn.ADD, self.position, offsets))  # [1, s]: p .. p + s - 1
-            self.hits = self.add(tir.BinaryOp(BinaryFn.EQ, positions, targets))  # [L, s]
-            end = self.add(tir.BinaryOp(BinaryFn.ADD, self.position, self.constant(np.array([self.steps], np.int64))))
-            after = self.add(tir.BinaryOp(BinaryFn.GE, positions, self.position))
-            before = self.add(tir.BinaryOp(BinaryFn.LT, positions, end))
-            self.written = self.add(tir.BinaryOp(BinaryFn.AND, after, before))  # [L, 1]
-            self.onehot = {}
-        assert self.onehot is not None
         if element not in self.onehot:
             ones = self.add(tir.CastOp(self.hits, element))
             self.onehot[element] = self.add(tir.ReshapeOp(ones, [1, 1, self.length, self.steps]))
@@ -123,8 +110,7 @@ class StaticKvCachePass(ModulePass):
         block = func.body.block
         ret = block.last_op
         assert isinstance(ret, ReturnOp)
-        ins = _names(func.arg_attrs, len(block.args))
-        outs = _names(func.res_attrs, len(ret.arguments))
+        ins, outs = input_names(func), output_names(func)
         pasts = [(name, arg) for name, arg in zip(ins, block.args) if name.startswith(PAST)]
         if not pasts:
             raise NotStaticError(f"static-kv-cache: the model has no '{PAST}.*' input to make static")

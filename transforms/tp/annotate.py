@@ -69,7 +69,7 @@ from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
-from forge_opt.transforms.static_cache import static_past
+from forge_opt.transforms.static_cache import PRESENT, static_past
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -82,8 +82,6 @@ from forge_opt.transforms.tp.rules import (
 )
 
 GRID = "tp"
-#: what Optimum names a decoder's cache outputs (`present.0.key`, `present.0.encoder.value`)
-PRESENT = "present"
 
 COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
 

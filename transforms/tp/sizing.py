@@ -64,10 +64,10 @@ def device_bytes(module: ModuleOp, weight_format: DataFormat = DataFormat.FLOAT3
     for op in module.walk():
         if _is_weight(op):
             assert isinstance(op, tir.ConstantOp)
-            t = dtypes.tensor(op.output.type)
-            per_element = FORMATS[weight_format].bytes_per_element if op in blocks else \
-                np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
-            params += math.ceil(math.prod(t.get_shape()) * per_element * _share(op.output))
+            t = op.output.type
+            size = math.prod(dtypes.tensor(t).get_shape()) * FORMATS[weight_format].bytes_per_element \
+                if op in blocks else _bytes(t)
+            params += math.ceil(size * _share(op.output))
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
             args = func.body.block.args

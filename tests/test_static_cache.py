@@ -169,3 +169,36 @@ def test_a_decode_whose_cache_cannot_be_static_says_how_to_run_it():
         in report.error
     report = check_decode(model, 3, feeds, growing_cache=True)
     assert report.status == MATCH, report.format()
+
+
+def test_the_decode_flags_as_a_user_gives_them(capsys):
+    from forge_opt.tools.forge_check import main
+
+    model = str(model_path("llama"))
+    dims = ["--dim", "batch_size=1", "--dim", "sequence_length=2", "--dim", "past_sequence_length=1"]
+    with pytest.raises(SystemExit) as done:
+        main([model, *dims, "--decode", "3"])
+    assert done.value.code == MATCH
+    assert "2 programs built, a static KV cache of 6 positions" in capsys.readouterr().out
+    for flags, said in [
+        (["--decode", "3", "--max-length", "4"], "--max-length 4: the prompt and 3 steps write 5 positions"),
+        (["--decode", "3", "--max-length", "8", "--growing-cache"], "--max-length sizes a static cache"),
+        (["--growing-cache"], "--growing-cache does not combine with a check on one device"),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            main([model, *dims, *flags])
+        assert done.value.code == NOT_COMPILED and said in capsys.readouterr().err
+
+
+def test_a_reduced_decode_whose_logits_are_wrong_is_a_mismatch(monkeypatch):
+    """Teacher-forced logits far from the oracle's fail the PCC rule, the
+    tokens' agreement notwithstanding."""
+    from forge_opt.interpreters import forge_kernels
+
+    kernel = forge_kernels.KERNELS["Embedding"]
+    monkeypatch.setitem(forge_kernels.KERNELS, "Embedding",  # every token read as the next one's row
+                        lambda indices, table: kernel((indices + 1) % table.shape[0], table))
+    report = check_decode(model_path("llama"), 3, optimum_feeds("llama", DECODE), data_format="bfloat16")
+    logits = [r for r in report.outputs if r.name.startswith("logits")]
+    assert report.status == 1 and any(r.pcc < 0.99 for r in logits), report.format()
+    assert all(np.isfinite(r.max_abs_error) for r in logits)  # wrong values, not NaN

@@ -90,7 +90,7 @@ def test_vocab_parallel_embedding_at_every_boundary(devices):
 
 def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
     """10 rows on 4 devices: padded to 12 (zero rows no index reaches), each
-    device's table 3 rows plus its zero row."""
+    device's table 3 rows (an index outside them is masked, not read)."""
     model = embedding_model(10)
     plan = tensor_parallel(model, tmp_path / "tp", 4)
     assert plan.layers[0].padded_rows == 2
@@ -101,7 +101,7 @@ def test_vocab_parallel_pads_a_vocabulary_the_devices_do_not_divide(tmp_path):
         np.testing.assert_allclose(outputs["y"], table[idx], atol=1e-6)
     weights = onnx.load(str(tmp_path / "tp" / "dev3" / "weights.onnx"))
     (block,) = [numpy_helper.to_array(t) for t in weights.graph.initializer if t.name == "table.shard"]
-    assert block.shape == (4, 8)  # rows 9, 10 (padding), 11 (padding) and the zero row
+    assert block.shape == (3, 8)  # rows 9, 10 (padding) and 11 (padding)
     np.testing.assert_array_equal(block[0], table[9])
     assert not block[1:].any()
 
@@ -175,9 +175,7 @@ def test_gpt2_fused_qkv_is_packed_and_each_device_holds_one_block_of_each_weight
     layer_weights = [n for n in sharded if n in original and original[n].ndim == 2]
     assert len(layer_weights) >= 8  # wte and each block's c_attn, c_proj, c_fc, c_proj
     for name in layer_weights:
-        # P blocks of 1/P each; an embedding's also have Paddle's zero row each
-        zero_rows = devices * original[name][0].nbytes if name.endswith("wte.weight") else 0
-        assert sharded[name] == original[name].nbytes + zero_rows, name
+        assert sharded[name] == original[name].nbytes, name  # P blocks of 1/P each
 
 
 def test_ring_formula_in_the_plan(tmp_path):
@@ -269,8 +267,9 @@ def test_forge_opt_writes_the_plan_folder_and_keeps_other_files(tmp_path, capsys
 @pytest.mark.parametrize("devices", [2, 4])
 def test_both_stages_run_on_the_interpreters(devices):
     """The annotated program computes what the original does (`shard.shard`
-    is the identity); the per-device program, on P simulated devices, gives
-    every device that value."""
+    is the identity; the tied LM head, read as the table's rows, sums its
+    products in another order); the per-device program, on P simulated
+    devices, gives every device that value."""
     from forge_opt.frontends.onnx import import_model, load_model
     from forge_opt.interpreters.run import run_devices, run_module
     from forge_opt.transforms.pipelines import run_pipeline
@@ -282,7 +281,7 @@ def test_both_stages_run_on_the_interpreters(devices):
     (want,) = run_module(module, [ids])
     run_pipeline(module, f"tensor-parallel{{devices={devices}}}")
     (annotated,) = run_module(module, [ids])
-    np.testing.assert_array_equal(annotated, want)
+    np.testing.assert_allclose(annotated, want, rtol=1e-6, atol=1e-7)
     run_pipeline(module, "tp-partition")
     for (got,) in run_devices(module, [ids], devices):
         np.testing.assert_allclose(got, want, atol=1e-5)
@@ -397,44 +396,6 @@ def test_every_gemm_is_a_linear(trans_a, trans_b, alpha, beta):
     report = check_parallel(_gemm_model(trans_a, trans_b, alpha, beta), 2)
     assert report.status == MATCH, report.error
     assert "layers: 1 column, 1 row" in report.summary and "1 collective " in report.summary
-
-
-def _embedding_then_linear(tied_head: bool) -> onnx.ModelProto:
-    nodes = [
-        helper.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
-        helper.make_node("MatMul", ["e", "w0"], ["h"], name="proj"),
-        helper.make_node("Relu", ["h"], ["r"], name="relu"),
-        helper.make_node("MatMul", ["r", "w1"], ["o"], name="out"),
-    ]
-    y = "o"
-    if tied_head:  # the LM head reads the embedding's table, transposed
-        nodes += [helper.make_node("Transpose", ["table"], ["tt"], name="tie", perm=[1, 0]),
-                  helper.make_node("MatMul", ["o", "tt"], ["y"], name="lm_head")]
-        y = "y"
-    return make_model(
-        nodes,
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])],
-        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 5, 64 if tied_head else 16])],
-        [numpy_helper.from_array(f32(64, 16), "table"), numpy_helper.from_array(f32(16, 32), "w0"),
-         numpy_helper.from_array(f32(32, 16), "w1")],
-    )
-
-
-def test_the_linear_after_a_vocab_parallel_embedding_is_column_parallel(tmp_path):
-    ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
-    report = check_parallel(_embedding_then_linear(False), 2, ids)
-    assert report.status == MATCH, report.error
-    assert "layers: 1 vocab, 1 column, 1 row" in report.summary
-    plan = tmp_path / "plan.json"  # pinned so, as the plan file says it
-    plan.write_text(json.dumps({"layers": {"proj": {"axis": 1}}}))
-    assert check_parallel(_embedding_then_linear(False), 2, ids, plan=str(plan)).status == MATCH
-
-
-def test_an_lm_head_tied_to_the_embedding():
-    ids = {"ids": np.random.default_rng(1).integers(0, 64, (2, 5)).astype(np.int64)}
-    report = check_parallel(_embedding_then_linear(True), 2, ids)
-    assert report.status == MATCH, report.error
-    assert "layers: 1 vocab, 2 column, 1 row" in report.summary
 
 
 def needs_mpiexec() -> None:

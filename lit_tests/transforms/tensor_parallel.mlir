@@ -88,3 +88,26 @@ func.func @fused_by_slices(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x2x
 // CHECK-NEXT: %k = tir.reshape %[[K]] : tensor<2x2x1xf32> -> tensor<2x2xf32>
 // CHECK-NEXT: %[[V:.*]] = tir.strided_slice %[[D]] axes [2] begin [3] end [4] strides [1] : tensor<2x2x4xf32> -> tensor<2x2x1xf32>
 // CHECK-NEXT: %v = tir.reshape %[[V]] : tensor<2x2x1xf32> -> tensor<2x2xf32>
+
+// -----
+
+// An LM head tied to the embedding (its weight the table transposed) reads
+// the table's rows, split as the embedding reads them: (T · xᵀ)ᵀ, then the
+// padding's column sliced off. No block of the transposed table is made.
+// CHECK-LABEL: func.func @tied_head
+func.func @tied_head(%idx: tensor<2x3xi64>) -> tensor<2x3x7xf32> {
+  %t = tir.constant {value = dense<1.0> : tensor<7x4xf32>} : tensor<7x4xf32>
+  %e = tir.gather %t, %idx {axis = 0 : i64} : tensor<7x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %tt = tir.transpose %t perm [1, 0] : tensor<7x4xf32> -> tensor<4x7xf32>
+  %y = tir.matmul %e, %tt : tensor<2x3x4xf32>, tensor<4x7xf32> -> tensor<2x3x7xf32>
+  func.return %y : tensor<2x3x7xf32>
+}
+// CHECK:      %[[TS:.*]] = shard.shard %[[PAD:.*]] to %{{.*}} : tensor<8x4xf32>
+// CHECK-NEXT: %e = tir.gather %[[TS]], %{{.*}} {axis = 0 : i64} : tensor<8x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK-NEXT: %[[X:.*]] = tir.reshape %e : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[XT:.*]] = tir.transpose %[[X]] perm [1, 0] : tensor<6x4xf32> -> tensor<4x6xf32>
+// CHECK-NEXT: %[[P:.*]] = tir.matmul %[[TS]], %[[XT]] : tensor<8x4xf32>, tensor<4x6xf32> -> tensor<8x6xf32>
+// CHECK-NEXT: %[[PT:.*]] = tir.transpose %[[P]] perm [1, 0] : tensor<8x6xf32> -> tensor<6x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = tir.reshape %[[PT]] : tensor<6x8xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT: %y = tir.strided_slice %[[Y]] axes [2] begin [0] end [7] strides [1] : tensor<2x3x8xf32> -> tensor<2x3x7xf32>
+// CHECK-NEXT: func.return %y

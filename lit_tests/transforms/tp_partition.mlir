@@ -30,8 +30,8 @@ func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Paddle's vocab-parallel lookup: device k's rows [4k, 4k+4) plus a zero
-// row; an index outside them reads the zero row; the results are summed.
+// Paddle's vocab-parallel lookup: device k's rows [4k, 4k+4); an index
+// outside them reads row 0 and its result is zeroed; the results are summed.
 // CHECK-LABEL: func.func @vocab
 shard.grid @tp(shape = 2)
 func.func @vocab(%idx: tensor<5xi64>) -> tensor<5x4xf32> {
@@ -43,19 +43,19 @@ func.func @vocab(%idx: tensor<5xi64>) -> tensor<5x4xf32> {
 }
 // CHECK:      %[[T:.*]] = shard.all_slice %t on @tp grid_axes = [0] slice_axis = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
 // CHECK:      %[[IDX:.*]] = tir.where
-// CHECK-NEXT: %[[LOS:.*]] = tir.constant {value = dense<[0, 4]> : tensor<2xi64>} : tensor<2xi64>
-// CHECK-NEXT: %[[LO:.*]] = shard.all_slice %[[LOS]] on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi64> -> tensor<1xi64>
-// CHECK-NEXT: %[[HIS:.*]] = tir.constant {value = dense<[4, 8]> : tensor<2xi64>} : tensor<2xi64>
-// CHECK-NEXT: %[[HI:.*]] = shard.all_slice %[[HIS]] on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi64> -> tensor<1xi64>
-// CHECK-NEXT: %[[GE:.*]] = tir.binary ge %[[IDX]], %[[LO]]
-// CHECK-NEXT: %[[LT:.*]] = tir.binary lt %[[IDX]], %[[HI]]
+// CHECK-NEXT: %[[FIRSTS:.*]] = tir.constant {value = dense<[0, 4]> : tensor<2xi64>} : tensor<2xi64>
+// CHECK-NEXT: %[[FIRST:.*]] = shard.all_slice %[[FIRSTS]] on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi64> -> tensor<1xi64>
+// CHECK-NEXT: %[[LOCAL:.*]] = tir.binary sub %[[IDX]], %[[FIRST]]
+// CHECK-NEXT: %[[ZERO:.*]] = tir.constant {value = dense<0> : tensor<1xi64>} : tensor<1xi64>
+// CHECK-NEXT: %[[GE:.*]] = tir.binary ge %[[LOCAL]], %[[ZERO]]
+// CHECK-NEXT: %[[ROWS:.*]] = tir.constant {value = dense<4> : tensor<1xi64>} : tensor<1xi64>
+// CHECK-NEXT: %[[LT:.*]] = tir.binary lt %[[LOCAL]], %[[ROWS]]
 // CHECK-NEXT: %[[IN:.*]] = tir.binary and %[[GE]], %[[LT]]
-// CHECK-NEXT: %[[LOCAL:.*]] = tir.binary sub %[[IDX]], %[[LO]]
-// CHECK-NEXT: %[[PADROW:.*]] = tir.constant {value = dense<4> : tensor<1xi64>} : tensor<1xi64>
-// CHECK-NEXT: %[[ROW:.*]] = tir.where %[[IN]], %[[LOCAL]], %[[PADROW]] : tensor<5xi1>, tensor<5xi64>, tensor<1xi64> -> tensor<5xi64>
-// CHECK-NEXT: %[[ZERO:.*]] = tir.full 0.000000e+00 : f32 : tensor<1x4xf32>
-// CHECK-NEXT: %[[TABLE:.*]] = tir.concat %[[T]], %[[ZERO]] axis 0 : tensor<4x4xf32>, tensor<1x4xf32> -> tensor<5x4xf32>
-// CHECK-NEXT: %e = tir.gather %[[TABLE]], %[[ROW]] {axis = 0 : i64} : tensor<5x4xf32>, tensor<5xi64> -> tensor<5x4xf32>
+// CHECK-NEXT: %[[ROW:.*]] = tir.where %[[IN]], %[[LOCAL]], %[[ZERO]] : tensor<5xi1>, tensor<5xi64>, tensor<1xi64> -> tensor<5xi64>
+// CHECK-NEXT: %[[ROWS_READ:.*]] = tir.gather %[[T]], %[[ROW]] {axis = 0 : i64} : tensor<4x4xf32>, tensor<5xi64> -> tensor<5x4xf32>
+// CHECK-NEXT: %[[KEPT:.*]] = tir.reshape %[[IN]] : tensor<5xi1> -> tensor<5x1xi1>
+// CHECK-NEXT: %[[NONE:.*]] = tir.full 0.000000e+00 : f32 : tensor<1xf32>
+// CHECK-NEXT: %e = tir.where %[[KEPT]], %[[ROWS_READ]], %[[NONE]] : tensor<5x1xi1>, tensor<5x4xf32>, tensor<1xf32> -> tensor<5x4xf32>
 // CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %e on @tp grid_axes = [0] : tensor<5x4xf32> -> tensor<5x4xf32>
 // CHECK-NEXT: func.return %[[SUM]]
 

@@ -23,7 +23,9 @@ weight elements stay replicated.
   holds the d-th block of every part, and each part is read per device.
 - An *Embedding* is `tir.gather(T, idx)` on axis 0 of a 2-d constant: its
   rows are split (vocab-parallel). A vocabulary P does not divide is padded
-  with zero rows to a multiple of P, which no index reaches.
+  with zero rows to a multiple of P, which no index reaches. An LM head
+  tied to the table (reading it transposed, or a transposed copy of it)
+  reads the table's rows instead (`tied_head`): one block a device.
 - A *KV cache*: a model input joined to keys or values split by heads,
   and returned, arrives and leaves split (`shard.shard` on the argument,
   and `annotate_for_users` before the return), so each device keeps its
@@ -43,9 +45,7 @@ column, 0: row for a Linear and vocab for an Embedding, null: replicated;
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from xdsl.context import Context
@@ -70,6 +70,7 @@ from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.static_cache import PRESENT, static_past
+from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -80,6 +81,7 @@ from forge_opt.transforms.tp.rules import (
     shape,
     split,
 )
+from forge_opt.transforms.tp.tied_head import erase_with_unused_operands, read_rows, tied_table
 
 GRID = "tp"
 
@@ -109,39 +111,6 @@ class Layer:
     @property
     def weight(self) -> SSAValue:
         return self.op.operands[1] if self.kind == "linear" else self.op.operands[0]
-
-
-@dataclass
-class Pin:
-    axis: int | None
-    gather_out: bool = False
-
-
-def read_plan(path: str) -> dict[str, Pin]:
-    """The layers a plan file pins, by node name."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ForgeOptError(f"{path}: no such plan file") from None
-    except json.JSONDecodeError as e:
-        raise ForgeOptError(f"{path}: not valid JSON: {e}") from None
-    layers = data.get("layers") if isinstance(data, dict) else None
-    if not isinstance(layers, dict):
-        raise ForgeOptError(f'{path}: a plan is {{"layers": {{"NODE": {{"axis": 0 | 1 | null}}}}}}')
-    pins = {}
-    for name, entry in layers.items():
-        # `True == 1` in Python: a bool is no axis
-        if not isinstance(entry, dict) or isinstance(entry.get("axis"), bool) or \
-                entry.get("axis", "missing") not in (0, 1, None):
-            raise ForgeOptError(f"{path}: layer '{name}': 'axis' must be 0, 1 or null")
-        unknown = sorted(set(entry) - {"axis", "gather_out"})
-        if unknown:
-            raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis and "
-                                "gather_out)")
-        if not isinstance(entry.get("gather_out", False), bool):
-            raise ForgeOptError(f"{path}: layer '{name}': 'gather_out' must be true or false")
-        pins[name] = Pin(entry["axis"], entry.get("gather_out", False))
-    return pins
 
 
 def _constant_2d(v: SSAValue) -> bool:
@@ -241,6 +210,8 @@ class _Annotator:
     pins: dict[str, Pin]
     layers: list[Layer] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
+    tables: dict[SSAValue, Layer] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
+    replaced: list[Operation] = field(default_factory=list)  # tied heads, read as their table's rows
 
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
@@ -262,6 +233,8 @@ class _Annotator:
             if layer is not None and layer.gather_out:
                 self.annotate_output(layer)
             op = nxt
+        for head in self.replaced:
+            erase_with_unused_operands(head)
         self.shard_caches()
         missing = [name for name in self.pins if name not in seen]
         if missing:
@@ -373,6 +346,9 @@ class _Annotator:
                     "device needs all of them")
         else:
             wanted, layer.reason = REPLICATE, f"its input is {x}"
+        if wanted == COLUMN and (table := tied_table(layer.weight, list(self.tables))) is not None:
+            self.tie(layer, table)
+            return
         dim = {COLUMN: 1, ROW: 0}.get(wanted)
         if dim is not None and w[dim] % self.devices:
             what = "output columns" if dim else "input rows"
@@ -494,9 +470,31 @@ class _Annotator:
             user.detach()
             user.erase()
 
+    def tie(self, head: Layer, table: SSAValue) -> None:
+        """A head tied to a vocab-parallel Embedding's `table` reads that
+        table's block (`tied_head`): column-parallel in effect, stored once."""
+        embedding, old = self.tables[table], head.op
+        assert isinstance(old, tir.MatmulOp)
+        made: list[Operation] = []
+
+        def insert(new: Operation) -> SSAValue:  # after the last, so that `run` visits each
+            new.location = old.location
+            assert old.parent is not None
+            old.parent.insert_op_after(new, made[-1] if made else old)
+            made.append(new)
+            return new.results[0]
+
+        y = read_rows(old, embedding.weight, shape(table)[0], insert)
+        y.name_hint = old.output.name_hint
+        old.output.replace_all_uses_with(y)
+        self.replaced.append(old)
+        head.op = next(op for op in made if isinstance(op, tir.MatmulOp))
+        head.case, head.reason = COLUMN, f"tied to {describe(embedding.op)}: reads the rows of its table's block"
+
     def vocab(self, layer: Layer) -> None:
         op = layer.op
         assert isinstance(op, tir.GatherOp)
+        self.tables[op.input] = layer
         rows, _ = shape(op.input)
         extra = -rows % self.devices
         layer.case = VOCAB

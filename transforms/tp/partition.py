@@ -7,9 +7,9 @@ sharding must change (`shard.all_reduce`, `shard.all_gather`,
 ops; the rules for ours are `tp_rules`.
 
 A gather from a table split by rows (vocab-parallel embedding) becomes
-Paddle's masked lookup: device k's table is its N/P rows plus a zero row;
-an index in its range [k·N/P, (k+1)·N/P) becomes the local row, any other
-the zero row, and the devices' results are summed.
+Paddle's masked lookup: device k's table is its N/P rows; an index in its
+range [k·N/P, (k+1)·N/P) reads the local row, any other gives zeros, and
+the devices' results are summed.
 """
 
 from __future__ import annotations
@@ -215,9 +215,11 @@ class _Partitioner:
 
     def masked_lookup(self, op: tir.GatherOp, table: SSAValue, indices: SSAValue) -> SSAValue:
         """Paddle's vocab-parallel embedding on device k: rows [k·n, (k+1)·n)
-        local, every other index the zero row n."""
+        looked up locally, every other index's row zeroed. The table is the
+        block as stored (no zero row appended), so a tied LM head reads
+        the same block."""
         p, g = self.devices, self.grid
-        rows, width = shape(table)
+        rows = shape(table)[0]
         total = rows * p
         it = indices.type
         assert isinstance(it, TensorType) and isinstance(it.element_type, IntegerType)
@@ -235,16 +237,16 @@ class _Partitioner:
             return self.add(tir.BinaryOp(fn, a, b))
 
         idx = nonnegative_indices(self.add, indices, total)
-        lo = per_device([k * rows for k in range(p)])
-        hi = per_device([(k + 1) * rows for k in range(p)])
-        inside = binary(BinaryFn.AND, binary(BinaryFn.GE, idx, lo), binary(BinaryFn.LT, idx, hi))
-        local = self.add(tir.WhereOp(inside, binary(BinaryFn.SUB, idx, lo), const([rows])))
+        first = per_device([k * rows for k in range(p)])  # device k's first row
+        local, zero_index = binary(BinaryFn.SUB, idx, first), const([0])
+        inside = binary(BinaryFn.AND, binary(BinaryFn.GE, local, zero_index), binary(BinaryFn.LT, local, const([rows])))
+        local = self.add(tir.WhereOp(inside, local, zero_index))
+        looked_up = self.add(tir.GatherOp(table, local, 0))
         et = dtypes.tensor(table.type)
         zero = IntegerAttr(0, et.element_type) if isinstance(et.element_type, IntegerType) else \
             FloatAttr(0.0, cast(AnyFloat, et.element_type))
-        zero_row = self.add(tir.FullOp(zero, TensorType(et.element_type, [1, width])))
-        padded = self.add(tir.ConcatOp([table, zero_row], 0))
-        out = self.add(tir.GatherOp(padded, local, 0))
+        kept = self.add(tir.ReshapeOp(inside, [*shape(inside), 1]))
+        out = self.add(tir.WhereOp(kept, looked_up, self.add(tir.FullOp(zero, TensorType(et.element_type, [1])))))
         out.name_hint = op.output.name_hint
         self.sharding[out] = Sharding(partial=True)
         return out

@@ -1,0 +1,43 @@
+"""A tensor-parallel plan file (`plan=FILE.json`): the layers it pins, by
+ONNX node name, in Paddle's terms (see `annotate`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge_opt.diagnostics import ForgeOptError
+
+
+@dataclass
+class Pin:
+    axis: int | None
+    gather_out: bool = False
+
+
+def read_plan(path: str) -> dict[str, Pin]:
+    """The layers a plan file pins, by node name."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ForgeOptError(f"{path}: no such plan file") from None
+    except json.JSONDecodeError as e:
+        raise ForgeOptError(f"{path}: not valid JSON: {e}") from None
+    layers = data.get("layers") if isinstance(data, dict) else None
+    if not isinstance(layers, dict):
+        raise ForgeOptError(f'{path}: a plan is {{"layers": {{"NODE": {{"axis": 0 | 1 | null}}}}}}')
+    pins = {}
+    for name, entry in layers.items():
+        # `True == 1` in Python: a bool is no axis
+        if not isinstance(entry, dict) or isinstance(entry.get("axis"), bool) or \
+                entry.get("axis", "missing") not in (0, 1, None):
+            raise ForgeOptError(f"{path}: layer '{name}': 'axis' must be 0, 1 or null")
+        unknown = sorted(set(entry) - {"axis", "gather_out"})
+        if unknown:
+            raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis and "
+                                "gather_out)")
+        if not isinstance(entry.get("gather_out", False), bool):
+            raise ForgeOptError(f"{path}: layer '{name}': 'gather_out' must be true or false")
+        pins[name] = Pin(entry["axis"], entry.get("gather_out", False))
+    return pins

@@ -1,0 +1,94 @@
+"""An LM head tied to a vocab-parallel embedding's table: stored once.
+
+PyTorch ties GPT-2's (and Whisper's, Gemma's, ...) `lm_head.weight` to the
+token embedding; exporters write the head's weight as the table transposed,
+either as a `Transpose` of the table or as a second initializer holding the
+same values transposed. Split column-parallel on its own, each device would
+hold its block of the table twice. Read as the table's rows instead,
+
+    y = x · Tᵀ = (T · xᵀ)ᵀ,
+
+the head's matmul takes the table (split by rows, as the embedding reads
+it) as its first operand, so both read one block per device: the output is
+split along the vocabulary as a column-parallel head's is, and a padded
+vocabulary's columns are sliced off once the logits are gathered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
+
+from forge_opt.dialects import tir
+from forge_opt.dialects.elements import attr_to_array
+from forge_opt.transforms.tp.rules import shape
+
+#: rows of the table compared at once (the transposed compare makes a temporary)
+_ROWS_AT_ONCE = 1 << 22
+
+
+def _array(v: SSAValue) -> np.ndarray | None:
+    op = v.owner
+    if not isinstance(op, tir.ConstantOp):
+        return None
+    try:
+        return attr_to_array(op.value)
+    except ValueError:
+        return None
+
+
+def _transposed_copy(w: np.ndarray, table: np.ndarray) -> bool:
+    if w.dtype != table.dtype or w.shape != table.shape[::-1]:
+        return False
+    if not np.array_equal(w[:, :1], table[:1].T):  # an untied head differs at once
+        return False
+    step = max(1, _ROWS_AT_ONCE // max(table.shape[1], 1))
+    return all(np.array_equal(w[:, i:i + step], table[i:i + step].T) for i in range(0, table.shape[0], step))
+
+
+def tied_table(weight: SSAValue, tables: list[SSAValue]) -> SSAValue | None:
+    """The table of `tables` that a Linear's `weight` is the transpose of:
+    a `Transpose` of it, or a constant with its values transposed."""
+    op = weight.owner
+    if isinstance(op, tir.TransposeOp) and op.input in tables and list(op.perm.get_values()) == [1, 0]:
+        return op.input
+    w = _array(weight)
+    if w is None or w.ndim != 2:
+        return None
+    for t in tables:
+        table = _array(t)
+        if table is not None and _transposed_copy(w, table):
+            return t
+    return None
+
+
+def read_rows(head: tir.MatmulOp, table: SSAValue, vocab: int, insert: Callable[[Operation], SSAValue]) -> SSAValue:
+    """`head`'s output computed from `table` ([rows ≥ vocab, width], the
+    padded table the embedding reads) as (T · xᵀ)ᵀ, on 2-d operands, with
+    the padding's columns sliced off; `insert` places each op after the
+    last. The value replacing the head's output."""
+    x = head.lhs
+    outer = shape(x)[:-1]
+    rows, width = shape(table)
+    flat = insert(tir.ReshapeOp(x, [math.prod(outer), width])) if len(outer) != 1 else x
+    products = insert(tir.MatmulOp(table, insert(tir.TransposeOp(flat, [1, 0]))))  # [rows, tokens]
+    y = insert(tir.TransposeOp(products, [1, 0]))
+    if len(outer) != 1:
+        y = insert(tir.ReshapeOp(y, [*outer, rows]))
+    if rows != vocab:
+        y = insert(tir.StridedSliceOp(y, [len(outer)], [0], [vocab], [1]))
+    return y
+
+
+def erase_with_unused_operands(op: Operation) -> None:
+    """Erase `op` and what only it read (a replaced head's copy of the table)."""
+    owners = [o.owner for o in op.operands]
+    op.detach()
+    op.erase()
+    for owner in owners:
+        if isinstance(owner, Operation) and owner.parent is not None and is_trivially_dead(owner):
+            erase_with_unused_operands(owner)

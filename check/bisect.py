@@ -1,5 +1,7 @@
 """`forge-check --bisect`: find the first ONNX node whose output the compiled
-module gets wrong.
+module gets wrong; `--layers`: how far each node's output is from
+onnxruntime's, in order, so a user sees where a reduced format loses
+accuracy.
 
 onnxruntime runs the model with every intermediate value exposed; the
 compiled `forge` module runs on the interpreters with every result recorded.
@@ -16,7 +18,9 @@ from onnx import ModelProto, helper
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 
-from forge_opt.check.compare import compare_output
+from forge_opt import dtypes
+from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
+from forge_opt.execution.engine import as_program_input
 from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
@@ -82,6 +86,8 @@ def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarra
         interp.register_implementations(functions)
     interp.listeners = (*interp.listeners, Record())
     func = main_func(module)
+    inputs = [as_program_input(np.asarray(x), dtypes.numpy_dtype(dtypes.tensor(arg.type).element_type))
+              for arg, x in zip(func.body.block.args, inputs)]  # as the program takes them (bfloat16)
     for arg, x in zip(func.body.block.args, inputs):
         if arg.name_hint:
             values[arg.name_hint] = np.asarray(x)
@@ -89,9 +95,9 @@ def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarra
     return values
 
 
-def first_divergence(
-    model: ModelProto, module, feeds: dict[str, np.ndarray], *, rtol: float, atol: float
-) -> Divergence | None:
+def _node_outputs(model: ModelProto, module, feeds: dict[str, np.ndarray]):
+    """Each ONNX node output both runs computed, in the model's order: the
+    node's label, its op type, onnxruntime's value and ours."""
     expected = onnxruntime_all_values(model, feeds)
     names = [i.name for i in model.graph.input if i.name in feeds]
     actual = compiled_all_values(module, [feeds[n] for n in names])
@@ -104,12 +110,50 @@ def first_divergence(
             hint = ssa_name(out) if out else None
             if hint is None or hint in shared or out not in expected or hint not in actual:
                 continue
-            label = node.name or f"{node.op_type}:{out}"
-            want = np.asarray(expected[out])
-            result = compare_output(out, want, actual[hint], rtol=rtol, atol=atol, formats=False)
-            if not result.ok:
-                return Divergence(label, node.op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc)
+            yield node.name or f"{node.op_type}:{out}", node.op_type, out, np.asarray(expected[out]), actual[hint]
+
+
+def first_divergence(
+    model: ModelProto, module, feeds: dict[str, np.ndarray], *, rtol: float, atol: float,
+    reduced_pcc: float | None = None,
+) -> Divergence | None:
+    """The first node output off by more than the tolerances; with
+    `reduced_pcc` (a program in a reduced format), the first whose PCC is
+    below it."""
+    for label, op_type, out, want, got in _node_outputs(model, module, feeds):
+        result = compare_output(out, want, got, rtol=rtol, atol=atol, formats=False) if reduced_pcc is None else \
+            compare_reduced(out, want, got, min_pcc=reduced_pcc, atol=atol)
+        if not result.ok:
+            return Divergence(label, op_type, out, result.shape, want.shape, result.max_abs_error, result.pcc)
     return None
 
 
-__all__ = ["Divergence", "first_divergence"]
+@dataclass
+class LayerError:
+    node: str
+    op_type: str
+    result: OutputResult  # its PCC, relative L2 error and largest difference
+
+
+def layer_errors(model: ModelProto, module, feeds: dict[str, np.ndarray]) -> list[LayerError]:
+    """`--layers`: every float node output's distance from onnxruntime's
+    (float32, unoptimized), in the model's order."""
+    return [LayerError(label, op_type, compare_reduced(out, want, got))
+            for label, op_type, out, want, got in _node_outputs(model, module, feeds)
+            if dtypes.is_float(want.dtype) and op_type != "Constant"]
+
+
+def format_layers(layers: list[LayerError]) -> list[str]:
+    width = max([len("node"), *(len(layer.node) for layer in layers)])
+    lines = [f"layers: {len(layers)} float node outputs against onnxruntime's, in order",
+             f"{'node':<{width}} {'op':<18} {'shape':<18} {'pcc':>10} {'rel L2 err':>11} {'max abs err':>12}"]
+    for layer in layers:
+        r = layer.result
+        p = "-" if r.pcc != r.pcc else f"{r.pcc:.6f}"
+        rel = "-" if r.relative_l2 != r.relative_l2 else f"{r.relative_l2:.3e}"
+        lines.append(f"{layer.node:<{width}} {layer.op_type:<18} {list(r.shape)!s:<18} {p:>10} {rel:>11} "
+                     f"{r.max_abs_error:>12.3e}")
+    return lines
+
+
+__all__ = ["Divergence", "LayerError", "first_divergence", "format_layers", "layer_errors"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.bisect import first_divergence
+from forge_opt.check.bisect import first_divergence, layer_errors
 from forge_opt.check.compare import ATOL, RTOL
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
@@ -22,7 +22,7 @@ from forge_opt.execution.oracle import Expected
 
 class OneDevice:
     mode = "a check on one device (--devices P checks several)"
-    takes = frozenset({"freeze", "bisect", "stem", "data_format", "weight_format"})
+    takes = frozenset({"freeze", "bisect", "layers", "stem", "data_format", "weight_format"})
     failed = "the Forge module failed"
 
     def __init__(self, options: CheckOptions):
@@ -44,10 +44,12 @@ class OneDevice:
         assert compiled is not None
         actual = run_compiled(compiled, [feeds[n] for n in compiled.input_names])
         tolerances = self.options.tolerances
+        reduced_pcc = tolerances.min_pcc if self.options.reduced else None
         return Ran(dict(zip([o.name for o in model.graph.output], actual)), returned=len(actual),
                    emitted=compiled.emitted,
                    bisect=lambda: first_divergence(model, compiled.module, feeds, rtol=tolerances.rtol,
-                                                   atol=tolerances.atol))
+                                                   atol=tolerances.atol, reduced_pcc=reduced_pcc),
+                   layers=lambda: layer_errors(model, compiled.module, feeds))
 
 
 def check_model(
@@ -60,6 +62,7 @@ def check_model(
     seed: int = 0,
     freeze: tuple[str, ...] = (),
     bisect: bool = False,
+    layers: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     stem: str = "",
@@ -71,7 +74,9 @@ def check_model(
 
     `freeze` names graph inputs to compile as constants, with their values
     taken from `inputs` (a dict). With `bisect`, a mismatch also names the
-    first ONNX node whose output diverges. `shapes` and `dims` fix symbolic
+    first ONNX node whose output diverges; with `layers`, the report gives
+    every float node output's PCC, relative L2 error and largest difference
+    from onnxruntime's, in order (`report.layers`). `shapes` and `dims` fix symbolic
     input sizes (as `import_onnx`); given inputs fix the others. `stem`:
     the name of the emitted module's file without `.py`, which names its
     constants file. `data_format` (bfloat16) and `weight_format` (bfp8_b,
@@ -80,6 +85,6 @@ def check_model(
     threshold (by default `compare.MIN_PCC`, or Forge's `REDUCED_PCC` for a
     reduced format)."""
     options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, freeze=freeze, bisect=bisect,
-                           stem=stem, data_format=data_format, weight_format=weight_format)
+                           layers=layers, stem=stem, data_format=data_format, weight_format=weight_format)
     options = options.with_pcc(min_pcc)
     return run_check(source, options, OneDevice(options))

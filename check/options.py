@@ -34,6 +34,7 @@ class CheckOptions:
     dims: Mapping[str, int] | None = None  # sizes of symbolic dims
     freeze: tuple[str, ...] = _flag("--freeze", ())  # inputs compiled as constants, their values from `inputs`
     bisect: bool = _flag("--bisect", False)  # on a mismatch, name the first diverging ONNX node
+    layers: bool = _flag("--layers", False)  # every node output's distance from onnxruntime's, in order
     stem: str = _flag("--emit", "")  # the emitted module's file name without .py (names its constants)
     devices: int = _flag("--devices", 1)  # tensor-parallel on this many devices
     mpi: bool = _flag("--mpi", False)  # one MPI process per device

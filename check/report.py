@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from forge_opt.check.bisect import Divergence
+from forge_opt.check.bisect import Divergence, LayerError, format_layers
 from forge_opt.check.compare import OutputResult, compared_verdict
 from forge_opt.targets.forge_python import ForgePythonModule
 
@@ -22,6 +22,7 @@ class CheckReport:
     emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
+    layers: list[LayerError] | None = None  # with --layers
     oracle: str = "onnxruntime"  # what computed the expected outputs
     oracle_note: str = ""  # why that is not onnxruntime
     notes: list[str] = field(default_factory=list)  # how the inputs were made, and other facts of the run
@@ -34,6 +35,8 @@ class CheckReport:
         if self.status == NOT_COMPILED:
             return f"did not compile: {self.error}"
         lines = format_results(self.outputs)
+        if self.layers is not None:
+            lines.extend(format_layers(self.layers))
         if self.oracle != "onnxruntime":
             lines.append(f"oracle: {self.oracle} ({self.oracle_note})")
         lines.extend(self.notes)

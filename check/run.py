@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.bisect import Divergence
+from forge_opt.check.bisect import Divergence, LayerError
 from forge_opt.check.compare import OutputResult
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
@@ -39,6 +39,7 @@ class Ran:
     notes: list[str] = field(default_factory=list)
     emitted: ForgePythonModule | None = None
     bisect: Callable[[], Divergence | None] | None = None  # the first diverging node, asked on a mismatch
+    layers: Callable[[], list[LayerError]] | None = None  # every node output's distance, asked by --layers
 
 
 class Strategy(Protocol):
@@ -98,4 +99,6 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
     if options.bisect and status == MISMATCH and ran.bisect is not None:
         report.bisected = True
         report.divergence = ran.bisect()
+    if options.layers and ran.layers is not None:
+        report.layers = ran.layers()
     return report

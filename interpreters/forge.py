@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
+from forge_opt.data_formats import DataFormat, as_block_float
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
 from forge_opt.interpreters.forge_kernels import evaluate
@@ -13,6 +15,35 @@ from forge_opt.interpreters.forge_kernels import evaluate
 
 def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
     return (evaluate(op.FORGE_FUNCTION, args, forge.rule_call(op).keywords),)
+
+
+def weight_format(v: SSAValue) -> DataFormat | None:
+    """The block float a matmul's B operand is stored in: its weights'
+    (`mark-weight-formats`), when it is computed from weights alone, as the
+    stand-in converts such a B operand."""
+    formats: set[DataFormat] = set()
+    todo, seen = [v], set()
+    while todo:  # (not recursive: an activation's chain back to the inputs may be thousands of ops)
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op = v.owner
+        if isinstance(op, forge.ParameterOp | forge.ConstantOp):
+            if op.weight_format is not None:
+                formats.add(DataFormat(op.weight_format.data))
+        elif isinstance(op, Operation) and op.operands:
+            todo.extend(op.operands)
+        else:  # an input: not made of weights
+            return None
+    return next(iter(formats)) if len(formats) == 1 else None
+
+
+def run_matmul(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
+    fmt = weight_format(op.operands[1])
+    if fmt is not None:
+        args = (args[0], as_block_float(args[1], fmt), *args[2:])
+    return run_forge_op(self, interp, op, args)
 
 
 def fill_array(op: forge.ConstantOp) -> np.ndarray:
@@ -42,7 +73,8 @@ ForgeFunctions = register_impls(
         {
             "run_parameter": impl(forge.ParameterOp)(run_parameter),
             "run_constant": impl(forge.ConstantOp)(run_constant),
-            **{f"run_{name}": impl(cls)(run_forge_op) for name, cls in forge.FORGE_OPS.items()},
+            **{f"run_{name}": impl(cls)(run_matmul if name == "Matmul" else run_forge_op)
+               for name, cls in forge.FORGE_OPS.items()},
         },
     )
 )

@@ -21,9 +21,9 @@ MODELS = Path(__file__).resolve().parent / "data" / "models"
 SHAPE = (1, 3, 16, 16)  # tiny_cnn's input x
 STRATEGIES = [OneDevice, Fallback, Parallel, Decode]
 #: a value other than the default for each flagged option
-GIVEN = {"freeze": ("x",), "bisect": True, "stem": "model", "devices": 2, "mpi": True, "plan": "pins.json",
-         "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2, "data_format": "bfloat16",
-         "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True}
+GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "devices": 2, "mpi": True,
+         "plan": "pins.json", "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2,
+         "data_format": "bfloat16", "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True}
 
 
 def test_every_flagged_option_has_a_value_to_try():

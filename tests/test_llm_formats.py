@@ -9,6 +9,7 @@ import json
 import re
 
 import numpy as np
+import onnx
 import pytest
 from test_llm_decoders import DECODE, model_path, optimum_feeds
 from test_tensor_parallel import needs_mpiexec
@@ -106,3 +107,41 @@ def test_device_bytes_count_each_format_as_the_device_stores_it(tmp_path):
     assert sizing.devices == 2
     row = sizing.table[2].split()  # devices, parameters, kv cache, per device, fits
     assert int(row[1].replace(",", "")) == pytest.approx(stored["bfloat16", BFP8], rel=0.01)
+
+
+def test_layers_shows_where_a_block_float_loses_accuracy(capsys):
+    """--layers: every float node output against onnxruntime's, in the
+    model's order; the interpreters compute the block-float program as the
+    stand-in does (the last row is the logits' own figures)."""
+    from forge_opt.tools.forge_check import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(model_path("llama")), "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim",
+              "past_sequence_length=3", "--data-format", BF16, "--weight-format", "bfp4_b", "--layers"])
+    out = capsys.readouterr().out
+    assert done.value.code in (0, 1), out
+    logits = next(line for line in out.splitlines() if line.startswith("logits "))
+    rows = out.split("float node outputs against onnxruntime's, in order\n")[1].splitlines()[1:]
+    nodes = [row.split()[0] for row in rows if row.startswith("/")]
+    order = [n.name for n in onnx.load(str(model_path("llama")), load_external_data=False).graph.node]
+    assert nodes == sorted(nodes, key=order.index) and len(nodes) > 100
+    assert nodes[0] == "/model/embed_tokens/Gather" and nodes[-1] == "/lm_head/MatMul"
+    head = next(row for row in rows if row.startswith("/lm_head/MatMul "))
+    assert head.split()[-3:] == logits.split()[-4:-1]  # pcc, rel L2, max abs: the same numbers
+    # bfloat16 alone loses little; the first matmul with bfp4_b weights, ten times more
+    embedding, first_matmul = float(rows[0].split()[-2]), float(
+        next(row for row in rows if row.startswith("/model/layers.0/self_attn/q_proj/MatMul ")).split()[-2])
+    assert embedding < 0.01 < 10 * embedding < first_matmul
+
+
+def test_bisect_in_a_reduced_format_names_the_first_node_below_the_pcc():
+    from forge_opt.check.model import check_model
+
+    report = check_model(str(model_path("llama")), dims={"batch_size": 1, "sequence_length": 4,
+                                                         "past_sequence_length": 3},
+                         data_format=BF16, weight_format="bfp4_b", min_pcc=0.9999, bisect=True, layers=True)
+    found, layers = report.divergence, report.layers
+    assert report.status == 1 and found is not None and layers is not None, report.format()
+    assert found.pcc < 0.9999, report.format()
+    before = [layer.result.pcc for layer in layers[:[layer.node for layer in layers].index(found.node)]]
+    assert all(p >= 0.9999 for p in before if p == p), report.format()

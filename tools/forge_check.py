@@ -48,7 +48,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--bisect",
         action="store_true",
-        help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime",
+        help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime (for a reduced "
+             "format, the first whose PCC is below --pcc)",
+    )
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="print every ONNX node output's PCC, relative L2 error and max abs error against onnxruntime's, "
+             "in order: where a reduced format loses accuracy",
     )
     parser.add_argument(
         "--fallback",
@@ -153,7 +160,8 @@ def _check(args: argparse.Namespace):
                             "(leave --devices out to check on one device)")
     options = CheckOptions(
         inputs, Tolerances(args.rtol, args.atol), args.seed, chosen.shapes, chosen.dims,
-        freeze=tuple(args.freeze), bisect=args.bisect, stem=Path(args.emit).stem if args.emit else "",
+        freeze=tuple(args.freeze), bisect=args.bisect, layers=args.layers,
+        stem=Path(args.emit).stem if args.emit else "",
         devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
         require_sharded=args.require_sharded, steps=args.decode or 0,
         data_format=args.data_format, weight_format=args.weight_format or "", max_length=args.max_length or 0,

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -56,9 +57,24 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
-def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
-    with replacing(path, "wb") as f:
+def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray], mark: bytes = b"") -> None:
+    """`arrays` as an .npz file; `mark`, if given, as the zip's comment
+    (`marked` reads it), so a later write can tell the file for its own."""
+    with replacing(path, "w+b") as f:
         np.savez(f, **arrays)  # pyright: ignore[reportArgumentType]  (numpy's stub reads names as flags)
+        if mark:
+            f.seek(0)
+            with zipfile.ZipFile(f, "a") as z:
+                z.comment = mark
+
+
+def marked(path: str | os.PathLike, mark: bytes) -> bool:
+    """Whether `path` is an .npz file `save_npz` wrote with `mark`."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.comment == mark
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 #: the entry of an arrays file naming the element types numpy's format cannot hold

@@ -31,7 +31,7 @@ from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
-from forge_opt.files import save_npz
+from forge_opt.files import marked, save_npz
 
 _RESERVED = {"forge", "self", "ForgeModule", "torch", "np", "onnx", "os", "CONSTANTS"}
 
@@ -394,11 +394,20 @@ def emit_forge_python(module: ModuleOp) -> str:
     return emit_module(module).source
 
 
+#: the comment of a constants file forge-opt wrote, which a later run may replace
+CONSTANTS_MARK = b"forge-opt: the computed constants of a Forge Python module"
+
+
 def save_constants(emitted: ForgePythonModule, folder: Path) -> Path | None:
+    """The module's computed constants, beside it; a file of that name that
+    forge-opt did not write (the user's own) is an error, never replaced."""
     if not emitted.constants:
         return None
     path = folder / emitted.constants_file
-    save_npz(path, emitted.constants)
+    if (path.exists() or path.is_symlink()) and not marked(path, CONSTANTS_MARK):
+        raise ForgeOptError(f"{path}: exists and holds no constants forge-opt wrote: not replaced (move it, or "
+                            "name the output otherwise with -o)")
+    save_npz(path, emitted.constants, CONSTANTS_MARK)
     return path
 
 
@@ -414,5 +423,5 @@ class ForgePythonTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         emitted = emit_module(module, stem=self.stem)
+        save_constants(emitted, Path(self.constants_dir or "."))  # first: a refused file leaves no module behind
         output.write(emitted.source)
-        save_constants(emitted, Path(self.constants_dir or "."))

@@ -84,6 +84,22 @@ def test_a_failed_compile_leaves_the_output_file_as_it_was(tmp_path):
     assert keep.read_text() == "precious\n"
 
 
+def test_a_constants_file_forge_opt_did_not_write_is_never_replaced(tmp_path, capsys):
+    """The module's computed constants go beside it as <stem>_constants.npz:
+    a user's file of that name stays as it was (an error naming it); one
+    forge-opt wrote is replaced by the next run."""
+    model = str(MODELS / "tiny_cnn_opset17.onnx")
+    theirs = tmp_path / "model_constants.npz"
+    theirs.write_text("mine\n")
+    args = [model, "-p", "onnx-to-forge", "-t", "forge-python", "-o", str(tmp_path / "model.py")]
+    assert forge_opt(args) != 0
+    assert theirs.read_text() == "mine\n" and not (tmp_path / "model.py").exists()
+    assert "model_constants.npz: exists and holds no constants forge-opt wrote" in capsys.readouterr().err
+    theirs.unlink()
+    assert forge_opt(args) == 0 and forge_opt(args) == 0
+    assert theirs.is_file()
+
+
 def test_a_forced_resplit_never_writes_the_older_models_data(tmp_path):
     """Audit 14 and 20: the split hard-links external data; `--force` with a
     new version wrote it through the link into the old model's file, and

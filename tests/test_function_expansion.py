@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper
 from forge_opt import check_model, import_onnx
 from forge_opt.check import MATCH
 from forge_opt.frontends.onnx.functions import expandable
+from forge_opt.tools import gen_lowered_ops
 
 _model = partial(make_model, opset=23)
 
@@ -108,3 +109,7 @@ def llama_block() -> onnx.ModelProto:
 
 def test_a_llama_style_decoder_block_at_opset_23():
     _compiles_as_its_body(llama_block(), "Attention")
+
+
+def test_the_table_of_lowered_ops_is_current():
+    assert gen_lowered_ops.main(["--check"]) == 0, "run python -m forge_opt.tools.gen_lowered_ops"

@@ -86,6 +86,7 @@ FORBIDDEN = {
     "transforms": ("split", "check", "execution", "tools"),
     "execution": ("split", "check", "tools"),
     "split": ("check", "tools"),
+    "frontends": ("transforms", "split", "check", "execution", "tools", "targets"),
 }
 
 

@@ -17,14 +17,7 @@ import onnx.defs
 from onnx import AttributeProto, FunctionProto, NodeProto, TypeProto
 
 from forge_opt.frontends.onnx.graph import node_label, rename_reads, subgraphs
-
-
-@cache
-def _lowered() -> frozenset[str]:
-    from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
-
-    return frozenset(getattr(cls, "ONNX_OP_TYPE", "") for cls in ONNX_LOWERINGS)
-
+from forge_opt.frontends.onnx.lowered_ops import LOWERED_OPS
 
 #: Random ops stay random in their bodies; they keep their own diagnostic.
 _NOT_EXPANDED = frozenset({"Bernoulli"})
@@ -33,7 +26,7 @@ _NOT_EXPANDED = frozenset({"Bernoulli"})
 @cache
 def expandable(op_type: str, opset: int) -> bool:
     """A default-domain op that has no lowering but a function body at `opset`."""
-    if not isinstance(op_type, str) or op_type in _lowered() or op_type in _NOT_EXPANDED:
+    if not isinstance(op_type, str) or op_type in LOWERED_OPS or op_type in _NOT_EXPANDED:
         return False  # (bytes: a name that is not UTF-8, which the importer reports)
     try:
         schema = _schema(op_type, opset)

@@ -1,7 +1,8 @@
 """Models exported from PyTorch (tests/data/models/make_models.py: a CNN,
 GPT-2, BERT, ViT, ResNet and MobileNetV2 from transformers, random weights,
-opsets 14 and 17) compile to Forge Python that computes what onnxruntime
-computes."""
+opsets 14 and 17; make_swin.py: torchvision's Swin at Swin-T's depths, whose
+blocks pad by sizes computed at run time, one after another) compile to
+Forge Python that computes what onnxruntime computes."""
 
 from pathlib import Path
 

@@ -26,17 +26,21 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
+import onnx.defs
+import onnx.shape_inference
 from onnx import AttributeProto, ModelProto, NodeProto, numpy_helper
 
 from forge_opt.dtypes import holds
 from forge_opt.frontends.onnx.functions import expand, expandable, function_body
 from forge_opt.frontends.onnx.graph import node_reads
-from forge_opt.frontends.onnx.round import static_shape
+from forge_opt.frontends.onnx.round import is_static, static_shape
 from forge_opt.frontends.onnx.sequences import SEQUENCE_OPS, ResolveSequences
 from forge_opt.frontends.onnx.unroll import UnrollControlFlow
 from forge_opt.interpreters.onnx import FOLD_LIMIT, evaluate_node
 
 MAX_ROUNDS = 8
+#: the largest int64 value given to one node's inference as data (shapes, pads, axes)
+_SHAPE_DATA = 64
 
 #: Never evaluated: their value is not a function of their inputs, or they
 #: have subgraphs (handled on their own below).
@@ -104,6 +108,30 @@ class _Round(UnrollControlFlow, ResolveSequences):
             if name in self.seqs and name not in self.built:
                 self._build_sequence(name)
         self.nodes.append(node)
+        self._infer_outputs(node)
+
+    def _infer_outputs(self, node: NodeProto) -> None:
+        """The static types of a kept node's outputs that the round's folds
+        made known (ONNX's inference of this one node, given the values
+        known): a `Shape` further on then folds in this round, not the next
+        (Swin's 12 blocks each pad by a size computed from the last)."""
+        if node.domain not in ("", "ai.onnx") or all(is_static(self.types.get(o)) for o in node.output if o):
+            return
+        inputs = [n for n in node.input if n]
+        if not all(is_static(self.types.get(n)) for n in inputs) or \
+                any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+            return
+        data = {n: numpy_helper.from_array(self.known[n], n) for n in inputs
+                if n in self.known and self.known[n].size <= _SHAPE_DATA and self.known[n].dtype == np.int64}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset, node.domain)
+            found = onnx.shape_inference.infer_node_outputs(
+                schema, node, {n: self.types[n] for n in inputs}, data, opset_imports=list(self.source.opset_import))
+        except Exception:  # (inference failing here is the full inference's to report, or not)
+            return
+        for name, tp in found.items():
+            if is_static(tp) and not is_static(self.types.get(name)):
+                self.types[name] = tp
 
     def _build_sequence(self, name: str) -> None:
         """A resolved sequence that something still reads as a sequence."""

@@ -1,7 +1,8 @@
 """Models exported from PyTorch (tests/data/models/make_models.py: a CNN,
 GPT-2, BERT, ViT, ResNet and MobileNetV2 from transformers, random weights,
 opsets 14 and 17; make_swin.py: torchvision's Swin at Swin-T's depths, whose
-blocks pad by sizes computed at run time, one after another) compile to
+blocks pad by sizes computed at run time, one after another;
+make_video_resnets.py: its R3D and MC3 with 3-D convolutions) compile to
 Forge Python that computes what onnxruntime computes."""
 
 from pathlib import Path

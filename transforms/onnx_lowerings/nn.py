@@ -1,7 +1,6 @@
 """Lowerings of ONNX's linear-algebra and convolution ops to `tir`: MatMul,
-Gemm, Conv, ConvTranspose, Det; and the helpers the other families share
-(`matmul`, `reduce`, `spatial`). Pooling is `pool.py`,
-normalisations `norm.py`."""
+Gemm, Conv (3-D ones by `volumes.py`), ConvTranspose, Det. Pooling is
+`pool.py`, normalisations `norm.py`."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
+from forge_opt.transforms.onnx_lowerings.volumes import conv3d
 from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial
 from forge_opt.transforms.tir_builder import TirEmitter
 
@@ -56,6 +56,8 @@ def _conv(op: onnx.ConvOp, e: TirEmitter):
     x_shape, w_shape = static_shape(op.X, e), static_shape(op.W, e, "weight")
     if len(x_shape) == 3:
         return [_conv1d(op, e, x_shape, w_shape)]
+    if len(x_shape) == 5:
+        return [conv3d(op, e, x_shape, w_shape)]
     kernel = w_shape[2:]
     strides, dilations, pads = spatial(op, e, x_shape, kernel, "Conv")
     x, pads = fold_spatial_pad(op.X, pads, 0.0)

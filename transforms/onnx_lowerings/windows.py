@@ -9,30 +9,34 @@ import math
 from forge_opt.dialects import tir
 
 
+def window(op, x_shape, kernel) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Strides, dilations, and begin and end pads per spatial dim of a
+    window op of any rank, with auto_pad resolved."""
+    n = len(x_shape) - 2
+    strides = list(op.strides.get_values()) if op.strides is not None else [1] * n
+    dilations = list(op.dilations.get_values()) if op.dilations is not None else [1] * n
+    auto_pad = op.auto_pad.data
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
+            total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
+            small, large = total // 2, total - total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else large)
+            end.append(large if auto_pad == "SAME_UPPER" else small)
+        return strides, dilations, begin, end
+    if auto_pad == "VALID" or op.pads is None:
+        return strides, dilations, [0] * n, [0] * n
+    pads = list(op.pads.get_values())  # ONNX: [x1_begin, x2_begin, ..., x1_end, x2_end, ...]
+    return strides, dilations, pads[:n], pads[n:]
+
+
 def spatial(op, e, x_shape, kernel, name):
     """Strides, dilations and [top, left, bottom, right] pads of a 2-D window
     op, with auto_pad resolved."""
     if len(x_shape) != 4:
         raise e.error(f"only 2-D {name} (4-D input) is supported, the input has rank {len(x_shape)}")
-    strides = list(op.strides.get_values()) if op.strides is not None else [1, 1]
-    dilations = list(op.dilations.get_values()) if op.dilations is not None else [1, 1]
-    auto_pad = op.auto_pad.data
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads_begin, pads_end = [], []
-        for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
-            out = math.ceil(size / s)
-            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-            small, large = total // 2, total - total // 2
-            begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
-            pads_begin.append(begin)
-            pads_end.append(end)
-        pads = [pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]]
-    elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = list(op.pads.get_values()) if op.pads is not None else [0, 0, 0, 0]
-        # ONNX: [x1_begin, x2_begin, x1_end, x2_end] = [top, left, bottom, right]
-    return strides, dilations, pads
+    strides, dilations, begin, end = window(op, x_shape, kernel)
+    return strides, dilations, [begin[0], begin[1], end[0], end[1]]
 
 
 def fold_spatial_pad(x, pads: list[int], identity: float):

@@ -6,9 +6,10 @@ what is built on them: `check_model` behind `forge-check`,
 
 from forge_opt.check.compare import OutputResult, compare_output, dtype_mismatch, pcc
 from forge_opt.check.model import check_model
-from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport
+from forge_opt.check.report import ILL_CONDITIONED, MATCH, MISMATCH, NOT_COMPILED, CheckReport
 
 __all__ = [
+    "ILL_CONDITIONED",
     "MATCH",
     "MISMATCH",
     "NOT_COMPILED",

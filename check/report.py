@@ -10,6 +10,8 @@ from forge_opt.check.compare import OutputResult, compared_verdict
 from forge_opt.targets.forge_python import ForgePythonModule
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
+#: outputs that differ only where the oracle does not reproduce itself (`conditioning`): no verdict on them
+ILL_CONDITIONED = 3
 
 
 @dataclass
@@ -23,6 +25,7 @@ class CheckReport:
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
     layers: list[LayerError] | None = None  # with --layers
+    ill_conditioned: dict[str, str] = field(default_factory=dict)  # outputs the oracle does not reproduce, and how
     oracle: str = "onnxruntime"  # what computed the expected outputs
     oracle_note: str = ""  # why that is not onnxruntime
     notes: list[str] = field(default_factory=list)  # how the inputs were made, and other facts of the run
@@ -40,7 +43,12 @@ class CheckReport:
         if self.oracle != "onnxruntime":
             lines.append(f"oracle: {self.oracle} ({self.oracle_note})")
         lines.extend(self.notes)
-        lines.append("match" if self.ok else "mismatch")
+        lines.extend(f"ill-conditioned at these inputs: '{name}': {how}" for name, how in self.ill_conditioned.items())
+        if self.status == ILL_CONDITIONED:
+            lines.append("ill-conditioned: the outputs that differ differ as much in the oracle's own runs under "
+                         "rounding-level changes; no verdict on them (exit 3), every other output matches")
+        else:
+            lines.append("match" if self.ok else "mismatch")
         if self.bisected:
             lines.append(self.divergence.format() if self.divergence else "bisect: no intermediate value diverges")
         return "\n".join(lines)

@@ -17,10 +17,11 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import Divergence, LayerError
-from forge_opt.check.compare import OutputResult
+from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
+from forge_opt.check.conditioning import unstable_outputs
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
-from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
+from forge_opt.check.report import ILL_CONDITIONED, MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.interpreters.forge_standin import ForgeCallError
@@ -40,6 +41,9 @@ class Ran:
     emitted: ForgePythonModule | None = None
     bisect: Callable[[], Divergence | None] | None = None  # the first diverging node, asked on a mismatch
     layers: Callable[[], list[LayerError]] | None = None  # every node output's distance, asked by --layers
+    # what still verifies when outputs are ill-conditioned (a split's device sub-models, each on its own
+    # inputs): the problems found, and a line saying what was verified
+    verify: Callable[[], tuple[list[str], str]] | None = None
 
 
 class Strategy(Protocol):
@@ -61,6 +65,14 @@ class Strategy(Protocol):
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         """Compile what is left and run it on `feeds`, in `folder` (temporary)."""
         ...
+
+
+def _rule(options: CheckOptions) -> Callable[[str, np.ndarray, np.ndarray], OutputResult]:
+    """The fixed comparison of one output, as the check's options set it."""
+    t = options.tolerances
+    if options.reduced:
+        return lambda name, want, got: compare_reduced(name, want, got, min_pcc=t.min_pcc, atol=t.atol)
+    return lambda name, want, got: compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
 
 
 def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
@@ -93,9 +105,21 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
         status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
     if ran.problems:
         status = MISMATCH
+    ill: dict[str, str] = {}
+    if status == MISMATCH and not ran.problems and not why and ran.results is None and \
+            reference.oracle == "onnxruntime":
+        ill = unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, results, _rule(options))
+        if ill and set(ill) == {r.name for r in results if not r.ok}:
+            unverified, verified = ran.verify() if ran.verify is not None else ([], "")
+            if unverified:
+                why = "\n".join(unverified)
+            else:
+                status = ILL_CONDITIONED
+                if verified:
+                    notes.append(verified)
     report = CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
                          forge_python=strategy.forge_python, emitted=ran.emitted, oracle=reference.oracle,
-                         oracle_note=reference.why, notes=[*notes, *ran.notes])
+                         oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)
     if options.bisect and status == MISMATCH and ran.bisect is not None:
         report.bisected = True
         report.divergence = ran.bisect()

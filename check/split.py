@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
 from forge_opt.check.driver import Loaded, load_checked
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
@@ -74,11 +74,30 @@ class Fallback:
             got, differ = run_split(folder / "split", feeds), []
         count = len(plan.graphs)
         summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
+        verify = None if mpi or devices > 1 else lambda: self.verify(folder / "split", feeds)
         if not re.search(r"\btt\b", layout):
             summary += "; nothing runs on the device: this checks the split, not a Forge program"
         if devices > 1:
             summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
-        return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"))
+        return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"), verify=verify)
+
+    def verify(self, folder: Path, feeds: dict[str, np.ndarray]) -> tuple[list[str], str]:
+        """Each device sub-model against onnxruntime on the inputs it is given
+        in a run of the split: the ones that differ, and what was verified."""
+        record: list = []
+        run_split(folder, feeds, record=record)
+        t = self.options.tolerances
+        problems = []
+        for label, names, device, cpu in record:
+            for name, got, want in zip(names, device, cpu):
+                r = compare_output(name, np.asarray(want), np.asarray(got), rtol=t.rtol, atol=t.atol,
+                                   min_pcc=t.min_pcc)
+                if not r.ok:
+                    problems.append(f"{label}: output '{name}' differs from onnxruntime's on the same inputs "
+                                    f"(max abs error {r.max_abs_error:.3e})")
+        count = len(record)
+        return problems, f"each of the {count} device sub-model{'' if count == 1 else 's'} matches onnxruntime " \
+                         "on the inputs it is given"
 
 
 class Parallel:

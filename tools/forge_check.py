@@ -1,5 +1,6 @@
 """`forge-check MODEL [--inputs x.npz]`: does the emitted Forge module compute
-what onnxruntime computes? Exit 0 match, 1 mismatch, 2 did not compile."""
+what onnxruntime computes? Exit 0 match, 1 mismatch, 2 did not compile, 3 ill-conditioned
+(the outputs that differ differ as much in onnxruntime's own runs under rounding-level changes)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from forge_opt.diagnostics import ForgeOptError
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="forge-check", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="forge-check", description=(__doc__ or "").splitlines()[0],
+        epilog="exit status: 0 match, 1 mismatch, 2 did not compile, 3 ill-conditioned (every output that differs "
+               "differs as much in onnxruntime's own runs with its graph optimizations on or on inputs moved by a "
+               "few units in the last place: ties a rounding bit decides; no verdict on those outputs)")
     parser.add_argument("model", help="an .onnx or .onnxtxt model")
     parser.add_argument("--inputs", help=".npz file with one array per graph input, by input name")
     parser.add_argument(

@@ -70,6 +70,15 @@ def _untyped(t: TypeProto | None) -> bool:
     return not tt.elem_type or not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim)
 
 
+def _unranked(t: TypeProto | None) -> bool:
+    """No tensor type of a known element type and rank."""
+    if t is None or t.WhichOneof("value") is None:
+        return True
+    if not t.HasField("tensor_type"):
+        return False
+    return not t.tensor_type.elem_type or not t.tensor_type.HasField("shape")
+
+
 def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> dict[str, TypeProto]:
     """The types of tensors ONNX cannot infer (an op of another domain makes
     them), as a run of the model on onnxruntime gives them: AutoSplit too
@@ -193,9 +202,12 @@ def make_partition(
         if maker >= 0 and x not in subs[maker].outputs:
             subs[maker].outputs.append(x)
     types = _type_of(model)
-    # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes)
+    # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes); a
+    # tensor of known element type and rank that no device sub-model reads keeps its run-time sizes too
+    # (a detector's boxes: one run's count of them is no type)
+    on_device = {x for sub in subs if sub.device == DEVICE for x in sub.inputs}
     untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs)
-               if x not in graph_inputs and _untyped(types.get(x))]
+               if x not in graph_inputs and _untyped(types.get(x)) and (x in on_device or _unranked(types.get(x)))]
     if untyped:
         types.update(_types_from_run(model, base, list(dict.fromkeys(untyped))))
     tensors: dict[str, Tensor] = {}

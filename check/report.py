@@ -45,8 +45,8 @@ class CheckReport:
         lines.extend(self.notes)
         lines.extend(f"ill-conditioned at these inputs: '{name}': {how}" for name, how in self.ill_conditioned.items())
         if self.status == ILL_CONDITIONED:
-            lines.append("ill-conditioned: the outputs that differ differ as much in the oracle's own runs under "
-                         "rounding-level changes; no verdict on them (exit 3), every other output matches")
+            lines.append("ill-conditioned: every output that differs is ill-conditioned at these inputs (above); no "
+                         "verdict on them (exit 3), every other output matches")
         else:
             lines.append("match" if self.ok else "mismatch")
         if self.bisected:

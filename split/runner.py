@@ -94,7 +94,8 @@ class _How:
     member: MpiMember | None = None  # this process's device in an MPI job; else all simulated here
     loop_seconds: float = LOOP_SECONDS  # how long a run-time Loop may run
     # with a list: each device sub-model's outputs and onnxruntime's on the same inputs, appended as
-    # (label, output names, device outputs, onnxruntime outputs), for a check to compare
+    # (label, output names, device outputs, onnxruntime outputs, its model, its folder, its inputs), for a
+    # check to compare
     record: list | None = None
 
     def on_host(self, compute, *args):
@@ -161,7 +162,8 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
             if how.record is not None:
                 how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs,
-                                   _cpu_outputs(model, g.model_path.parent, feeds)))
+                                   _cpu_outputs(model, g.model_path.parent, feeds), model, g.model_path.parent,
+                                   feeds))
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)

@@ -1,20 +1,21 @@
 """Outputs the oracle cannot reproduce itself: ill-conditioned at the inputs.
 
 With random weights a detector scores hundreds of candidates alike, and
-TopK or NonMaxSuppression choose among ties that the last rounding bit
-decides: onnxruntime with its graph optimizations on differs from itself
-with them off as much as a correct program does. Such an output is neither
-a match nor a mismatch. An output that failed the comparison is called
+TopK, ArgMax or NonMaxSuppression choose among ties that the last rounding
+bit decides: onnxruntime with its graph optimizations on can differ from
+itself with them off as much as a correct program does. Such an output is
+neither a match nor a mismatch. An output in doubt (`in_doubt`) is called
 ill-conditioned when one of the oracle's own runs under a rounding-level
 change fails the same comparison against the oracle, by at least a tenth of
-the program's own error: onnxruntime with its graph optimizations on, and
-onnxruntime on the float inputs nudged by `NUDGE_ULPS` units in the last
-place (seeded random signs). For a split, every output is also so when each
-device sub-model matches onnxruntime on the inputs the run gave it: the rest
-is onnxruntime itself, amplifying rounding (RetinaNet's TopK over 6,912
-scores alike to 1e-7 keeps other candidates). The check then exits with
-`ILL_CONDITIONED`, never 0; a device sub-model that differs on its own
-inputs makes it a mismatch naming that sub-model.
+the program's own error (`unstable_outputs`): onnxruntime with its graph
+optimizations on, and onnxruntime on the float inputs nudged by
+`NUDGE_ULPS` units in the last place (seeded random signs). A device
+sub-model's ArgMax that chose a value the oracle ties with the largest is
+so too (`near_tied_argmax`). For a split, `run.run_check` also calls an
+output ill-conditioned when each device sub-model matches onnxruntime on
+the inputs the run gave it and the split on onnxruntime alone matches the
+model (`AMPLIFIED`): the rest is onnxruntime itself, amplifying rounding.
+The check then exits with `ILL_CONDITIONED`, never 0.
 """
 
 from __future__ import annotations

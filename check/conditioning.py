@@ -11,16 +11,17 @@ the program's own error (`unstable_outputs`): onnxruntime with its graph
 optimizations on, and onnxruntime on the float inputs nudged by
 `NUDGE_ULPS` units in the last place (seeded random signs). A device
 sub-model's ArgMax that chose a value the oracle ties with the largest is
-so too (`near_tied_argmax`). For a split, `run.run_check` also calls an
-output ill-conditioned when each device sub-model matches onnxruntime on
-the inputs the run gave it and the split on onnxruntime alone matches the
-model (`AMPLIFIED`): the rest is onnxruntime itself, amplifying rounding.
-The check then exits with `ILL_CONDITIONED`, never 0.
+so too (`near_tied_argmax`). For a split, an output is also ill-conditioned
+when each device sub-model matches onnxruntime on the inputs the run gave
+it and the split on onnxruntime alone matches the model (`AMPLIFIED`): the
+rest is onnxruntime itself, amplifying rounding. `judge_doubts` gives the
+verdict: `ILL_CONDITIONED` when every output in doubt is so, never 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ import onnx
 from onnx import ModelProto, NodeProto, numpy_helper
 
 from forge_opt.check.compare import REDUCED_PCC, OutputResult
+from forge_opt.check.report import ILL_CONDITIONED, MISMATCH
 from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.frontends.onnx.values import with_external_data
 
@@ -97,6 +99,40 @@ def unstable_outputs(
         if len(found) == len(failing):
             break
     return found
+
+
+def judge_doubts(
+    status: int, results: list[OutputResult], verify: Callable[[], tuple[list[str], str]] | None,
+    unstable: Callable[[], dict[str, str]],
+) -> tuple[int, str, list[OutputResult], dict[str, str], str]:
+    """The verdict of a check with outputs in doubt: its status, why (the
+    device sub-models that differ), the results (an ill-conditioned output
+    is no match), the ill-conditioned outputs with what showed each, and
+    what was verified. `unstable` asks the oracle's probes
+    (`unstable_outputs`); `verify`, where the check ran a split, gives the
+    device sub-models that differ on their own inputs and a line saying what
+    was verified."""
+    ill = unstable()
+    checked = None  # what verify found, asked once
+    # a split whose device sub-models each match onnxruntime on their own inputs: an output still in doubt is
+    # what the host's onnxruntime sub-models made of device values within the tolerance
+    amplified = {r.name for r in results if r.name not in ill and in_doubt(r)}
+    if amplified and verify is not None:
+        checked = verify()
+        if not checked[0]:
+            ill.update(dict.fromkeys(amplified, AMPLIFIED))
+        else:  # a device sub-model differs on its own inputs: a doubtful output is no match
+            results = [replace(r, ok=False) if r.name in amplified else r for r in results]
+    results = [replace(r, ok=False) if r.name in ill else r for r in results]
+    failing = {r.name for r in results if not r.ok}
+    if checked is not None and checked[0] and failing & amplified:
+        return MISMATCH, "\n".join(checked[0]), results, ill, ""
+    if failing and failing <= set(ill):
+        unverified, verified = checked or (verify() if verify is not None else ([], ""))
+        if unverified:
+            return MISMATCH, "\n".join(unverified), results, ill, ""
+        return ILL_CONDITIONED, "", results, ill, verified
+    return (MISMATCH if failing else status), "", results, ill, ""
 
 
 #: ops that move an ArgMax's indices without reordering them (flattened), as exporters follow it

@@ -9,7 +9,7 @@ run, as onnx-mlir's RunONNXModel.py differs by its verify mode."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -18,10 +18,10 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import Divergence, LayerError
 from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
-from forge_opt.check.conditioning import AMPLIFIED, in_doubt, unstable_outputs
+from forge_opt.check.conditioning import in_doubt, judge_doubts, unstable_outputs
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
-from forge_opt.check.report import ILL_CONDITIONED, MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
+from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.interpreters.forge_standin import ForgeCallError
@@ -108,31 +108,12 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
     ill: dict[str, str] = {}
     if status in (MATCH, MISMATCH) and not ran.problems and not why and ran.results is None and \
             reference.oracle == "onnxruntime" and any(in_doubt(r) for r in results):
-        ill = unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, results, _rule(options))
-        checked = None  # what ran.verify found, asked once
-        # a split whose device sub-models each match onnxruntime on their own inputs: an output still in doubt is
-        # what the host's onnxruntime sub-models made of device values within the tolerance
-        amplified = {r.name for r in results if r.name not in ill and in_doubt(r)}
-        if amplified and ran.verify is not None:
-            checked = ran.verify()
-            if not checked[0]:
-                ill.update(dict.fromkeys(amplified, AMPLIFIED))
-            else:  # a device sub-model differs on its own inputs: a doubtful output is no match
-                results = [replace(r, ok=False) if r.name in amplified else r for r in results]
-        results = [replace(r, ok=False) if r.name in ill else r for r in results]  # no verdict is no match
-        failing = {r.name for r in results if not r.ok}
-        if checked is not None and checked[0] and failing & amplified:
-            status, why = MISMATCH, "\n".join(checked[0])
-        elif failing and failing <= set(ill):
-            unverified, verified = checked or (ran.verify() if ran.verify is not None else ([], ""))
-            if unverified:
-                status, why = MISMATCH, "\n".join(unverified)
-            else:
-                status = ILL_CONDITIONED
-                if verified:
-                    notes.append(verified)
-        elif failing:
-            status = MISMATCH
+        compared = results
+        status, why, results, ill, verified = judge_doubts(
+            status, compared, ran.verify,
+            lambda: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, _rule(options)))
+        if verified:
+            notes.append(verified)
     report = CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
                          forge_python=strategy.forge_python, emitted=ran.emitted, oracle=reference.oracle,
                          oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)

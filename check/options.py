@@ -4,12 +4,12 @@ never a flag dropped in silence."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL
+from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL, OutputResult, compare_output, compare_reduced
 from forge_opt.diagnostics import ForgeOptError
 
 
@@ -59,6 +59,14 @@ class CheckOptions:
         if min_pcc is None:
             min_pcc = REDUCED_PCC if self.reduced else MIN_PCC
         return replace(self, tolerances=replace(self.tolerances, min_pcc=min_pcc))
+
+    def rule(self) -> Callable[[str, np.ndarray, np.ndarray], OutputResult]:
+        """The fixed comparison of one output `(name, want, got)`, as these
+        options set it: the tolerances, and Forge's PCC rule in a reduced format."""
+        t = self.tolerances
+        if self.reduced:
+            return lambda name, want, got: compare_reduced(name, want, got, min_pcc=t.min_pcc, atol=t.atol)
+        return lambda name, want, got: compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
 
     def pipeline(self, static_cache: int = 0) -> str:
         """onnx-to-forge with these formats, and a static KV cache of

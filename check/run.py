@@ -17,7 +17,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import Divergence, LayerError
-from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
+from forge_opt.check.compare import OutputResult
 from forge_opt.check.conditioning import in_doubt, judge_doubts, unstable_outputs
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
@@ -67,14 +67,6 @@ class Strategy(Protocol):
         ...
 
 
-def _rule(options: CheckOptions) -> Callable[[str, np.ndarray, np.ndarray], OutputResult]:
-    """The fixed comparison of one output, as the check's options set it."""
-    t = options.tolerances
-    if options.reduced:
-        return lambda name, want, got: compare_reduced(name, want, got, min_pcc=t.min_pcc, atol=t.atol)
-    return lambda name, want, got: compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
-
-
 def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
     """`source` checked as `strategy` compiles and runs it, against the
     oracle on the model as the user gave it."""
@@ -93,8 +85,22 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
                 ran = strategy.run(prepared, feeds, reference, Path(tmp))
             except ForgeCallError as e:
                 return CheckReport(MISMATCH, error=f"{strategy.failed}: {e}", forge_python=strategy.forge_python)
+            # judged while the strategy's folder exists: what `ran.verify` reads is asked only in doubt
+            report = _judged(options, loaded, model, feeds, notes, reference, ran, strategy.forge_python)
     except ForgeOptError as e:
         return CheckReport(NOT_COMPILED, error=str(e), forge_python=strategy.forge_python)
+    if options.bisect and report.status == MISMATCH and ran.bisect is not None:
+        report.bisected = True
+        report.divergence = ran.bisect()
+    if options.layers and ran.layers is not None:
+        report.layers = ran.layers()
+    return report
+
+
+def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.ndarray], notes: list[str],
+            reference: Expected, ran: Ran, forge_python: str) -> CheckReport:
+    """The report of a run: every output compared, the verdict, and outputs
+    in doubt judged (`conditioning.judge_doubts`)."""
     results = ran.results
     if results is None:
         tolerances = options.tolerances
@@ -111,15 +117,9 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
         compared = results
         status, why, results, ill, verified = judge_doubts(
             status, compared, ran.verify,
-            lambda: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, _rule(options)))
+            lambda: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, options.rule()))
         if verified:
             notes.append(verified)
-    report = CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
-                         forge_python=strategy.forge_python, emitted=ran.emitted, oracle=reference.oracle,
-                         oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)
-    if options.bisect and status == MISMATCH and ran.bisect is not None:
-        report.bisected = True
-        report.divergence = ran.bisect()
-    if options.layers and ran.layers is not None:
-        report.layers = ran.layers()
-    return report
+    return CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
+                       forge_python=forge_python, emitted=ran.emitted, oracle=reference.oracle,
+                       oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)

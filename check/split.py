@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, compare_output
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.conditioning import near_tied_argmax, unstable_outputs
 from forge_opt.check.driver import Loaded, load_checked
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.oracle import Expected
+from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.split.api import (
@@ -77,11 +77,9 @@ class Fallback:
         count = len(plan.graphs)
         summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
         verify = None
-        if not mpi and devices == 1:  # the split on onnxruntime alone, to tell a partitioning error from rounding
-            cpu = run_split(folder / "split", feeds, mode="cpu")
-            names = [o.name for o in prepared.model.graph.output]
-            found = self.verify(record, cpu, dict(zip(names, reference.outputs)))  # while the split's files exist
-            verify = lambda: found  # noqa: E731
+        if not mpi and devices == 1:  # asked only in doubt, while the split's files exist (`run.run_check`)
+            oracle = dict(zip([o.name for o in prepared.model.graph.output], reference.outputs))
+            verify = lambda: self.verify(record, run_split(folder / "split", feeds, mode="cpu"), oracle)  # noqa: E731
         if not re.search(r"\btt\b", layout):
             summary += "; nothing runs on the device: this checks the split, not a Forge program"
         if devices > 1:
@@ -92,24 +90,21 @@ class Fallback:
                ) -> tuple[list[str], str]:
         """Each device sub-model against onnxruntime on the inputs it was given
         in the run (`record`, as `run_split` fills it), and the split run on
-        onnxruntime alone (`cpu`) against the model's outputs (`oracle`): what
-        differs, and what was verified."""
-        t = self.options.tolerances
+        onnxruntime alone (`cpu`, which tells a partitioning error from
+        rounding) against the model's outputs (`oracle`): what differs, and
+        what was verified."""
+        rule = self.options.rule()
         problems = []
         for name, want in oracle.items():
-            r = compare_output(name, np.asarray(want), np.asarray(cpu[name]), rtol=t.rtol, atol=t.atol,
-                               min_pcc=t.min_pcc)
-            if not r.ok:
+            if not rule(name, np.asarray(want), np.asarray(cpu[name])).ok:
                 problems.append(f"the split run on onnxruntime alone differs from the model at output '{name}': "
                                 "a partitioning error")
         unsure = []
-        for label, names, device, expected, model, base, feeds in record:
-            results = [compare_output(n, np.asarray(want), np.asarray(got), rtol=t.rtol, atol=t.atol,
-                                      min_pcc=t.min_pcc) for n, got, want in zip(names, device, expected)]
+        for label, names, device, model, base, feeds in record:
+            expected = expected_outputs(model, base, feeds).outputs
+            results = [rule(n, np.asarray(want), np.asarray(got)) for n, got, want in zip(names, device, expected)]
             if all(r.ok for r in results):
                 continue
-            rule = lambda n, want, got: compare_output(n, want, got, rtol=t.rtol, atol=t.atol,  # noqa: E731
-                                                       min_pcc=t.min_pcc)
             unstable = unstable_outputs(model, base, feeds, expected, results, rule)
             for r, got, want in zip(results, device, expected):
                 if r.ok:

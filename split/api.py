@@ -163,7 +163,7 @@ def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile
     (`runner.run_split`): device sub-models run as `convert` wrote them, or
     compiled anew from their ONNX with `recompile`; a run-time Loop may run
     `loop_seconds` (default 60); `record` collects each device sub-model's
-    outputs beside onnxruntime's on the same inputs."""
+    inputs and outputs."""
     from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
 
     if not isinstance(inputs, dict):

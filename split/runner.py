@@ -93,9 +93,8 @@ class _How:
     recompile: bool = False
     member: MpiMember | None = None  # this process's device in an MPI job; else all simulated here
     loop_seconds: float = LOOP_SECONDS  # how long a run-time Loop may run
-    # with a list: each device sub-model's outputs and onnxruntime's on the same inputs, appended as
-    # (label, output names, device outputs, onnxruntime outputs, its model, its folder, its inputs), for a
-    # check to compare
+    # with a list: each device sub-model's outputs and what made them, appended as (label, output names,
+    # device outputs, its model, its folder, its inputs), for a check to compare with onnxruntime
     record: list | None = None
 
     def on_host(self, compute, *args):
@@ -118,8 +117,7 @@ def run_split(
     """The model's outputs (by name) from its split in `folder`; with
     `member`, as one process of an MPI job with one process per device;
     a run-time Loop stops the run after `loop_seconds`; with `record`, each
-    device sub-model is also run on onnxruntime on the inputs it was given
-    (`_How.record`)."""
+    device sub-model's inputs and outputs are kept (`_How.record`)."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
     return _run(folder, inputs, _How(mode, recompile, member, loop_seconds, record))
@@ -161,9 +159,8 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             order = [i.name for i in graph_inputs(model)]
             outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
             if how.record is not None:
-                how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs,
-                                   _cpu_outputs(model, g.model_path.parent, feeds), model, g.model_path.parent,
-                                   feeds))
+                how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
+                                   g.model_path.parent, feeds))
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)

@@ -57,26 +57,23 @@ def _info(name: str, types: dict[str, TypeProto], attr: str) -> Tensor:
     return Tensor(shape, np.dtype(dtype).name, attr)
 
 
-def _untyped(t: TypeProto | None) -> bool:
-    """No type at all, or a tensor of no known element type, rank or size
-    (sequences and optionals have types of their own, which no run would
-    give): the model's inputs are static, so only an op ONNX cannot infer
-    (of another domain) leaves one."""
-    if t is None or t.WhichOneof("value") is None:
-        return True
-    if not t.HasField("tensor_type"):
-        return False
-    tt = t.tensor_type
-    return not tt.elem_type or not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim)
-
-
 def _unranked(t: TypeProto | None) -> bool:
-    """No tensor type of a known element type and rank."""
+    """No type at all, or a tensor of no known element type or rank
+    (sequences and optionals have types of their own, which no run would
+    give)."""
     if t is None or t.WhichOneof("value") is None:
         return True
     if not t.HasField("tensor_type"):
         return False
     return not t.tensor_type.elem_type or not t.tensor_type.HasField("shape")
+
+
+def _untyped(t: TypeProto | None) -> bool:
+    """`_unranked`, or a tensor of some size unknown: an op ONNX cannot infer
+    (of another domain), or a size known only at run time (how many boxes
+    survive NMS)."""
+    return _unranked(t) or (t is not None and t.HasField("tensor_type")
+                            and any(not d.HasField("dim_value") for d in t.tensor_type.shape.dim))
 
 
 def _types_from_run(model: ModelProto, base: Path | None, names: list[str]) -> dict[str, TypeProto]:

@@ -4,8 +4,6 @@ Gemm, Conv (3-D ones by `volumes.py`), ConvTranspose, Det. Pooling is
 
 from __future__ import annotations
 
-import math
-
 from xdsl.ir import SSAValue
 
 from forge_opt.dialects import onnx_ops as onnx
@@ -13,7 +11,7 @@ from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
 from forge_opt.transforms.onnx_lowerings.volumes import conv3d
-from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial
+from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial, window
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -69,19 +67,8 @@ def _conv1d(op, e, x_shape, w_shape):
     """A 1-D convolution as a 2-D one over a height of 1."""
     x = e.value(tir.ReshapeOp(op.X, [x_shape[0], x_shape[1], 1, x_shape[2]]))
     w = e.value(tir.ReshapeOp(op.W, [w_shape[0], w_shape[1], 1, w_shape[2]]))
-    strides = [1, *(op.strides.get_values() if op.strides is not None else [1])]
-    dilations = [1, *(op.dilations.get_values() if op.dilations is not None else [1])]
-    k, s, d = w_shape[2], strides[1], dilations[1]
-    auto_pad = op.auto_pad.data
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        out = math.ceil(x_shape[2] / s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - x_shape[2])
-        lo, hi = (total // 2, total - total // 2) if auto_pad == "SAME_UPPER" else (total - total // 2, total // 2)
-    elif auto_pad == "VALID" or op.pads is None:
-        lo = hi = 0
-    else:
-        lo, hi = op.pads.get_values()
-    y = e.value(tir.Conv2dOp(x, w, op.B, strides, [0, lo, 0, hi], dilations, op.group.value.data))
+    (s,), (d,), (lo,), (hi,) = window(op, x_shape, w_shape[2:])
+    y = e.value(tir.Conv2dOp(x, w, op.B, [1, s], [0, lo, 0, hi], [1, d], op.group.value.data))
     return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
 
 

@@ -13,7 +13,7 @@ from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, static_shape
-from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial
+from forge_opt.transforms.onnx_lowerings.windows import fold_spatial_pad, spatial, window
 from forge_opt.transforms.tir_builder import TirEmitter
 
 LOWERINGS = LoweringTable()
@@ -82,20 +82,8 @@ def _window_pool(op, e: TirEmitter, kind: str):
     out = static_shape(op.results[0], e, "result")[2:]
     r = len(shape) - 2
     kernel = list(op.kernel_shape.get_values())
-    strides = list(op.strides.get_values()) if op.strides is not None else [1] * r
-    dilations = list(op.dilations.get_values()) if op.dilations is not None else [1] * r
+    strides, dilations, begin, end = window(op, shape, kernel)
     extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    auto_pad = op.auto_pad.data
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        totals = [max(0, (o - 1) * s + span - n) for o, s, span, n in zip(out, strides, extents, shape[2:])]
-        small = [t // 2 for t in totals]
-        large = [t - t // 2 for t in totals]
-        begin, end = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
-    elif auto_pad == "VALID" or op.pads is None:
-        begin, end = [0] * r, [0] * r
-    else:
-        pads = list(op.pads.get_values())
-        begin, end = pads[:r], pads[r:]
     # what the last window reaches past the padding (ceil mode)
     over = [
         max(0, (o - 1) * s + span - (n + b + f))

@@ -69,6 +69,7 @@ from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
+from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.static_cache import PRESENT, static_past
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
@@ -81,7 +82,7 @@ from forge_opt.transforms.tp.rules import (
     shape,
     split,
 )
-from forge_opt.transforms.tp.tied_head import erase_with_unused_operands, read_rows, tied_table
+from forge_opt.transforms.tp.tied_head import read_rows, tied_table
 
 GRID = "tp"
 
@@ -211,7 +212,7 @@ class _Annotator:
     layers: list[Layer] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
     tables: dict[SSAValue, Layer] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
-    replaced: list[Operation] = field(default_factory=list)  # tied heads, read as their table's rows
+    tied: bool = False  # a head was read as its table's rows: its own weight is dead
 
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
@@ -233,8 +234,8 @@ class _Annotator:
             if layer is not None and layer.gather_out:
                 self.annotate_output(layer)
             op = nxt
-        for head in self.replaced:
-            erase_with_unused_operands(head)
+        if self.tied:
+            erase_dead_ops(self.func)  # the tied heads replaced, and their copies of the table
         self.shard_caches()
         missing = [name for name in self.pins if name not in seen]
         if missing:
@@ -487,7 +488,7 @@ class _Annotator:
         y = read_rows(old, embedding.weight, shape(table)[0], insert)
         y.name_hint = old.output.name_hint
         old.output.replace_all_uses_with(y)
-        self.replaced.append(old)
+        self.tied = True
         head.op = next(op for op in made if isinstance(op, tir.MatmulOp))
         head.case, head.reason = COLUMN, f"tied to {describe(embedding.op)}: reads the rows of its table's block"
 

@@ -21,24 +21,13 @@ from collections.abc import Callable
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
-from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import attr_to_array
+from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.tp.rules import shape
 
 #: rows of the table compared at once (the transposed compare makes a temporary)
 _ROWS_AT_ONCE = 1 << 22
-
-
-def _array(v: SSAValue) -> np.ndarray | None:
-    op = v.owner
-    if not isinstance(op, tir.ConstantOp):
-        return None
-    try:
-        return attr_to_array(op.value)
-    except ValueError:
-        return None
 
 
 def _transposed_copy(w: np.ndarray, table: np.ndarray) -> bool:
@@ -56,11 +45,11 @@ def tied_table(weight: SSAValue, tables: list[SSAValue]) -> SSAValue | None:
     op = weight.owner
     if isinstance(op, tir.TransposeOp) and op.input in tables and list(op.perm.get_values()) == [1, 0]:
         return op.input
-    w = _array(weight)
+    w = constant_array(weight)
     if w is None or w.ndim != 2:
         return None
     for t in tables:
-        table = _array(t)
+        table = constant_array(t)
         if table is not None and _transposed_copy(w, table):
             return t
     return None
@@ -83,12 +72,3 @@ def read_rows(head: tir.MatmulOp, table: SSAValue, vocab: int, insert: Callable[
         y = insert(tir.StridedSliceOp(y, [len(outer)], [0], [vocab], [1]))
     return y
 
-
-def erase_with_unused_operands(op: Operation) -> None:
-    """Erase `op` and what only it read (a replaced head's copy of the table)."""
-    owners = [o.owner for o in op.operands]
-    op.detach()
-    op.erase()
-    for owner in owners:
-        if isinstance(owner, Operation) and owner.parent is not None and is_trivially_dead(owner):
-            erase_with_unused_operands(owner)

@@ -33,3 +33,15 @@ def test_a_detector_runs_with_its_post_processing_on_the_host(name, verdict):
         assert "device sub-models matches onnxruntime" in text and "the split on onnxruntime alone matches the " \
                "model" in text
         assert set(report.ill_conditioned) == {o.name for o in report.outputs if not o.ok}
+
+
+@pytest.mark.slow
+def test_forge_check_exits_3_on_an_ill_conditioned_detector(capsys):
+    """As a user runs it: the exit status and the report's last word."""
+    from forge_opt.tools.forge_check import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(MODELS / "det_retinanet.onnx"), "--fallback"])
+    out = capsys.readouterr().out
+    assert done.value.code == ILL_CONDITIONED, out
+    assert "no verdict on them (exit 3)" in out and "\nmatch\n" not in out

@@ -190,12 +190,13 @@ def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
 
 def parallel_report(plan: Plan) -> str:
     """Per device its parameter bytes (as written, and as stored in their
-    formats); per collective the bytes it carries and what each device
+    formats) and the most activation bytes it holds at once; per collective the bytes it carries and what each device
     sends for it in a ring."""
-    lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15} {'stored bytes':>14}"]
+    lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15} {'stored bytes':>14} "
+             f"{'peak activations':>17}"]
     for d in plan.devices:
         lines.append(f"{d.rank:<8} {d.parameters:>10} {d.parameter_bytes:>16,} {d.constant_bytes:>15,} "
-                     f"{d.stored_bytes:>14,}")
+                     f"{d.stored_bytes:>14,} {d.activation_bytes:>17,}")
     lines.append(f"{'step':<6} {'collective':<15} {'of the tensor':<40} {'bytes':>10} {'sent per device':>16}")
     total = 0
     for n, c in enumerate(plan.collectives):

@@ -167,6 +167,8 @@ class Device:
     constant_bytes: int
     # what it holds its parameters and constants in: a block float's weights at its bytes per element
     stored_bytes: int = 0
+    # the most activation bytes alive at once, the program run in order (each value freed after its last reader)
+    activation_bytes: int = 0
 
 
 @dataclass

@@ -189,8 +189,10 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
         release_mapped_pages()  # the weights this segment read stay in the file, not in this process
     for f in files:
         f.close()
+    activations = program.peak_activation_bytes()
     return [Device(rank, int(f.nbytes), len(f.tensors), int(constant_bytes[rank]),
-                   _stored_bytes(f, formats[rank]) + int(constant_bytes[rank])) for rank, f in enumerate(files)]
+                   _stored_bytes(f, formats[rank]) + int(constant_bytes[rank]), activations)
+            for rank, f in enumerate(files)]
 
 
 def _stored_bytes(weights: WeightFile, formats: Mapping[str, DataFormat]) -> int:

@@ -129,6 +129,27 @@ class Program:
                 if v not in self.names and (v in crossing or type(op) in COLLECTIVE_OPS):
                     self.names[v] = self._unique(_tensor_name(v, op) or f"t{len(self.names)}")
 
+    def peak_activation_bytes(self) -> int:
+        """The most bytes of non-constant values alive at once, the device's
+        program run in order and each value freed after its last reader
+        (the same on every device: their shapes are alike)."""
+        body = self.func.body.block
+        ops = list(body.ops)
+        order = {op: i for i, op in enumerate(ops)}
+        change = [0] * (len(ops) + 1)  # bytes made live at each step, freed after it
+        values = [(v, 0) for v in body.args] + [(r, order[op]) for op in ops for r in op.results]
+        for v, made in values:
+            if v in self.constant or not isinstance(v.type, TensorType):
+                continue
+            last = max((order[u.operation] for u in v.uses if u.operation in order), default=made)
+            change[made] += value_nbytes(v.type)
+            change[last + 1] -= value_nbytes(v.type)
+        live = peak = 0
+        for delta in change:
+            live += delta
+            peak = max(peak, live)
+        return peak
+
     def _unique(self, hint: str) -> str:
         taken = set(self.names.values())
         name, n = hint, 0

@@ -26,6 +26,17 @@ weight elements stay replicated.
   with zero rows to a multiple of P, which no index reaches. An LM head
   tied to the table (reading it transposed, or a transposed copy of it)
   reads the table's rows instead (`tied_head`): one block a device.
+- A *Convolution* (`tir.conv2d`, `tir.conv_transpose2d` with a constant
+  weight) is shared by channels, Megatron's pairing carried over: with its
+  input replicated (or partial) it is output-channel parallel (its block of
+  output channels and of the bias), and the per-channel ops after it
+  (activations, pooling, normalisations, nearest-neighbour resizing, the
+  residual adds) stay split; with its input split by channels it is
+  input-channel parallel (its block of input channels; the partial sums
+  all-reduced where first needed, the bias added after). A grouped or
+  depthwise convolution takes its devices' groups (with their channels of
+  the input, sliced at no cost). Channels or groups that P does not divide
+  stay replicated, with the reason.
 - A *KV cache*: a model input joined to keys or values split by heads,
   and returned, arrives and leaves split (`shard.shard` on the argument,
   and `annotate_for_users` before the return), so each device keeps its
@@ -45,6 +56,7 @@ column, 0: row for a Linear and vocab for an Embedding, null: replicated;
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,12 +99,13 @@ from forge_opt.transforms.tp.tied_head import read_rows, tied_table
 GRID = "tp"
 
 COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
+OUT_CHANNELS, IN_CHANNELS, GROUPS = "out-channel", "in-channel", "grouped"
 
 
 @dataclass
 class Layer:
     op: Operation
-    kind: str  # "linear" or "embedding"
+    kind: str  # "linear", "embedding" or "conv"
     case: str = REPLICATE
     gather_out: bool = False
     packed: int = 0  # parts of a packed column layer
@@ -111,16 +124,17 @@ class Layer:
 
     @property
     def weight(self) -> SSAValue:
-        return self.op.operands[1] if self.kind == "linear" else self.op.operands[0]
+        return self.op.operands[0] if self.kind == "embedding" else self.op.operands[1]
 
 
-def _constant_2d(v: SSAValue) -> bool:
-    """A 2-d weight: a constant, or one laid out by a transpose, reshape or
-    cast of one (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input)."""
+def _constant_2d(v: SSAValue, rank: int = 2) -> bool:
+    """A 2-d weight (or one of `rank`): a constant, or one laid out by a
+    transpose, reshape or cast of one (`Gemm`'s `transB=1`, PyTorch's
+    `nn.Linear` on 2-d input)."""
     op = v.owner
     while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp):
         op = op.input.owner
-    return isinstance(op, tir.ConstantOp) and len(shape(v)) == 2
+    return isinstance(op, tir.ConstantOp) and len(shape(v)) == rank
 
 
 def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -> bool:
@@ -138,6 +152,8 @@ def find_layer(op: Operation) -> Layer | None:
         return Layer(op, "linear")
     if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and _constant_2d(op.input):
         return Layer(op, "embedding")
+    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and _constant_2d(op.weight, 4):
+        return Layer(op, "conv")
     return None
 
 
@@ -308,7 +324,10 @@ class _Annotator:
     def decide(self, layer: Layer) -> None:
         pin = self.pins.get(layer.name)
         w = shape(layer.weight)
-        small = w[0] * w[1] < self.min_size
+        small = math.prod(w) < self.min_size
+        if layer.kind == "conv":
+            self.decide_conv(layer, pin, small)
+            return
         if layer.kind == "embedding":
             if pin is not None and pin.axis == 1:
                 raise TPError(
@@ -319,7 +338,7 @@ class _Annotator:
             if pin is not None:
                 vocab, layer.reason = pin.axis == 0, "pinned by the plan"
             elif small:
-                vocab, layer.reason = False, f"{w[0] * w[1]} weight elements, under min-size {self.min_size}"
+                vocab, layer.reason = False, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
             else:  # with indices already split, the lookup stays local to them
                 vocab = indices == REPLICATED
                 layer.reason = "a table of rows" if vocab else f"its indices are {indices}"
@@ -333,7 +352,7 @@ class _Annotator:
             wanted, layer.reason = {1: COLUMN, 0: ROW, None: REPLICATE}[pin.axis], "pinned by the plan"
             layer.gather_out = pin.gather_out and wanted == COLUMN
         elif small:
-            wanted, layer.reason = REPLICATE, f"{w[0] * w[1]} weight elements, under min-size {self.min_size}"
+            wanted, layer.reason = REPLICATE, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
         elif x == split(last):
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
         elif x == REPLICATED or x.partial:  # a partial input (an Embedding's rows) all-reduced first
@@ -345,6 +364,8 @@ class _Annotator:
                 wanted, layer.reason = REPLICATE, (
                     f"{tile} repeats its heads whole (query head j reads KV head j mod the KV heads), so every "
                     "device needs all of them")
+        elif x.axis is not None:  # a bilinear Resize's interpolation matrix, say: no collective, each its block
+            wanted, layer.reason = REPLICATE, f"its input is split along axis {x.axis}, which the product keeps"
         else:
             wanted, layer.reason = REPLICATE, f"its input is {x}"
         if wanted == COLUMN and (table := tied_table(layer.weight, list(self.tables))) is not None:
@@ -360,12 +381,67 @@ class _Annotator:
             layer.reason = f"its {what} ({w[dim]}) do not divide by {self.devices} devices"
             dim, wanted = None, REPLICATE
         if dim is None:
-            layer.unshared = pin is None and not small
+            layer.unshared = pin is None and not small and not (x.axis is not None and x.axis < last)
             return
         layer.case = wanted
         if wanted == COLUMN and not layer.gather_out:
             self.pack(layer)
         self.annotate_weight(layer, [[], [0]] if dim else [[0], []])
+
+    def decide_conv(self, layer: Layer, pin: Pin | None, small: bool) -> None:
+        """Output-channel, input-channel or grouped, as `_window` reads it;
+        a plan's axis 1 asks for output channels, 0 for input channels
+        (either, for a grouped convolution: its groups)."""
+        op = layer.op
+        assert isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp)
+        p, groups = self.devices, op.groups.value.data
+        cin, cout = shape(op.input)[1], shape(op.output)[1]
+        x = self.of(op.input)
+        if groups > 1:
+            wanted, layer.reason = GROUPS, f"each device its {groups // p} of {groups} groups"
+        elif x == split(1):
+            wanted, layer.reason = IN_CHANNELS, "its input is split by channels (an output-channel layer's output)"
+        elif x == REPLICATED or x.partial:
+            wanted, layer.reason = OUT_CHANNELS, f"its input is {x}"
+        else:
+            wanted, layer.reason = REPLICATE, f"its input is {x}"
+        if pin is not None:
+            if pin.axis is None:
+                wanted = REPLICATE
+            elif groups == 1:
+                wanted = OUT_CHANNELS if pin.axis == 1 else IN_CHANNELS
+            layer.reason = "pinned by the plan"
+        elif small:
+            wanted, layer.reason = REPLICATE, f"{math.prod(shape(layer.weight))} weight elements, under min-size " \
+                f"{self.min_size}"
+        count = {GROUPS: groups, IN_CHANNELS: cin, OUT_CHANNELS: cout}.get(wanted)
+        if count is not None and count % p:
+            what = {GROUPS: "groups", IN_CHANNELS: "input channels", OUT_CHANNELS: "output channels"}[wanted]
+            if pin is not None:
+                raise TPError(f"{describe(op)}: a convolution split by its {what} needs them ({count}) to divide "
+                              f"by the {p} devices")
+            layer.reason, wanted = f"its {what} ({count}) do not divide by {p} devices", REPLICATE
+        if wanted == REPLICATE:
+            layer.unshared = pin is None and not small
+            return
+        layer.case = wanted
+        transposed = isinstance(op, tir.ConvTranspose2dOp)
+        axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
+        if wanted == IN_CHANNELS and op.bias is not None:
+            self.unbias(op)
+        self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])
+
+    def unbias(self, op: tir.Conv2dOp | tir.ConvTranspose2dOp) -> None:
+        """An input-channel convolution's bias as an add after it: each
+        device's sum is partial, and the bias goes on the all-reduced one."""
+        bias, y = op.bias, op.output
+        assert bias is not None
+        op.operands = [op.input, op.weight]
+        after = op.next_op
+        assert after is not None
+        shaped = self._insert(tir.ReshapeOp(bias, [shape(bias)[0], 1, 1]), after)
+        biased = self._insert(tir.BinaryOp(BinaryFn.ADD, y, shaped), after)
+        y.replace_uses_with_if(biased, lambda use: use.operation is not biased.owner)
 
     def _undivided_heads(self, layer: Layer) -> int | None:
         """The head count of the reshape to heads after a Linear (past its
@@ -409,8 +485,7 @@ class _Annotator:
     def annotate_weight(self, layer: Layer, per_dim: list[list[int]]) -> None:
         s = self._insert(shard.sharding(GRID, per_dim), layer.op)
         annotated = self._insert(shard.ShardOp(layer.weight, s, None), layer.op)
-        index = 1 if layer.kind == "linear" else 0
-        layer.op.operands[index] = annotated
+        layer.op.operands[0 if layer.kind == "embedding" else 1] = annotated
         axes = [i for i, a in enumerate(per_dim) if a]
         self.sharding[annotated] = split(axes[0])
 

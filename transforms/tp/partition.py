@@ -185,7 +185,8 @@ class _Partitioner:
                 continue
             types = [local_type(dtypes.tensor(t), s, self.devices) for t, s in zip(op.result_types, r.results)]
             clone = type(op).create(
-                operands=local, result_types=types, properties=dict(op.properties), attributes=dict(op.attributes)
+                operands=local, result_types=types, properties={**op.properties, **r.local},
+                attributes=dict(op.attributes)
             )
             clone.location = op.location
             self.block.insert_op_before(clone, op)

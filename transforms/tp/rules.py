@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerType, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerAttr, IntegerType, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
@@ -47,6 +47,7 @@ def split(axis: int) -> Sharding:
 class Rule:
     operands: list[Sharding]  # what each operand must be
     results: list[Sharding]
+    local: dict[str, Attribute] = field(default_factory=dict)  # properties that differ on a device (groups)
 
 
 class TPError(ForgeOptError):
@@ -194,11 +195,51 @@ def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
 
 def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
     table, indices = given
-    if table.axis is None and indices.axis is not None and op.axis.value.data == 0:
+    axis = op.axis.value.data
+    if table.axis is None and indices.axis is not None and axis == 0:
         return Rule([REPLICATED, indices], [split(indices.axis)])
-    if table.axis == 0 and op.axis.value.data == 0 and indices.axis is None:
+    if table.axis == 0 and axis == 0 and indices.axis is None:
         return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
+    if table.axis is not None and table.axis != axis and not indices.partial:
+        # along another axis (nearest-neighbour Resize of split channels): each device its block
+        a = table.axis if table.axis < axis else table.axis + len(shape(op.indices)) - 1
+        return Rule([table, REPLICATED], [split(a)])
     return _replicated(op)
+
+
+def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], devices: int) -> Rule:
+    """The convolutions, by which weight axis `tensor-parallel` split: the
+    output channels (the input replicated), each device's groups (the input
+    split by channels; a depthwise convolution's channels), or the input
+    channels (a partial sum, its bias added after the all-reduce)."""
+    w = given[1]
+    groups = op.groups.value.data
+    transposed = isinstance(op, tir.ConvTranspose2dOp)
+    outputs, inputs = (1, 0) if transposed else (0, 1)  # the weight axes: (Cin, Cout/g, ...) transposed, else OIHW
+    bias = [] if op.bias is None else [split(0)]
+    if w.axis is None:
+        return _replicated(op)
+    if groups > 1 and groups % devices == 0 and w.axis == 0:
+        return Rule([split(1), w, *bias], [split(1)], {"groups": IntegerAttr(groups // devices, 64)})
+    if groups == 1 and w.axis == outputs:
+        return Rule([REPLICATED, w, *bias], [split(1)])
+    if groups == 1 and w.axis == inputs and op.bias is None:
+        return Rule([split(1), w], [PARTIAL])
+    return _replicated(op)
+
+
+def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> Rule:
+    """Over other axes (a global average pool of split channels): stays split."""
+    rank = len(shape(op.input))
+    axes = {x % rank for x in op.axes.get_values()}
+    if a in axes:
+        return _replicated(op)
+    return Rule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
+
+
+def _per_channel(op: tir.BatchnormOp, s: Sharding, a: int, devices: int) -> Rule:
+    params = [split(0) if a == 1 else REPLICATED] * 4
+    return Rule([s, *params], [s])
 
 
 def _reshape(op: tir.ReshapeOp, s: Sharding, a: int, devices: int) -> Rule:
@@ -235,6 +276,8 @@ _BY_OPERANDS: dict[type[Operation], Callable[..., Rule]] = {
     tir.MatmulOp: lambda op, given, devices: _matmul(op, given),
     tir.ConcatOp: lambda op, given, devices: _concat(op, given),
     tir.GatherOp: _gather,
+    tir.Conv2dOp: _window,
+    tir.ConvTranspose2dOp: _window,
 }
 
 #: ops whose first operand is split along axis `a`: how the split goes through
@@ -250,6 +293,12 @@ _BY_AXIS: dict[type[Operation], Callable[..., Rule]] = {
     # repeated along other axes only (GQA's K/V: unsqueezed, tiled, reshaped)
     tir.TileOp: lambda op, s, a, devices: Rule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op),
     tir.BroadcastOp: _broadcast,
+    tir.ReduceOp: _reduce,
+    tir.BatchnormOp: _per_channel,
+    # per channel and image: stays split along either
+    tir.Pool2dOp: lambda op, s, a, devices: Rule([s], [s]) if a in (0, 1) else _replicated(op),
+    tir.PadOp: lambda op, s, a, devices: (
+        Rule([s], [s]) if not any(op.pads.get_values()[2 * a:2 * a + 2]) else _replicated(op)),
 }
 
 

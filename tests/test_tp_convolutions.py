@@ -1,0 +1,78 @@
+"""CNNs shared by channels across devices (issue 39): timm's ResNet-18,
+MobileNetV3 and EfficientNet-B0, a YOLOv8 and a diffusion UNet's layers,
+exported as their users export them (`data/models/make_cnns.py`), each
+device holding its block of every convolution's weight."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+
+from forge_opt import import_onnx
+from forge_opt.check.report import MATCH
+from forge_opt.check.split import check_parallel
+from forge_opt.dialects import tir
+from forge_opt.transforms.pipelines import run_pipeline
+
+MODELS = Path(__file__).parent / "data" / "models"
+CNNS = ["cnn_resnet18", "cnn_mobilenetv3", "cnn_efficientnet_b0", "det_yolov8", "cnn_unet_tiny"]
+
+
+def _conv_weight_elements(name: str, devices: int) -> int:
+    """The convolution weight elements one device's program reads (all of
+    them on one device)."""
+    module = import_onnx(onnx.load(MODELS / f"{name}.onnx"))
+    run_pipeline(module, "onnx-to-tir" if devices == 1 else f"onnx-to-tir,tensor-parallel{{devices={devices}}},"
+                 "tp-partition")
+    return sum(math.prod(op.weight.type.get_shape()) for op in module.walk()  # pyright: ignore
+               if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp))
+
+
+@pytest.mark.parametrize("name", CNNS)
+def test_a_cnn_matches_at_two_devices_each_holding_half_its_convolutions(name):
+    report = check_parallel(MODELS / f"{name}.onnx", 2)
+    assert report.status == MATCH, report.format()
+    assert "out-channel" in report.summary and "in-channel" in report.summary
+    assert _conv_weight_elements(name, 2) <= (1 / 2 + 0.1) * _conv_weight_elements(name, 1)
+
+
+@pytest.mark.parametrize("name", ["cnn_resnet18", "det_yolov8"])
+def test_four_devices_hold_a_quarter(name):
+    report = check_parallel(MODELS / f"{name}.onnx", 4)
+    assert report.status == MATCH, report.format()
+    assert _conv_weight_elements(name, 4) <= (1 / 4 + 0.1) * _conv_weight_elements(name, 1)
+
+
+def _peak_activations(summary: str) -> list[int]:
+    rows = re.findall(r"^\d+ +\d+ +[\d,]+ +[\d,]+ +[\d,]+ +([\d,]+)$", summary, re.MULTILINE)
+    return [int(r.replace(",", "")) for r in rows]
+
+
+def test_the_device_table_counts_activations_which_shrink_with_the_devices():
+    """A CNN's activations are what does not fit: each device's peak of
+    live activation bytes is in the table, and more devices hold less."""
+    two = _peak_activations(check_parallel(MODELS / "cnn_resnet18.onnx", 2).summary)
+    four = _peak_activations(check_parallel(MODELS / "cnn_resnet18.onnx", 4).summary)
+    assert len(two) == 2 and len(four) == 4
+    assert 0 < four[0] < two[0]
+
+
+def test_depthwise_convolutions_take_their_groups():
+    report = check_parallel(MODELS / "cnn_mobilenetv3.onnx", 2)
+    assert re.search(r"layers: .*\d+ grouped", report.summary), report.summary
+
+
+def test_a_pinned_convolution_stays_whole_and_an_impossible_pin_is_an_error(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"layers": {"/inp/Conv": {"axis": None}}}))
+    report = check_parallel(MODELS / "cnn_unet_tiny.onnx", 2, plan=str(plan))
+    assert report.status == MATCH, report.format()
+    plan.write_text(json.dumps({"layers": {"/out/Conv": {"axis": 1}, "/inp/Conv": {"axis": 0}}}))
+    report = check_parallel(MODELS / "cnn_unet_tiny.onnx", 2, plan=str(plan))
+    assert report.status == 2
+    assert "a convolution split by its input channels needs them (3) to divide by the 2 devices" in report.error

@@ -162,6 +162,8 @@ class Decode:
         results: list[OutputResult] = []
         equal = 0
         length = 0 if o.growing_cache else self.cache_length(feeds)
+        if length:
+            self.padding_ignored(prepared, feeds, reference, length)
         programs = Programs(model, prepared.base, o, folder, pairs, length)
         agree = Agreement()
 
@@ -207,6 +209,24 @@ class Decode:
                 "every token the oracle's" if differs is None else f"the first token that differs is step {differs}"))
             problems = []  # a reduced format is judged by its teacher-forced logits, not by where greedy parts
         return Ran(results=results, summary=programs.report, problems=problems, notes=lines)
+
+    def padding_ignored(self, prepared: Loaded, feeds: Feeds, reference: Expected, length: int) -> None:
+        """A static cache pads the past with positions the attention mask
+        hides. An export whose logits move with them on the oracle itself
+        (ALiBi by key index, as MPT's; Gemma's as Optimum exports it) cannot
+        run from one: said as that, not as a mismatch of ours."""
+        padded = to_static(feeds, self.pairs, length)
+        padded.pop(POSITION)
+        names = [x.name for x in prepared.model.graph.output]
+        want = reference.outputs[names.index("logits")]
+        got = expected_outputs(prepared.model, prepared.base, padded).outputs[names.index("logits")]
+        t = self.options.tolerances
+        if not compare_output("logits", want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc).ok:
+            difference = float(np.max(np.abs(np.asarray(want, np.float64) - np.asarray(got, np.float64))))
+            raise ForgeOptError(
+                f"the export's logits change when its KV cache is padded to {length} positions with ones its "
+                f"attention mask hides (by up to {difference:.3g} on {reference.oracle} itself): it cannot run "
+                "from a static cache (--growing-cache decodes with the cache as exported)")
 
     def cache_length(self, feeds: Feeds) -> int:
         """The static cache's positions: `--max-length`, by default the

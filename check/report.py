@@ -12,6 +12,8 @@ from forge_opt.targets.forge_python import ForgePythonModule
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 #: outputs that differ only where the oracle does not reproduce itself (`conditioning`): no verdict on them
 ILL_CONDITIONED = 3
+#: each status in words (forge-check's exit status)
+VERDICTS = {MATCH: "match", MISMATCH: "mismatch", NOT_COMPILED: "did not compile", ILL_CONDITIONED: "ill-conditioned"}
 
 
 @dataclass

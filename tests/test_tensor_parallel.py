@@ -226,10 +226,16 @@ def test_a_pinned_case_the_devices_do_not_divide_is_an_error(tmp_path):
     assert "a column-parallel Linear needs its output columns (64) to divide by the 3 devices" in report.error
 
 
-def test_a_head_count_the_devices_do_not_divide_names_the_reshape():
+def test_a_fused_projection_whose_heads_the_devices_do_not_divide_stays_replicated():
+    """GPT-2's c_attn at P=8: 4 heads in each of Q, K and V. It stays whole
+    on every device (it was an error naming the head reshape), with its
+    reason; --require-sharded makes that an error."""
     report = check_parallel(MODELS / "gpt2_opset17.onnx", 8)
-    assert report.status == 2
-    assert "Reshape" in report.error and "head count" in report.error and "8 devices" in report.error
+    assert report.status == MATCH, report.format()
+    assert "c_attn/Gemm stays replicated on every device: the heads of each of its 3 parts do not divide by 8 " \
+        "devices" in report.summary
+    strict = check_parallel(MODELS / "gpt2_opset17.onnx", 8, require_sharded=True)
+    assert strict.status == 2 and "the heads of each of its 3 parts do not divide by 8 devices" in strict.error
 
 
 def test_plan_errors_name_the_node(tmp_path):

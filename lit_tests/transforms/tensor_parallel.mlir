@@ -111,3 +111,30 @@ func.func @tied_head(%idx: tensor<2x3xi64>) -> tensor<2x3x7xf32> {
 // CHECK-NEXT: %[[Y:.*]] = tir.reshape %[[PT]] : tensor<6x8xf32> -> tensor<2x3x8xf32>
 // CHECK-NEXT: %y = tir.strided_slice %[[Y]] axes [2] begin [0] end [7] strides [1] : tensor<2x3x8xf32> -> tensor<2x3x7xf32>
 // CHECK-NEXT: func.return %y
+
+// -----
+
+// A multi-query fused projection (GPT-BigCode's c_attn, Falcon's
+// query_key_value): the query's 2 heads divide by the devices, the one K/V
+// head does not. It becomes two Linears: the query's columns
+// column-parallel, K and V whole on every device, as Megatron keeps K/V
+// with fewer heads than devices.
+// CHECK-LABEL: func.func @multi_query
+func.func @multi_query(%x: tensor<3x8xf32>) -> (tensor<3x2x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) {
+  %w = tir.constant {value = dense<1.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %y = tir.matmul %x, %w : tensor<3x8xf32>, tensor<8x16xf32> -> tensor<3x16xf32>
+  %q, %k, %v = tir.split %y axis 1 sections [8, 4, 4] : tensor<3x16xf32> -> tensor<3x8xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+  %qh = tir.reshape %q : tensor<3x8xf32> -> tensor<3x2x4xf32>
+  func.return %qh, %k, %v : tensor<3x2x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}
+// CHECK:      %[[QCOLS:.*]] = tir.constant {value = dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %[[WQ:.*]] = tir.gather %w, %[[QCOLS]] {axis = 1 : i64} : tensor<8x16xf32>, tensor<8xi64> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[COLS:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[WQS:.*]] = shard.shard %[[WQ]] to %[[COLS]] : tensor<8x8xf32>
+// CHECK-NEXT: %q = tir.matmul %x, %[[WQS]] : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: %[[KVCOLS:.*]] = tir.constant {value = dense<[8, 9, 10, 11, 12, 13, 14, 15]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %[[WKV:.*]] = tir.gather %w, %[[KVCOLS]] {axis = 1 : i64} : tensor<8x16xf32>, tensor<8xi64> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[KV:.*]] = tir.matmul %x, %[[WKV]] : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: %k = tir.strided_slice %[[KV]] axes [1] begin [0] end [4] strides [1] : tensor<3x8xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: %v = tir.strided_slice %[[KV]] axes [1] begin [4] end [8] strides [1] : tensor<3x8xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: %qh = tir.reshape %q : tensor<3x8xf32> -> tensor<3x2x4xf32>

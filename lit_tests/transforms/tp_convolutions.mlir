@@ -3,8 +3,8 @@
 
 // Megatron's pairing for convolutions: the first output-channel parallel
 // (its weight split along O), the one after the per-channel op
-// input-channel parallel (along I); that one's bias becomes an add, which
-// runs on the all-reduced sum.
+// input-channel parallel (along I), its bias in device 0's partial sum
+// (zeros on the others), all-reduced once.
 // CHECK-LABEL: func.func @pair
 // PART-LABEL:  func.func @pair
 func.func @pair(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
@@ -23,18 +23,19 @@ func.func @pair(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
 // CHECK-NEXT: %r = tir.unary relu %h
 // CHECK-NEXT: %[[I:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0], [], []] : !shard.sharding
 // CHECK-NEXT: %[[W2:.*]] = shard.shard %w2 to %[[I]] : tensor<4x8x1x1xf32>
-// CHECK-NEXT: %y = tir.conv2d %r, %[[W2]] {{{.*}}} : (tensor<1x8x8x8xf32>, tensor<4x8x1x1xf32>) -> tensor<1x4x8x8xf32>
-// CHECK-NEXT: %[[B2:.*]] = tir.reshape %b2 : tensor<4xf32> -> tensor<4x1x1xf32>
-// CHECK-NEXT: %{{.*}} = tir.binary add %y, %[[B2]]
+// CHECK-NEXT: %y = tir.conv2d %r, %[[W2]], %b2
 // PART:      %[[W1:.*]] = shard.all_slice %w1 on @tp grid_axes = [0] slice_axis = 0 : tensor<8x4x3x3xf32> -> tensor<4x4x3x3xf32>
 // PART-NEXT: %[[B1:.*]] = shard.all_slice %b1 on @tp grid_axes = [0] slice_axis = 0 : tensor<8xf32> -> tensor<4xf32>
 // PART-NEXT: %h = tir.conv2d %x, %[[W1]], %[[B1]] {{{.*}}} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
 // PART-NEXT: %r = tir.unary relu %h : tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
 // PART-NEXT: %[[W2:.*]] = shard.all_slice %w2 on @tp grid_axes = [0] slice_axis = 1 : tensor<4x8x1x1xf32> -> tensor<4x4x1x1xf32>
-// PART-NEXT: %y = tir.conv2d %r, %[[W2]] {{{.*}}} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x8x8xf32>
-// PART-NEXT: %[[B2:.*]] = tir.reshape %b2
+// PART-NEXT: %[[FLAGS:.*]] = tir.constant {value = dense<[true, false]> : tensor<2xi1>} : tensor<2xi1>
+// PART-NEXT: %[[FIRST:.*]] = shard.all_slice %[[FLAGS]] on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi1> -> tensor<1xi1>
+// PART-NEXT: %[[ZERO:.*]] = tir.full 0.000000e+00 : f32 : tensor<1xf32>
+// PART-NEXT: %[[B2:.*]] = tir.where %[[FIRST]], %b2, %[[ZERO]] : tensor<1xi1>, tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
+// PART-NEXT: %y = tir.conv2d %r, %[[W2]], %[[B2]] {{{.*}}} : (tensor<1x4x8x8xf32>, tensor<4x4x1x1xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
 // PART-NEXT: %[[SUM:.*]] = shard.all_reduce %y on @tp grid_axes = [0] : tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
-// PART-NEXT: %{{.*}} = tir.binary add %[[SUM]], %[[B2]]
+// PART-NEXT: func.return %[[SUM]]
 
 // -----
 

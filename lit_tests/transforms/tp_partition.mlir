@@ -2,7 +2,8 @@
 // RUN: forge-opt %s -p tp-partition --split-input-file | forge-opt --split-input-file | filecheck %s
 
 // The column layer's output stays split through the element-wise op; the
-// row layer's partial sums are all-reduced once, before the bias.
+// row layer's partial sums are all-reduced once, the bias in device 0's
+// (zeros on the others: a per-device constant, computed when compiled).
 // CHECK-LABEL: func.func @mlp
 shard.grid @tp(shape = 2)
 func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -24,9 +25,13 @@ func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT: %r = tir.unary relu %h : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: %[[W2:.*]] = shard.all_slice %w2 on @tp grid_axes = [0] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
 // CHECK-NEXT: %y = tir.matmul %r, %[[W2]] : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
-// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %y on @tp grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
-// CHECK-NEXT: %z = tir.binary add %[[SUM]], %b2 : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
-// CHECK-NEXT: func.return %z
+// CHECK-NEXT: %[[FLAGS:.*]] = tir.constant {value = dense<[true, false]> : tensor<2xi1>} : tensor<2xi1>
+// CHECK-NEXT: %[[FIRST:.*]] = shard.all_slice %[[FLAGS]] on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi1> -> tensor<1xi1>
+// CHECK-NEXT: %[[ZERO:.*]] = tir.full 0.000000e+00 : f32 : tensor<1xf32>
+// CHECK-NEXT: %[[B2:.*]] = tir.where %[[FIRST]], %b2, %[[ZERO]] : tensor<1xi1>, tensor<8xf32>, tensor<1xf32> -> tensor<8xf32>
+// CHECK-NEXT: %z = tir.binary add %y, %[[B2]] : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %z on @tp grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: func.return %[[SUM]]
 
 // -----
 

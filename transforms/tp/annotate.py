@@ -11,8 +11,11 @@ weight elements stay replicated.
   columns: `split_axes = [[], [0]]`); with x split along its last dim, as
   the output of a column layer is after element-wise ops, head reshapes,
   RoPE and the attention matmuls, it is row-parallel (W split by rows) and
-  its sum is all-reduced where first needed, before the bias: Megatron's
-  pairing, one all-reduce per MLP and per attention. A column layer whose
+  its sum is all-reduced where first needed: Megatron's pairing, one
+  all-reduce per MLP and per attention. A bias or a residual added to a
+  partial sum that nothing else reads is counted on device 0 alone
+  (`tp_rules`), so a parallel block's attention and MLP sums (GPT-J,
+  GPT-NeoX, Phi-2) meet before their one all-reduce. A column layer whose
   heads P does not divide (grouped-query attention's K/V) stays
   replicated, as Megatron does; so does a Linear whose columns P does not
   divide (or whose rows, where it would be row-parallel), a 3-class head
@@ -21,6 +24,8 @@ weight elements stay replicated.
   by `Slice`s, in equal parts or not (GPT-2's `c_attn`, Phi-3's `qkv_proj`
   and `gate_up_proj`), is packed: W's columns are permuted so device d
   holds the d-th block of every part, and each part is read per device.
+  Parts of heads P does not divide (a multi-query K/V) are a Linear of
+  their own, whole on every device (`fused_parts`).
 - An *Embedding* is `tir.gather(T, idx)` on axis 0 of a 2-d constant: its
   rows are split (vocab-parallel). A vocabulary P does not divide is padded
   with zero rows to a multiple of P, which no index reaches. An LM head
@@ -33,7 +38,7 @@ weight elements stay replicated.
   (activations, pooling, normalisations, nearest-neighbour resizing, the
   residual adds) stay split; with its input split by channels it is
   input-channel parallel (its block of input channels; the partial sums
-  all-reduced where first needed, the bias added after). A grouped or
+  all-reduced where first needed, the bias in device 0's summand). A grouped or
   depthwise convolution takes its devices' groups (with their channels of
   the input, sliced at no cost). Channels or groups that P does not divide
   stay replicated, with the reason.
@@ -57,9 +62,9 @@ column, 0: row for a Linear and vocab for an Embedding, null: replicated;
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -78,11 +83,11 @@ from xdsl.passes import ModulePass
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
-from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.static_cache import PRESENT, static_past
+from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
@@ -130,9 +135,10 @@ class Layer:
 def _constant_2d(v: SSAValue, rank: int = 2) -> bool:
     """A 2-d weight (or one of `rank`): a constant, or one laid out by a
     transpose, reshape or cast of one (`Gemm`'s `transB=1`, PyTorch's
-    `nn.Linear` on 2-d input)."""
+    `nn.Linear` on 2-d input), or some of its columns (`fused_parts.unfuse`)."""
     op = v.owner
-    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp):
+    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp) or (
+            isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
         op = op.input.owner
     return isinstance(op, tir.ConstantOp) and len(shape(v)) == rank
 
@@ -158,68 +164,6 @@ def find_layer(op: Operation) -> Layer | None:
 
 
 @dataclass
-class _Fused:
-    """A fused projection's output taken apart along its columns: by one
-    `Split`, or by `Slice`s that cover the columns once (Phi-3's
-    `qkv_proj` and `gate_up_proj`)."""
-
-    biases: list[tir.BinaryOp]
-    value: SSAValue  # what is taken apart
-    users: list[Operation]  # the Split, or the Slices
-    parts: list[tuple[int, int]]  # (first column, columns) of each user's part, in column order
-
-
-def _slice_part(op: Operation, width: int) -> tuple[int, int] | None:
-    """The columns a unit-stride Slice of the last axis takes."""
-    if not isinstance(op, tir.StridedSliceOp):
-        return None
-    rank = len(shape(op.input))
-    axes = [a % rank for a in op.axes.get_values()]
-    if axes != [rank - 1] or list(op.strides.get_values()) != [1]:
-        return None
-    begin, end = op.begin.get_values()[0], op.end.get_values()[0]
-    begin, end = (begin + width if begin < 0 else begin), (end + width if end < 0 else min(end, width))
-    return (begin, end - begin) if 0 <= begin < end else None
-
-
-def _fused_parts(layer: Layer) -> _Fused | None:
-    """The bias adds and the parts that follow a Linear through single
-    uses, if its output is taken apart by columns."""
-    v = layer.op.results[0]
-    width = shape(v)[-1]
-    biases = []
-    while True:
-        users = [u.operation for u in v.uses]
-        if len(users) == 1 and isinstance(users[0], tir.SplitOp):
-            split_op = users[0]
-            if split_op.axis.value.data != len(shape(v)) - 1 or len(split_op.results) < 2:
-                return None
-            sizes = list(split_op.sections.get_values())
-            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-            return _Fused(biases, v, [split_op], list(zip(offsets, sizes)))
-        parts = [part for u in users if (part := _slice_part(u, width)) is not None]
-        if len(users) > 1 and len(parts) == len(users):
-            ordered = sorted(zip(parts, users), key=lambda pu: pu[0])
-            ends = [0] + [b + n for (b, n), _ in ordered]
-            if all(b == e for ((b, _), _), e in zip(ordered, ends)) and ends[-1] == width:
-                return _Fused(biases, v, [u for _, u in ordered], [p for p, _ in ordered])
-            return None
-        if len(users) != 1:
-            return None
-        user = users[0]
-        if isinstance(user, tir.ReshapeOp) and shape(user.output)[-1] == width:
-            v = user.output
-        elif isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
-            other = user.rhs if user.lhs is v else user.lhs
-            if not (isinstance(other.owner, tir.ConstantOp) and shape(other) == [width]):
-                return None
-            biases.append(user)
-            v = user.output
-        else:
-            return None
-
-
-@dataclass
 class _Annotator:
     func: FuncOp
     devices: int
@@ -228,7 +172,9 @@ class _Annotator:
     layers: list[Layer] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
     tables: dict[SSAValue, Layer] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
-    tied: bool = False  # a head was read as its table's rows: its own weight is dead
+    dead: bool = False  # ops were replaced (a tied head read as its table's rows, a fused projection unfused)
+    whole: set[Operation] = field(default_factory=set)  # the Linears of parts kept whole (`fused_parts`)
+    replaced: set[Operation] = field(default_factory=set)  # layers rewritten into others
 
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
@@ -241,7 +187,8 @@ class _Annotator:
             if layer is not None:
                 seen.add(layer.name)
                 self.decide(layer)  # may rewrite the ops after it (a fused projection's parts)
-                self.layers.append(layer)
+                if op not in self.replaced:
+                    self.layers.append(layer)
             nxt = op.next_op
             given = [self.of(v) for v in op.operands]
             r = rule(op, given, self.devices)
@@ -250,8 +197,8 @@ class _Annotator:
             if layer is not None and layer.gather_out:
                 self.annotate_output(layer)
             op = nxt
-        if self.tied:
-            erase_dead_ops(self.func)  # the tied heads replaced, and their copies of the table
+        if self.dead:
+            erase_dead_ops(self.func)  # what was replaced: tied heads and their copies of the table, fused Linears
         self.shard_caches()
         missing = [name for name in self.pins if name not in seen]
         if missing:
@@ -348,7 +295,11 @@ class _Annotator:
             return
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
-        if pin is not None:
+        fused = fused_parts(layer.op.results[0])
+        if layer.op in self.whole:
+            wanted, layer.reason = REPLICATE, ("the parts of a fused projection whose heads the devices do not "
+                                               "divide (multi-query K/V): whole on every device")
+        elif pin is not None:
             wanted, layer.reason = {1: COLUMN, 0: ROW, None: REPLICATE}[pin.axis], "pinned by the plan"
             layer.gather_out = pin.gather_out and wanted == COLUMN
         elif small:
@@ -357,7 +308,11 @@ class _Annotator:
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
         elif x == REPLICATED or x.partial:  # a partial input (an Embedding's rows) all-reduced first
             wanted, layer.reason = COLUMN, f"its input is {x}"
-            if (heads := self._undivided_heads(layer)) is not None:
+            if fused is not None:  # its parts decide (`fuse_column`)
+                if all(whole_parts(fused, self.devices)):
+                    wanted, layer.reason = REPLICATE, (
+                        f"the heads of each of its {len(fused.parts)} parts do not divide by {self.devices} devices")
+            elif (heads := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
                 wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"
             elif (tile := self._tiled_whole(layer)) is not None:
@@ -381,11 +336,13 @@ class _Annotator:
             layer.reason = f"its {what} ({w[dim]}) do not divide by {self.devices} devices"
             dim, wanted = None, REPLICATE
         if dim is None:
-            layer.unshared = pin is None and not small and not (x.axis is not None and x.axis < last)
+            layer.unshared = (pin is None and not small and not (x.axis is not None and x.axis < last)
+                              and layer.op not in self.whole)
             return
         layer.case = wanted
-        if wanted == COLUMN and not layer.gather_out:
-            self.pack(layer)
+        if wanted == COLUMN and not layer.gather_out and fused is not None:
+            self.fuse_column(layer, fused)
+            return
         self.annotate_weight(layer, [[], [0]] if dim else [[0], []])
 
     def decide_conv(self, layer: Layer, pin: Pin | None, small: bool) -> None:
@@ -427,21 +384,7 @@ class _Annotator:
         layer.case = wanted
         transposed = isinstance(op, tir.ConvTranspose2dOp)
         axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
-        if wanted == IN_CHANNELS and op.bias is not None:
-            self.unbias(op)
         self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])
-
-    def unbias(self, op: tir.Conv2dOp | tir.ConvTranspose2dOp) -> None:
-        """An input-channel convolution's bias as an add after it: each
-        device's sum is partial, and the bias goes on the all-reduced one."""
-        bias, y = op.bias, op.output
-        assert bias is not None
-        op.operands = [op.input, op.weight]
-        after = op.next_op
-        assert after is not None
-        shaped = self._insert(tir.ReshapeOp(bias, [shape(bias)[0], 1, 1]), after)
-        biased = self._insert(tir.BinaryOp(BinaryFn.ADD, y, shaped), after)
-        y.replace_uses_with_if(biased, lambda use: use.operation is not biased.owner)
 
     def _undivided_heads(self, layer: Layer) -> int | None:
         """The head count of the reshape to heads after a Linear (past its
@@ -499,71 +442,44 @@ class _Annotator:
         y.replace_uses_with_if(gathered, lambda use: use.operation is not gathered.owner)
         self.sharding[gathered] = REPLICATED
 
-    def pack(self, layer: Layer) -> None:
-        """A fused projection (GPT-2's `c_attn`, Phi-3's `qkv_proj` and
-        `gate_up_proj`): its columns are permuted so that device d holds the
-        d-th block of every part, and each part is read per device."""
-        fused = _fused_parts(layer)
-        if fused is None:
-            return
-        p = self.devices
-        if any(n % p for _, n in fused.parts):
-            raise TPError(
-                f"{describe(fused.users[0])}: takes the fused projection of {describe(layer.op)} apart into parts "
-                f"of {[n for _, n in fused.parts]} columns, which the {p} devices do not all divide"
-            )
-        layer.packed = len(fused.parts)
-        width = shape(layer.weight)[1]
-        # column order (device, part, i): device d's block of each part, part after part
-        order = [b + d * (n // p) + i for d in range(p) for b, n in fused.parts for i in range(n // p)]
-
-        def permuted(v: SSAValue, before: Operation, axis: int) -> SSAValue:
-            index = self._insert(tir.ConstantOp(array_to_attr(np.asarray(order, np.int64))), before)
-            return self._insert(tir.GatherOp(v, index, axis), before)
-
-        layer.op.operands[1] = permuted(layer.weight, layer.op, 1)
-        for add in fused.biases:
-            index = 0 if isinstance(add.lhs.owner, tir.ConstantOp) else 1
-            add.operands[index] = permuted(add.operands[index], add, 0)
-        # each part: its columns of every device's block, [..., P, width/P] sliced, joined again
-        z, first = fused.value, fused.users[0]
-        outer = shape(z)[:-1]
-        blocks = self._insert(tir.ReshapeOp(z, [*outer, p, width // p]), first)
-        last = len(outer) + 1
-        if isinstance(first, tir.SplitOp):
-            pieces = tir.SplitOp(blocks, last, [n // p for _, n in fused.parts])
-            self._insert(pieces, first)
-            taken = list(zip(first.results, pieces.results, fused.parts))
-        else:
-            taken = []
-            for user, (b, n) in zip(fused.users, fused.parts):
-                piece = self._insert(tir.StridedSliceOp(blocks, [last], [b // p], [(b + n) // p], [1]), user)
-                taken.append((user.results[0], piece, (b, n)))
-        for old, piece, (_, n) in taken:
-            joined = self._insert(tir.ReshapeOp(piece, [*outer, n]), old.owner)  # pyright: ignore[reportArgumentType]
-            old.replace_all_uses_with(joined)
-        for user in fused.users:
-            user.detach()
-            user.erase()
-
-    def tie(self, head: Layer, table: SSAValue) -> None:
-        """A head tied to a vocab-parallel Embedding's `table` reads that
-        table's block (`tied_head`): column-parallel in effect, stored once."""
-        embedding, old = self.tables[table], head.op
-        assert isinstance(old, tir.MatmulOp)
+    def insert_after(self, old: Operation) -> tuple[Callable[[Operation], SSAValue], list[Operation]]:
+        """Inserts ops after `old`, each after the last, so that `run` visits
+        each; and the ops inserted."""
         made: list[Operation] = []
 
-        def insert(new: Operation) -> SSAValue:  # after the last, so that `run` visits each
+        def insert(new: Operation) -> SSAValue:
             new.location = old.location
             assert old.parent is not None
             old.parent.insert_op_after(new, made[-1] if made else old)
             made.append(new)
             return new.results[0]
 
+        return insert, made
+
+    def fuse_column(self, layer: Layer, fused: Fused) -> None:
+        """A column layer taken apart into parts: packed, or, where some parts
+        are heads the devices do not divide, two Linears (`fused_parts`)."""
+        whole = whole_parts(fused, self.devices)
+        if not any(whole):
+            layer.packed = len(fused.parts)
+            pack(layer.op, fused, self.devices, self._insert)  # pyright: ignore[reportArgumentType]
+            self.annotate_weight(layer, [[], [0]])
+            return
+        _, kept = unfuse(layer.op, fused, whole, self.insert_after(layer.op)[0])  # pyright: ignore
+        self.whole.add(kept)
+        self.replaced.add(layer.op)
+        self.dead = True
+
+    def tie(self, head: Layer, table: SSAValue) -> None:
+        """A head tied to a vocab-parallel Embedding's `table` reads that
+        table's block (`tied_head`): column-parallel in effect, stored once."""
+        embedding, old = self.tables[table], head.op
+        assert isinstance(old, tir.MatmulOp)
+        insert, made = self.insert_after(old)
         y = read_rows(old, embedding.weight, shape(table)[0], insert)
         y.name_hint = old.output.name_hint
         old.output.replace_all_uses_with(y)
-        self.tied = True
+        self.dead = True
         head.op = next(op for op in made if isinstance(op, tir.MatmulOp))
         head.case, head.reason = COLUMN, f"tied to {describe(embedding.op)}: reads the rows of its table's block"
 

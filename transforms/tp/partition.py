@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     TensorType,
+    i1,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
@@ -40,7 +41,16 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.transforms.tp.rules import REPLICATED, Sharding, local_type, nonnegative_indices, rule, shape, split
+from forge_opt.transforms.tp.rules import (
+    PARTIAL,
+    REPLICATED,
+    Sharding,
+    local_type,
+    nonnegative_indices,
+    rule,
+    shape,
+    split,
+)
 
 
 def grid_info(module: ModuleOp) -> tuple[str, int] | None:
@@ -99,6 +109,7 @@ class _Partitioner:
         self.kept: set[SSAValue] = set()  # results returned split
         self.kept_inputs: dict[int, Sharding] = {}
         self.kept_outputs: dict[int, Sharding] = {}
+        self.first: SSAValue | None = None  # whether this device is device 0 (`first_device_only`)
 
     def add(self, op: Operation, sharding: Sharding = REPLICATED) -> SSAValue:
         """Insert `op` before the op being partitioned, with its location
@@ -121,8 +132,10 @@ class _Partitioner:
         assert isinstance(t, TensorType)
         p, g = self.devices, self.grid
         if want.partial:
-            raise ForgeOptError(f"tp-partition cannot make a partial value of a {have} one")
-        if have.partial:
+            if have != REPLICATED:
+                raise ForgeOptError(f"tp-partition cannot make a partial value of a {have} one")
+            out = self.first_device_only(v)
+        elif have.partial:
             if want.axis is None:
                 out = self.add(shard.all_reduce(v, g, [0]))
             else:
@@ -214,6 +227,16 @@ class _Partitioner:
         f.arg_attrs = _with_split_axes(f.arg_attrs, len(self.block.args), self.kept_inputs)
         f.res_attrs = _with_split_axes(f.res_attrs, len(ret.arguments), self.kept_outputs)
 
+    def first_device_only(self, v: SSAValue) -> SSAValue:
+        """A replicated value as a partial one: itself on device 0, zeros on
+        the others (a bias or residual added to a partial sum, once)."""
+        et = dtypes.tensor(v.type).element_type
+        if self.first is None:  # [1] on device 0, [0] on the others: made once
+            flags = self.add(tir.ConstantOp(array_to_attr(np.asarray([True] + [False] * (self.devices - 1)))))
+            self.first = self.add(shard.AllSliceOp(flags, self.grid, [0], 0, TensorType(i1, [1])), split(0))
+        zero = self.add(tir.FullOp(FloatAttr(0.0, cast(AnyFloat, et)), TensorType(et, [1])))
+        return self.add(tir.WhereOp(self.first, v, zero), PARTIAL)
+
     def masked_lookup(self, op: tir.GatherOp, table: SSAValue, indices: SSAValue) -> SSAValue:
         """Paddle's vocab-parallel embedding on device k: rows [k·n, (k+1)·n)
         looked up locally, every other index's row zeroed. The table is the
@@ -249,7 +272,7 @@ class _Partitioner:
         kept = self.add(tir.ReshapeOp(inside, [*shape(inside), 1]))
         out = self.add(tir.WhereOp(kept, looked_up, self.add(tir.FullOp(zero, TensorType(et.element_type, [1])))))
         out.name_hint = op.output.name_hint
-        self.sharding[out] = Sharding(partial=True)
+        self.sharding[out] = PARTIAL
         return out
 
 

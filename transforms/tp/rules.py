@@ -185,9 +185,22 @@ def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
     return _replicated(op) if s.partial else Rule([s], [s])
 
 
+def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
+    """A partial value that this add alone reads, plus a replicated one: the
+    sum stays partial, the replicated term counted on the first device only
+    (`tp_partition`). A bias or a residual then costs no all-reduce of its
+    own, and a parallel block's attention and MLP sums meet before one."""
+    if op.fn.data not in (BinaryFn.ADD, BinaryFn.SUB) or REPLICATED not in given or PARTIAL not in given:
+        return False
+    summand = op.operands[given.index(PARTIAL)]
+    return summand.uses.get_length() == 1 and isinstance(dtypes.tensor(op.output.type).element_type, AnyFloat)
+
+
 def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
     if op.fn.data in (BinaryFn.ADD, BinaryFn.SUB) and all(g.partial for g in given):
         return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
+    if _adds_to_a_sum(op, given):
+        return Rule([PARTIAL, PARTIAL], [PARTIAL])
     if _scales_a_sum(op, given):
         return Rule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)
     return _elementwise(op, given)
@@ -211,7 +224,7 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
     """The convolutions, by which weight axis `tensor-parallel` split: the
     output channels (the input replicated), each device's groups (the input
     split by channels; a depthwise convolution's channels), or the input
-    channels (a partial sum, its bias added after the all-reduce)."""
+    channels (a partial sum, the bias in device 0's summand)."""
     w = given[1]
     groups = op.groups.value.data
     transposed = isinstance(op, tir.ConvTranspose2dOp)
@@ -223,8 +236,8 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
         return Rule([split(1), w, *bias], [split(1)], {"groups": IntegerAttr(groups // devices, 64)})
     if groups == 1 and w.axis == outputs:
         return Rule([REPLICATED, w, *bias], [split(1)])
-    if groups == 1 and w.axis == inputs and op.bias is None:
-        return Rule([split(1), w], [PARTIAL])
+    if groups == 1 and w.axis == inputs:  # the bias on device 0's summand only (`tp_partition`)
+        return Rule([split(1), w, *([PARTIAL] if bias else [])], [PARTIAL])
     return _replicated(op)
 
 

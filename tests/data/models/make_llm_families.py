@@ -1,0 +1,73 @@
+"""Export the decoder families Tenstorrent's ONNX path needs several chips
+for (and their kin) as users export them: Hugging Face Optimum, task
+`text-generation-with-past`, tiny random configs of 2 layers (hidden 32,
+4 query heads, vocabulary 128):
+
+- parallel blocks, attention and MLP reading one input and summed: GPT-J,
+  GPT-NeoX, Phi-2 (`phi`), Falcon (old architecture, multi-query);
+- multi-query attention: GPT-BigCode, Falcon;
+- QK-norm and other norms: Gemma, Gemma-2, Qwen3, OLMo, Cohere;
+- ALiBi and learned positions: Bloom, MPT, OPT; StableLM, Granite.
+
+    python -m venv /tmp/exp && /tmp/exp/bin/pip install 'optimum-onnx==0.1.0' 'optimum==2.1.0' \\
+        'transformers==4.57.6' 'tokenizers==0.22.2' 'torch==2.14.1' 'onnx==1.23.2'
+    /tmp/exp/bin/python tests/data/models/make_llm_families.py [NAME ...]
+
+Writes `fam_{name}.onnx` here (inputs `input_ids`, `attention_mask`, often
+`position_ids`, `past_key_values.{i}.{key,value}`; outputs `logits`,
+`present.{i}.{key,value}`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch  # pyright: ignore[reportMissingImports]  (optional: only to remake the models)
+import transformers as t  # pyright: ignore[reportMissingImports]
+
+HERE = Path(__file__).resolve().parent
+
+COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+              max_position_embeddings=64)
+CONFIGS = {
+    "gptj": lambda: t.GPTJConfig(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4),
+    "gpt_neox": lambda: t.GPTNeoXConfig(**COMMON),
+    "phi": lambda: t.PhiConfig(**COMMON, pad_token_id=0),
+    "falcon": lambda: t.FalconConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     multi_query=True, parallel_attn=True, new_decoder_architecture=False,
+                                     bias=False, alibi=False),
+    "gpt_bigcode": lambda: t.GPTBigCodeConfig(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                              multi_query=True),
+    "gemma": lambda: t.GemmaConfig(**COMMON, num_key_value_heads=2, head_dim=8),
+    "gemma2": lambda: t.Gemma2Config(**COMMON, num_key_value_heads=2, head_dim=8, sliding_window=64),
+    "qwen3": lambda: t.Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=8),
+    "olmo": lambda: t.OlmoConfig(**COMMON, pad_token_id=0),
+    "cohere": lambda: t.CohereConfig(**COMMON, num_key_value_heads=2, pad_token_id=0),
+    "bloom": lambda: t.BloomConfig(vocab_size=128, hidden_size=32, n_layer=2, n_head=4),
+    "mpt": lambda: t.MptConfig(vocab_size=128, d_model=32, n_layers=2, n_heads=4, max_seq_len=64),
+    "opt": lambda: t.OPTConfig(vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                               num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32),
+    "stablelm": lambda: t.StableLmConfig(**COMMON, num_key_value_heads=2),
+    "granite": lambda: t.GraniteConfig(**COMMON, num_key_value_heads=2),
+}
+
+
+def main(names: list[str]) -> None:
+    cli = Path(sys.executable).parent / "optimum-cli"
+    for name in names or CONFIGS:
+        torch.manual_seed(0)
+        with tempfile.TemporaryDirectory() as tmp:
+            model_dir, out = Path(tmp) / "model", Path(tmp) / "onnx"
+            t.AutoModelForCausalLM.from_config(CONFIGS[name]()).save_pretrained(model_dir)
+            subprocess.run([str(cli), "export", "onnx", "--model", str(model_dir), "--task",
+                            "text-generation-with-past", str(out)], check=True)
+            shutil.copy(out / "model.onnx", HERE / f"fam_{name}.onnx")
+            print(f"wrote fam_{name}.onnx")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

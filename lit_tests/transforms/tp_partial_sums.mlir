@@ -51,3 +51,25 @@ func.func @read_twice(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
 // CHECK-NEXT: %[[M:.*]] = shard.all_reduce %m on @tp grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: %y = tir.binary add %[[M]], %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: func.return %y, %[[M]]
+
+// -----
+
+// A partial sum added to a split value that nothing else reads: reduce-
+// scattered to the split (each device sums only its block: half the bytes
+// of an all-reduce), and the result stays split, as a ResNet block's
+// downsample path meets its main path.
+// CHECK-LABEL: func.func @reduce_scatter
+func.func @reduce_scatter(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w1 = tir.constant {value = dense<1.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %w2 = tir.constant {value = dense<2.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+  %w3 = tir.constant {value = dense<3.0> : tensor<8x8xf32>} : tensor<8x8xf32>
+  %h = tir.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %p = tir.matmul %h, %w2 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %b = tir.matmul %x, %w3 : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %y = tir.binary add %p, %b : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK:      %b = tir.matmul %x, %{{.*}} : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: %[[P:.*]] = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: %y = tir.binary add %[[P]], %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: %{{.*}} = shard.all_gather %y on @tp grid_axes = [0] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>

@@ -132,7 +132,7 @@ class Layer:
         return self.op.operands[0] if self.kind == "embedding" else self.op.operands[1]
 
 
-def _constant_2d(v: SSAValue, rank: int = 2) -> bool:
+def _constant_weight(v: SSAValue, rank: int = 2) -> bool:
     """A 2-d weight (or one of `rank`): a constant, or one laid out by a
     transpose, reshape or cast of one (`Gemm`'s `transB=1`, PyTorch's
     `nn.Linear` on 2-d input), or some of its columns (`fused_parts.unfuse`)."""
@@ -154,11 +154,11 @@ def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -
 
 
 def find_layer(op: Operation) -> Layer | None:
-    if isinstance(op, tir.MatmulOp) and _constant_2d(op.rhs):
+    if isinstance(op, tir.MatmulOp) and _constant_weight(op.rhs):
         return Layer(op, "linear")
-    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and _constant_2d(op.input):
+    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and _constant_weight(op.input):
         return Layer(op, "embedding")
-    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and _constant_2d(op.weight, 4):
+    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and _constant_weight(op.weight, 4):
         return Layer(op, "conv")
     return None
 

@@ -103,15 +103,19 @@ def reshape_axis(src: Sequence[int], dst: Sequence[int], axis: int) -> int | Non
 
 def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
     """Broadcasting element-wise ops: one split axis of the result, each
-    operand split along its own matching axis or broadcast along it."""
+    operand split along its own matching axis or broadcast along it (a
+    partial operand reduce-scattered to its block, or all-reduced where it
+    broadcasts)."""
     rank = len(shape(op.results[0]))
     out = shape(op.results[0])
     axes = set()
     for v, s in zip(op.operands, given):
-        if s.partial:
-            return _replicated(op)
-        if s.axis is not None:
+        if s.axis is not None and not s.partial:  # a partial one is reduce-scattered to the split (below)
             axes.add(s.axis + rank - len(shape(v)))
+            if any(g.partial for g in given) and v.uses.get_length() > 1:
+                # read elsewhere, likely whole already (a residual stream into a norm): both whole costs one
+                # all-reduce, where a reduce-scatter here and an all-gather after it would cost two
+                return _replicated(op)
     if len(axes) != 1:
         return _replicated(op)
     b = axes.pop()

@@ -1,0 +1,132 @@
+"""Write `docs/multichip.md`: each model family Tenstorrent's ONNX path
+lists as needing several chips (and its kin), the export it was tried on,
+and what `forge-check --devices P` gives at P = 2 and 4: collectives, the
+bytes each device stores and its peak of activations, the verdict.
+
+    python -m forge_opt.tools.gen_multichip          # write (from the repository's root)
+    python -m forge_opt.tools.gen_multichip --check  # exit 1 if the page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge_opt.check.report import VERDICTS
+from forge_opt.check.split import check_parallel
+from forge_opt.files import write_text
+
+PAGE = Path("docs") / "multichip.md"
+MODELS = Path("tests") / "data" / "models"
+DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+
+
+@dataclass(frozen=True)
+class Entry:
+    family: str
+    listed: str  # the name on TT-Forge-ONNX's multi-chip list, or "" for a kin
+    file: str
+    exporter: str
+    layers: int = 0  # for a count per layer (0: not a stack of like layers)
+    dims: bool = False  # symbolic dims: a decode step's sizes (DECODE)
+
+
+OPTIMUM = "Optimum `text-generation-with-past`, tiny random config (`{script}`)"
+ENTRIES = [
+    Entry("Llama", "Llama-3.x 1B–8B", "llm_llama", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
+    Entry("Mistral", "Ministral", "llm_mistral", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
+    Entry("Qwen2", "Qwen2.5", "llm_qwen2", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
+    Entry("Qwen3", "", "fam_qwen3", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Phi-3", "Phi-3/3.5", "llm_phi3", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
+    Entry("Phi-2", "Phi-1/2", "fam_phi", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Gemma", "Gemma", "fam_gemma", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Gemma-2", "Gemma-2", "fam_gemma2", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Bloom", "Bloom", "fam_bloom", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("GPT-2", "", "llm_gpt2", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
+    Entry("GPT-J", "", "fam_gptj", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("GPT-NeoX", "", "fam_gpt_neox", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Falcon", "", "fam_falcon", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("GPT-BigCode", "", "fam_gpt_bigcode", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("OLMo", "", "fam_olmo", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Cohere", "", "fam_cohere", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("MPT", "", "fam_mpt", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("OPT", "", "fam_opt", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("StableLM", "", "fam_stablelm", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Granite", "", "fam_granite", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("BERT", "a BERT variant", "bert_opset17", "torch.onnx.export, tiny random config (`make_models.py`)", 2),
+    Entry("ViT", "ViT", "vit_opset17", "torch.onnx.export, tiny random config (`make_models.py`)", 2),
+    Entry("Whisper encoder", "Whisper-large", "whisper_encoder_opset17",
+          "torch.onnx.export, tiny random config (`make_whisper_encoder.py`)", 2),
+    Entry("ResNet-18", "", "cnn_resnet18", "timm, an eighth of its widths (`make_cnns.py`)"),
+    Entry("MobileNetV3", "", "cnn_mobilenetv3", "timm, channel multiplier 0.25 (`make_cnns.py`)"),
+    Entry("EfficientNet-B0", "EfficientNet", "cnn_efficientnet_b0", "timm, channel multiplier 0.25 (`make_cnns.py`)"),
+    Entry("YOLOv8", "YOLOv4 (a YOLO)", "det_yolov8", "ultralytics, n's depth, 1/4 width, no NMS (`make_cnns.py`)"),
+    Entry("UNet layers", "SDXL (its UNet)", "cnn_unet_tiny", "torch.onnx.export of a toy UNet (`make_cnns.py`)"),
+]
+NOT_TRIED = ["Fuyu", "SAM", "GLPN"]
+DEVICES = (2, 4)
+
+
+def row(repo: Path, entry: Entry, devices: int) -> str:
+    """`| P | collectives | stored bytes | peak activations | verdict |`"""
+    report = check_parallel(repo / MODELS / f"{entry.file}.onnx", devices, dims=DECODE if entry.dims else None)
+    verdict = VERDICTS[report.status]
+    found = re.search(r"(\d+) collectives? sending", report.summary)
+    if found is None:  # did not compile: why, briefly
+        return f"| {devices} | – | – | – | {verdict}: {(report.error or 'no plan').splitlines()[0][:120]} |"
+    collectives = int(found.group(1))
+    per_layer = f" ({(collectives - 2) / entry.layers:g} per layer + 2)" if entry.layers else ""
+    device = re.search(r"^0 +\d+ +[\d,]+ +[\d,]+ +([\d,]+) +([\d,]+)$", report.summary, re.MULTILINE)
+    stored, peak = (device.group(1), device.group(2)) if device else ("?", "?")
+    return f"| {devices} | {collectives}{per_layer} | {stored} | {peak} | {verdict} |"
+
+
+def page(repo: Path) -> str:
+    lines = [
+        "# Multi-chip: the families, as tried",
+        "",
+        "Generated by `python -m forge_opt.tools.gen_multichip` (a test fails when it is stale). Each export is",
+        "checked in under `tests/data/models/` with the script that made it; `forge-check MODEL --devices P`",
+        "compiles it for P devices (tensor parallelism: `README.md`, \"Several devices\") and compares the run",
+        "with onnxruntime. Decoders are checked on a decode step (1 sequence, 4 new tokens over 3 cached);",
+        "their `--decode 8` runs are in `tests/test_llm_decoders.py` and `tests/test_llm_families.py`.",
+        "",
+        "| family | on TT-Forge-ONNX's multi-chip list as | export |",
+        "|---|---|---|",
+        *(f"| {e.family} | {e.listed or '–'} | `{e.file}.onnx`: {e.exporter} |" for e in ENTRIES),
+        "",
+        "Not tried yet (no export of ours): " + ", ".join(NOT_TRIED) + ".",
+        "",
+        "Collectives are per run of the model (2-layer stacks: Megatron's count is 2 per layer + 2, 1 per layer",
+        "+ 2 for parallel blocks). Bytes are device 0's (every device holds alike): what it stores (its blocks",
+        "of the weights, its constants) and the most activation bytes it holds at once.",
+        "",
+        "| family | P | collectives | stored bytes | peak activations | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in ENTRIES:
+        for devices in DEVICES:
+            lines.append(f"| {entry.family} {row(repo, entry, devices)}")
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write docs/multichip.md: the families tried on several devices.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/multichip.md is stale")
+    parser.add_argument("--repo", type=Path, default=Path(), help="the repository's root (default: here)")
+    args = parser.parse_args(argv)
+    text, path = page(args.repo), args.repo / PAGE
+    if args.check:
+        if not path.exists() or path.read_text() != text:
+            print(f"{path} is stale: run python -m forge_opt.tools.gen_multichip", file=sys.stderr)
+            return 1
+        return 0
+    write_text(path, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

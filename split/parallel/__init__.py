@@ -152,16 +152,21 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
     constant_bytes = [0] * p
     formats: list[dict[str, DataFormat]] = [{} for _ in range(p)]  # each device's block-float parameters
     for n in range(len(program.segments)):
-        blocks = program.write_blocks(n, dict(enumerate(files)), keep={0, 1})
+        # device 0's blocks held while it lowers, then device 1's read again (from the page cache): one
+        # device's blocks in memory at a time (an 8B model's LM head is 131 MB a device)
+        blocks = program.write_blocks(n, dict(enumerate(files)), keep={0})
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
         first = compile_segment(program.segment_module(n, 0, blocks[0]), names[0], weight_format)
-        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1], weight_format)
         stored = _stored_laid_out(program, first, blocks[0], files[0])
         first.emit(stored, n)
+        del blocks
+        gc.collect()  # the module (IR is cyclic) and the blocks it held
+        blocks = program.write_blocks(n, {1: files[1]}, keep={1})
+        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1], weight_format)
         second.emit(stored, n)
         shared = first if second.same_as(first) else None
         del blocks
-        gc.collect()  # the modules (IR is cyclic) and the blocks they held
+        gc.collect()
         for rank in range(p):
             if rank < 2:
                 compiled = (first, second)[rank]

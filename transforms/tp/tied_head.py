@@ -33,7 +33,9 @@ _ROWS_AT_ONCE = 1 << 22
 def _transposed_copy(w: np.ndarray, table: np.ndarray) -> bool:
     if w.dtype != table.dtype or w.shape != table.shape[::-1]:
         return False
-    if not np.array_equal(w[:, :1], table[:1].T):  # an untied head differs at once
+    # an untied head differs at once: compared on a few pages (a column of a mapped weight would read
+    # a page of every row, and the kernel's read-ahead most of the file: 0.9 GB of Llama-3's head)
+    if not np.array_equal(w[0, :16], table[:16, 0]):
         return False
     step = max(1, _ROWS_AT_ONCE // max(table.shape[1], 1))
     return all(np.array_equal(w[:, i:i + step], table[i:i + step].T) for i in range(0, table.shape[0], step))

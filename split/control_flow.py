@@ -46,7 +46,10 @@ def subgraph_model(
     graph inputs (a Loop body's; typed from `types` where it declares
     none) and the outer values it reads (typed as `types`, the model's
     inferred types); the model's weights it reads are its initializers;
-    each output is made by a node of its own."""
+    each output is made by a node of its own. The sizes the exporter wrote
+    inside the subgraph (its outputs', its value_info) are those of the
+    export's own trace, not the user's: left out, ONNX infers them anew
+    from the inputs."""
     weights = {t.name: t for t in model.graph.initializer}
     reads = sorted(outer_reads(graph))
     inputs = []
@@ -64,7 +67,8 @@ def subgraph_model(
     nodes = list(graph.node)
     made = {out for n in nodes for out in n.output}
     outputs = []
-    for n, out in enumerate(graph.output):
+    for n, declared in enumerate(graph.output):
+        out = _unsized(declared)
         if out.name in made:
             outputs.append(out)
             continue
@@ -78,10 +82,19 @@ def subgraph_model(
     g = onnx.helper.make_graph(
         nodes, f"{model.graph.name}_{what}", inputs, outputs,
         [weights[name] for name in reads if name in weights] + list(graph.initializer),
-        value_info=list(graph.value_info),
     )
     out = onnx.helper.make_model(g, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     out.functions.extend(model.functions)
+    return out
+
+
+def _unsized(declared: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    """A subgraph output's element type and rank, its sizes left to inference."""
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(declared)
+    if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
+        for d in out.type.tensor_type.shape.dim:
+            d.Clear()
     return out
 
 

@@ -50,6 +50,20 @@ def test_the_merged_decoder_passes_the_split_with_both_branches_on_the_device(na
 
 
 @pytest.mark.parametrize("name", ["t5", "whisper"])
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_prompt_of_other_sizes_than_the_exporters_trace_passes_the_split(name, devices):
+    """Issue 39: a branch made a model of its own kept the sizes the
+    exporter wrote inside it (its trace's: [3, 2, 2, 8] for Whisper's
+    `present.0.encoder.value`), and a run at 3 new tokens over 4 cached
+    failed on them ("where the model takes [3, 2, 2, 8]"), on one device
+    and on two. ONNX now infers them from the user's sizes."""
+    model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
+    dims = {**DIMS, "decoder_sequence_length": 3, "past_decoder_sequence_length": 4}
+    report = check_fallback(model, dims=dims, devices=devices)
+    assert report.status == MATCH, report.format() + report.error
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
 def test_every_matmul_of_both_branches_is_on_the_device(name, tmp_path):
     model = onnx.load(MODELS / f"{name}_decoder_merged.onnx")
     _, plan = split_model(model, tmp_path / "split", dims=DIMS)

@@ -7,6 +7,8 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from forge_opt.files import write_text
+
 
 def generator_main(
     doc: str | None, output: Path, generate: Callable[[], str], module: str, argv: list[str] | None
@@ -20,5 +22,5 @@ def generator_main(
             print(f"{output} is out of date: run python -m {module}")
             return 1
         return 0
-    output.write_text(text)
+    write_text(output, text)  # whole or not at all, never through a link (`files`)
     return 0

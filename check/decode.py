@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.compare import ATOL, RTOL, OutputResult, compare_output, compare_reduced
+from forge_opt.check.compare import ATOL, RTOL, OutputResult, compare_output
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
@@ -167,11 +167,7 @@ class Decode:
         programs = Programs(model, prepared.base, o, folder, pairs, length)
         agree = Agreement()
 
-        def compared(name: str, want: np.ndarray, got: np.ndarray) -> OutputResult:
-            t = o.tolerances
-            if o.reduced:
-                return compare_reduced(name, want, got, min_pcc=t.min_pcc, atol=t.atol)
-            return compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
+        compared = o.rule()
 
         def run(feeds: Feeds, step: int) -> dict[str, np.ndarray]:
             try:

@@ -190,8 +190,8 @@ def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
 
 def parallel_report(plan: Plan) -> str:
     """Per device its parameter bytes (as written, and as stored in their
-    formats) and the most activation bytes it holds at once; per collective the bytes it carries and what each device
-    sends for it in a ring."""
+    formats) and the most activation bytes it holds at once; per collective
+    the bytes it carries and what each device sends for it in a ring."""
     lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15} {'stored bytes':>14} "
              f"{'peak activations':>17}"]
     for d in plan.devices:

@@ -9,7 +9,6 @@ bytes each device stores and its peak of activations, the verdict.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from pathlib import Path
 
 from forge_opt.check.report import VERDICTS
 from forge_opt.check.split import check_parallel
-from forge_opt.files import write_text
+from forge_opt.tools.generated_file import generator_main
 
+#: relative to the repository's root, where the generator runs
 PAGE = Path("docs") / "multichip.md"
 MODELS = Path("tests") / "data" / "models"
 DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
@@ -70,9 +70,9 @@ NOT_TRIED = ["Fuyu", "SAM", "GLPN"]
 DEVICES = (2, 4)
 
 
-def row(repo: Path, entry: Entry, devices: int) -> str:
+def row(entry: Entry, devices: int) -> str:
     """`| P | collectives | stored bytes | peak activations | verdict |`"""
-    report = check_parallel(repo / MODELS / f"{entry.file}.onnx", devices, dims=DECODE if entry.dims else None)
+    report = check_parallel(MODELS / f"{entry.file}.onnx", devices, dims=DECODE if entry.dims else None)
     verdict = VERDICTS[report.status]
     found = re.search(r"(\d+) collectives? sending", report.summary)
     if found is None:  # did not compile: why, briefly
@@ -84,7 +84,7 @@ def row(repo: Path, entry: Entry, devices: int) -> str:
     return f"| {devices} | {collectives}{per_layer} | {stored} | {peak} | {verdict} |"
 
 
-def page(repo: Path) -> str:
+def page() -> str:
     lines = [
         "# Multi-chip: the families, as tried",
         "",
@@ -110,23 +110,12 @@ def page(repo: Path) -> str:
     ]
     for entry in ENTRIES:
         for devices in DEVICES:
-            lines.append(f"| {entry.family} {row(repo, entry, devices)}")
+            lines.append(f"| {entry.family} {row(entry, devices)}")
     return "\n".join([*lines, ""])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write docs/multichip.md: the families tried on several devices.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/multichip.md is stale")
-    parser.add_argument("--repo", type=Path, default=Path(), help="the repository's root (default: here)")
-    args = parser.parse_args(argv)
-    text, path = page(args.repo), args.repo / PAGE
-    if args.check:
-        if not path.exists() or path.read_text() != text:
-            print(f"{path} is stale: run python -m forge_opt.tools.gen_multichip", file=sys.stderr)
-            return 1
-        return 0
-    write_text(path, text)
-    return 0
+    return generator_main(__doc__, PAGE, page, "forge_opt.tools.gen_multichip", argv)
 
 
 if __name__ == "__main__":

@@ -109,10 +109,11 @@ def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
     rank = len(shape(op.results[0]))
     out = shape(op.results[0])
     axes = set()
+    partial = any(g.partial for g in given)
     for v, s in zip(op.operands, given):
         if s.axis is not None and not s.partial:  # a partial one is reduce-scattered to the split (below)
             axes.add(s.axis + rank - len(shape(v)))
-            if any(g.partial for g in given) and v.uses.get_length() > 1:
+            if partial and v.uses.get_length() > 1:
                 # read elsewhere, likely whole already (a residual stream into a norm): both whole costs one
                 # all-reduce, where a reduce-scatter here and an all-gather after it would cost two
                 return _replicated(op)

@@ -31,7 +31,7 @@ from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
-from forge_opt.check.static_cache import POSITION, from_static, past_length, to_static
+from forge_opt.check.static_cache import MASK, POSITION, from_static, past_length, to_static
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import compile_model, run_compiled
 from forge_opt.execution.oracle import Expected, expected_outputs
@@ -63,9 +63,9 @@ def next_feeds(feeds: Feeds, outputs: Mapping[str, np.ndarray], pairs: Mapping[s
     new["input_ids"] = tokens.astype(ids.dtype).reshape(ids.shape[0], 1)
     for present, past in pairs.items():
         new[past] = np.asarray(outputs[present])
-    if "attention_mask" in feeds:
-        mask = feeds["attention_mask"]
-        new["attention_mask"] = np.concatenate([mask, np.ones((mask.shape[0], 1), mask.dtype)], axis=1)
+    if MASK in feeds:
+        mask = feeds[MASK]
+        new[MASK] = np.concatenate([mask, np.ones((mask.shape[0], 1), mask.dtype)], axis=1)
     if "position_ids" in feeds:
         new["position_ids"] = feeds["position_ids"][:, -1:] + 1
     return new, tokens
@@ -219,10 +219,12 @@ class Decode:
         t = self.options.tolerances
         if not compare_output("logits", want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc).ok:
             difference = float(np.max(np.abs(np.asarray(want, np.float64) - np.asarray(got, np.float64))))
+            # an encoder-decoder's decoder (Optimum's decoder_with_past) has no mask over its own cache
+            hidden = "ones its attention mask hides" if MASK in feeds else "ones it has no 'attention_mask' to hide"
             raise ForgeOptError(
-                f"the export's logits change when its KV cache is padded to {length} positions with ones its "
-                f"attention mask hides (by up to {difference:.3g} on {reference.oracle} itself): it cannot run "
-                "from a static cache (--growing-cache decodes with the cache as exported)")
+                f"the export's logits change when its KV cache is padded to {length} positions with {hidden} "
+                f"(by up to {difference:.3g} on {reference.oracle} itself): it cannot run from a static cache "
+                "(--growing-cache decodes with the cache as exported)")
 
     def cache_length(self, feeds: Feeds) -> int:
         """The static cache's positions: `--max-length`, by default the

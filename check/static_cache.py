@@ -21,6 +21,8 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.static_cache import POSITION
 
 Feeds = dict[str, np.ndarray]
+#: the input that hides a cache's positions from attention (Optimum's name)
+MASK = "attention_mask"
 
 
 def past_length(feeds: Mapping[str, np.ndarray], pairs: Mapping[str, str]) -> int:
@@ -40,9 +42,9 @@ def to_static(feeds: Mapping[str, np.ndarray], pairs: Mapping[str, str], length:
         cache = np.zeros((*grown.shape[:2], length, *grown.shape[3:]), grown.dtype)
         cache[:, :, :p] = grown
         out[past] = cache
-    if "attention_mask" in feeds:
-        mask = feeds["attention_mask"]
-        out["attention_mask"] = np.concatenate(
+    if MASK in feeds:
+        mask = feeds[MASK]
+        out[MASK] = np.concatenate(
             [mask[:, :p], np.zeros((mask.shape[0], length - p), mask.dtype), mask[:, p:]], axis=1)
     out[POSITION] = np.array([p], np.int64)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from forge_opt.tools.generated_file import generator_main
 PAGE = Path("docs") / "multichip.md"
 MODELS = Path("tests") / "data" / "models"
 DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+#: an encoder-decoder's: 6 source tokens; a decoder step, 1 new target token over 3 cached
+ENCODE = {"batch_size": 1, "encoder_sequence_length": 6}
+SEQ2SEQ = {**ENCODE, "decoder_sequence_length": 1, "past_decoder_sequence_length": 3}
 
 
 @dataclass(frozen=True)
@@ -31,31 +35,36 @@ class Entry:
     file: str
     exporter: str
     layers: int = 0  # for a count per layer (0: not a stack of like layers)
-    dims: bool = False  # symbolic dims: a decode step's sizes (DECODE)
+    dims: Mapping[str, int] | None = None  # the sizes of its symbolic dims (a decode step's)
 
 
 OPTIMUM = "Optimum `text-generation-with-past`, tiny random config (`{script}`)"
+SEQ2SEQ_EXPORT = "Optimum `text2text-generation-with-past`'s {part}, tiny random config (`make_seq2seq_families.py`)"
 ENTRIES = [
-    Entry("Llama", "Llama-3.x 1B–8B", "llm_llama", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
-    Entry("Mistral", "Ministral", "llm_mistral", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
-    Entry("Qwen2", "Qwen2.5", "llm_qwen2", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
-    Entry("Qwen3", "", "fam_qwen3", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Phi-3", "Phi-3/3.5", "llm_phi3", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
-    Entry("Phi-2", "Phi-1/2", "fam_phi", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Gemma", "Gemma", "fam_gemma", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Gemma-2", "Gemma-2", "fam_gemma2", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Bloom", "Bloom", "fam_bloom", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("GPT-2", "", "llm_gpt2", OPTIMUM.format(script="make_llm_decoders.py"), 2, True),
-    Entry("GPT-J", "", "fam_gptj", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("GPT-NeoX", "", "fam_gpt_neox", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Falcon", "", "fam_falcon", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("GPT-BigCode", "", "fam_gpt_bigcode", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("OLMo", "", "fam_olmo", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Cohere", "", "fam_cohere", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("MPT", "", "fam_mpt", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("OPT", "", "fam_opt", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("StableLM", "", "fam_stablelm", OPTIMUM.format(script="make_llm_families.py"), 2, True),
-    Entry("Granite", "", "fam_granite", OPTIMUM.format(script="make_llm_families.py"), 2, True),
+    Entry("Llama", "Llama-3.x 1B–8B", "llm_llama", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
+    Entry("Mistral", "Ministral", "llm_mistral", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
+    Entry("Qwen2", "Qwen2.5", "llm_qwen2", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
+    Entry("Qwen3", "", "fam_qwen3", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Phi-3", "Phi-3/3.5", "llm_phi3", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
+    Entry("Phi-2", "Phi-1/2", "fam_phi", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Gemma", "Gemma", "fam_gemma", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Gemma-2", "Gemma-2", "fam_gemma2", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Bloom", "Bloom", "fam_bloom", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("GPT-2", "", "llm_gpt2", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
+    Entry("GPT-J", "", "fam_gptj", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("GPT-NeoX", "", "fam_gpt_neox", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Falcon", "", "fam_falcon", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("GPT-BigCode", "", "fam_gpt_bigcode", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("OLMo", "", "fam_olmo", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Cohere", "", "fam_cohere", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("MPT", "", "fam_mpt", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("OPT", "", "fam_opt", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("StableLM", "", "fam_stablelm", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    Entry("Granite", "", "fam_granite", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
+    *(Entry(f"{family} {part}", "", f"fam_{name}_{part}", SEQ2SEQ_EXPORT.format(part=exported), 2, dims)
+      for family, name in (("BART", "bart"), ("mBART", "mbart"), ("Marian", "marian"))
+      for part, exported, dims in (("encoder", "encoder_model", ENCODE),
+                                   ("decoder", "decoder_with_past_model", SEQ2SEQ))),
     Entry("BERT", "a BERT variant", "bert_opset17", "torch.onnx.export, tiny random config (`make_models.py`)", 2),
     Entry("ViT", "ViT", "vit_opset17", "torch.onnx.export, tiny random config (`make_models.py`)", 2),
     Entry("Whisper encoder", "Whisper-large", "whisper_encoder_opset17",
@@ -72,7 +81,7 @@ DEVICES = (2, 4)
 
 def row(entry: Entry, devices: int) -> str:
     """`| P | collectives | stored bytes | peak activations | verdict |`"""
-    report = check_parallel(MODELS / f"{entry.file}.onnx", devices, dims=DECODE if entry.dims else None)
+    report = check_parallel(MODELS / f"{entry.file}.onnx", devices, dims=entry.dims)
     verdict = VERDICTS[report.status]
     found = re.search(r"(\d+) collectives? sending", report.summary)
     if found is None:  # did not compile: why, briefly
@@ -92,8 +101,9 @@ def page() -> str:
         "checked in under `tests/data/models/` with the script that made it; `forge-check MODEL --devices P`",
         "compiles it for P devices (`README.md`, \"Models too big for one device: tensor parallelism\") and",
         "compares the run with onnxruntime. Decoders are checked on a decode step (1 sequence, 4 new tokens",
-        "over 3 cached); their `--decode 8` runs are in `tests/test_llm_decoders.py` and",
-        "`tests/test_llm_families.py`.",
+        "over 3 cached; an encoder-decoder's, 1 new token over 3 cached and 6 source tokens); their",
+        "`--decode 8` runs are in `tests/test_llm_decoders.py`, `tests/test_llm_families.py` and",
+        "`tests/test_seq2seq_families.py`.",
         "",
         "| family | on TT-Forge-ONNX's multi-chip list as | export |",
         "|---|---|---|",
@@ -102,7 +112,8 @@ def page() -> str:
         "Not tried yet (no export of ours): " + ", ".join(NOT_TRIED) + ".",
         "",
         "Collectives are per run of the model (2-layer stacks: Megatron's count is 2 per layer + 2, 1 per layer",
-        "+ 2 for parallel blocks). Bytes are device 0's (every device holds alike): what it stores (its blocks",
+        "+ 2 for parallel blocks, 3 per layer + 2 for an encoder-decoder's decoder: self-attention,",
+        "cross-attention, MLP). Bytes are device 0's (every device holds alike): what it stores (its blocks",
         "of the weights, its constants) and the most activation bytes it holds at once.",
         "",
         "| family | P | collectives | stored bytes | peak activations | verdict |",

@@ -31,6 +31,7 @@ import onnx.shape_inference
 from onnx import AttributeProto, ModelProto, NodeProto, numpy_helper
 
 from forge_opt.dtypes import holds
+from forge_opt.frontends.onnx.dispatch import FixedSizeDispatch
 from forge_opt.frontends.onnx.functions import expand, expandable, function_body
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.frontends.onnx.round import is_static, static_shape
@@ -65,10 +66,11 @@ def resolve(inferred: ModelProto, infer: Callable[[ModelProto], ModelProto]) -> 
     return model
 
 
-class _Round(UnrollControlFlow, ResolveSequences):
+class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch):
     """One in-order walk over the graph; inlined nodes are walked where they
     land. Control flow (`unroll`) and sequences (`sequences`) are
-    resolved by the families' own steps."""
+    resolved by the families' own steps, as is an expert's dispatch
+    (`dispatch`)."""
 
     def run(self) -> bool:
         work = deque(self.source.graph.node)
@@ -154,6 +156,9 @@ class _Round(UnrollControlFlow, ResolveSequences):
             return self._loop(node)
         if op == "Scan" and self.opset >= 9:  # (opset 8's batched form is left alone)
             return self._scan(node)
+        dispatched = self._dispatch(node)
+        if dispatched is not None:
+            return dispatched
         if op in SEQUENCE_OPS or (op == "Identity" and node.input[0] in self.seqs):
             return self._sequence(node)
         if expandable(op, self.opset):

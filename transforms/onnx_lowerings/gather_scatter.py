@@ -153,6 +153,18 @@ def _scatter(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str
     (`reduction` none: the last write wins; add: writes add up)."""
     shape = static_shape(data, e)
     size, count = math.prod(shape), positions.size
+    flat = positions.reshape(-1)
+    if count == size and reduction in ("none", "add") and np.array_equal(np.sort(flat), np.arange(size)):
+        # every position written once (an expert's rows at a fixed size, `dispatch`): the updates, reordered
+        if np.array_equal(flat, np.arange(size)):
+            written = e.reshape(updates, shape)
+        else:
+            order = e.value(tir.ConstantOp(array_to_attr(np.argsort(flat).astype(np.int64))))
+            written = e.reshape(e.value(tir.GatherOp(e.reshape(updates, [count]), order, 0)), shape)
+        zeros = constant_array(data)
+        if reduction == "none" or (zeros is not None and not np.any(zeros)):
+            return written
+        return e.binary(BinaryFn.ADD, data, written)
     if size * count > _SCATTER_LIMIT:
         raise e.error(f"a scatter of {count} updates into {size} elements is too large to route")
     dtype = dtypes.numpy_dtype(data.type.element_type)

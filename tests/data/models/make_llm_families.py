@@ -7,7 +7,8 @@ for (and their kin) as users export them: Hugging Face Optimum, task
   GPT-NeoX, Phi-2 (`phi`), Falcon (old architecture, multi-query);
 - multi-query attention: GPT-BigCode, Falcon;
 - QK-norm and other norms: Gemma, Gemma-2, Qwen3, OLMo, Cohere;
-- ALiBi and learned positions: Bloom, MPT, OPT; StableLM, Granite.
+- ALiBi and learned positions: Bloom, MPT, OPT; StableLM, Granite;
+- a mixture of experts: Qwen3-MoE.
 
     python -m venv /tmp/exp && /tmp/exp/bin/pip install 'optimum-onnx==0.1.0' 'optimum==2.1.0' \\
         'transformers==4.57.6' 'tokenizers==0.22.2' 'torch==2.14.1' 'onnx==1.23.2'
@@ -53,6 +54,9 @@ CONFIGS = {
                                num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32),
     "stablelm": lambda: t.StableLmConfig(**COMMON, num_key_value_heads=2),
     "granite": lambda: t.GraniteConfig(**COMMON, num_key_value_heads=2),
+    # 4 experts of 2 per token; Optimum exports the dispatch as traced: per expert a NonZero of its tokens
+    "qwen3_moe": lambda: t.Qwen3MoeConfig(**COMMON, num_key_value_heads=2, head_dim=8, moe_intermediate_size=16,
+                                          num_experts=4, num_experts_per_tok=2, norm_topk_prob=True),
 }
 
 

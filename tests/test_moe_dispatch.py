@@ -1,0 +1,104 @@
+"""A mixture of experts' dispatch at a fixed size (`frontends/onnx/dispatch.py`,
+issue 39): Hugging Face's `torch.where(expert_mask[e])` / `index_add_`, exported
+as a NonZero of run-time size, becomes one row per token, the tokens that did
+not choose the expert adding zero; Qwen3-MoE as Optimum exports it compiles,
+matches onnxruntime and shares its experts over devices at Megatron's count."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from forge_opt.check.model import check_model
+from forge_opt.check.report import MATCH, NOT_COMPILED
+
+ROOT = Path(__file__).parent.parent
+DISPATCH = ROOT / "lit_tests" / "frontends" / "resolve_expert_dispatch.onnxtxt"
+QWEN3_MOE = Path(__file__).parent / "data" / "models" / "fam_qwen3_moe.onnx"
+
+
+def dispatch_text() -> str:
+    return "\n".join(line for line in DISPATCH.read_text().splitlines() if not line.startswith("#"))
+
+
+def routed_to_expert_1(x: np.ndarray) -> np.ndarray:
+    """Which tokens choose expert 1 among their top 2 (the model's router)."""
+    model = onnx.parser.parse_model(dispatch_text())
+    router = next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name == "router")
+    scores = x @ router
+    return (np.argsort(-scores, axis=1, kind="stable")[:, :2] == 1).any(axis=1)
+
+
+def test_every_token_is_a_row_and_those_not_routed_add_zero():
+    rng = np.random.default_rng(0)
+    unrouted = 0
+    for _ in range(6):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        report = check_model(DISPATCH, {"x": x})
+        assert report.status == MATCH, report.format()
+        unrouted += int((~routed_to_expert_1(x)).sum())
+    assert unrouted  # some token's row was computed and weighed nothing
+
+
+SCATTER = "[scatter] out = ScatterElements <axis = 0> (zeros, indices, update)"
+VARIANTS = {
+    # the rows summed: a sum over the routed tokens is not one over every token
+    "rows reduced": [("=> (float[3, 4] out)", "=> (float[3, 4] out, float total)"),
+                     (SCATTER, SCATTER + "\n  [total] total = ReduceSum <keepdims = 0> (update)")],
+    # a scatter over data that is not zeros: a token not routed would overwrite its row
+    "not into zeros": [(SCATTER, SCATTER.replace("(zeros,", "(x,"))],
+    # the rows' count read as data
+    "count as data": [("=> (float[3, 4] out)", "=> (float[3, 4] mean)"),
+                      (SCATTER, SCATTER + "\n  [n] n = Shape (token)\n  [nf] nf = Cast <to = 1> (n)\n"
+                                          "  [mean] mean = Div (out, nf)")],
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_dispatch_not_provably_row_by_row_keeps_its_nonzero(tmp_path, variant):
+    text = dispatch_text()
+    for old, new in VARIANTS[variant]:
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "variant.onnxtxt"
+    path.write_text(text)
+    report = check_model(path, {"x": np.ones((3, 4), np.float32)})
+    assert report.status == NOT_COMPILED
+    assert "node 'routed' (onnx.NonZero), whose result shape is not known at compile time" in report.error
+
+
+def test_qwen3_moe_matches_on_one_device():
+    from tests.test_llm_families import feeds
+
+    report = check_model(QWEN3_MOE, feeds("qwen3_moe"))
+    assert report.status == MATCH, report.format()
+
+
+def test_qwen3_moe_keeps_its_router_whole_and_shares_its_experts():
+    """Each expert's MLP column- then row-parallel; the experts' weighted
+    sum stays partial through the dispatch, one all-reduce a layer; the
+    router stays whole, its reason in the report."""
+    from forge_opt.check.split import check_parallel
+    from tests.test_llm_families import feeds
+
+    report = check_parallel(QWEN3_MOE, 2, feeds("qwen3_moe"))
+    assert report.status == MATCH, report.format()
+    assert int(re.search(r"(\d+) collectives? sending", report.summary).group(1)) == 6  # pyright: ignore
+    assert "warning" not in report.summary
+
+
+def test_the_router_stays_whole_with_its_reason(tmp_path):
+    from forge_opt.split.api import tensor_parallel
+
+    plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", 2, dims={"batch_size": 1, "sequence_length": 4,
+                                                                "past_sequence_length": 3}, require_sharded=True)
+    routers = [layer for layer in plan.layers if "/mlp/gate/" in layer.node]
+    assert len(routers) == 2 and all(layer.case == "replicated" for layer in routers)
+    assert "reads all its columns at once (a router's scores)" in routers[0].reason
+    experts = [layer for layer in plan.layers if "/experts." in layer.node]
+    assert len(experts) == 24 and {layer.case for layer in experts} == {"column", "row"}

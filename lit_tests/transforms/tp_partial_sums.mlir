@@ -73,3 +73,44 @@ func.func @reduce_scatter(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT: %[[P:.*]] = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
 // CHECK-NEXT: %y = tir.binary add %[[P]], %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
 // CHECK-NEXT: %{{.*}} = shard.all_gather %y on @tp grid_axes = [0] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+
+// -----
+
+// Two experts (an MoE layer at a fixed size): each expert's output times its
+// routing weight, computed at run time, rows moved by a reshape, and the two
+// summed: every step is linear in the partial sum nothing else reads, so the
+// layer costs one all-reduce. The router's scores feed a softmax across all
+// its columns: it stays whole (no all-gather of its output).
+// CHECK-LABEL: func.func @experts
+func.func @experts(%x: tensor<4x8xf32>) -> tensor<32xf32> {
+  %router = tir.constant {value = dense<0.5> : tensor<8x2xf32>} : tensor<8x2xf32>
+  %up0 = tir.constant {value = dense<1.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %down0 = tir.constant {value = dense<2.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+  %up1 = tir.constant {value = dense<3.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %down1 = tir.constant {value = dense<4.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+  %scores = tir.matmul %x, %router : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  %p = tir.softmax %scores {axis = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+  %p0 = tir.strided_slice %p axes [1] begin [0] end [1] strides [1] : tensor<4x2xf32> -> tensor<4x1xf32>
+  %p1 = tir.strided_slice %p axes [1] begin [1] end [2] strides [1] : tensor<4x2xf32> -> tensor<4x1xf32>
+  %h0 = tir.matmul %x, %up0 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %e0 = tir.matmul %h0, %down0 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %w0 = tir.binary mul %e0, %p0 : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %r0 = tir.reshape %w0 : tensor<4x8xf32> -> tensor<32xf32>
+  %h1 = tir.matmul %x, %up1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %e1 = tir.matmul %h1, %down1 : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %w1 = tir.binary mul %e1, %p1 : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  %r1 = tir.reshape %w1 : tensor<4x8xf32> -> tensor<32xf32>
+  %y = tir.binary add %r0, %r1 : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+  func.return %y : tensor<32xf32>
+}
+// CHECK:      %scores = tir.matmul %x, %router : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+// CHECK-NEXT: %p = tir.softmax %scores {axis = 1 : i64} : tensor<4x2xf32> -> tensor<4x2xf32>
+// CHECK:      %e0 = tir.matmul %h0, %{{.*}} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %w0 = tir.binary mul %e0, %p0 : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %r0 = tir.reshape %w0 : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK:      %e1 = tir.matmul %h1, %{{.*}} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %w1 = tir.binary mul %e1, %p1 : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %r1 = tir.reshape %w1 : tensor<4x8xf32> -> tensor<32xf32>
+// CHECK-NEXT: %y = tir.binary add %r0, %r1 : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+// CHECK-NEXT: %[[Y:.*]] = shard.all_reduce %y on @tp grid_axes = [0] : tensor<32xf32> -> tensor<32xf32>
+// CHECK-NEXT: func.return %[[Y]]

@@ -296,6 +296,7 @@ class _Annotator:
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
         fused = fused_parts(layer.op.results[0])
+        router = False
         if layer.op in self.whole:
             wanted, layer.reason = REPLICATE, ("the parts of a fused projection whose heads the devices do not "
                                                "divide (multi-query K/V): whole on every device")
@@ -315,10 +316,12 @@ class _Annotator:
             elif (heads := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
                 wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"
-            elif (tile := self._tiled_whole(layer)) is not None:
+            elif (whole := self._read_whole(layer)) is not None:
                 wanted, layer.reason = REPLICATE, (
-                    f"{tile} repeats its heads whole (query head j reads KV head j mod the KV heads), so every "
-                    "device needs all of them")
+                    f"{describe(whole)} repeats its heads whole (query head j reads KV head j mod the KV heads), so "
+                    "every device needs all of them" if isinstance(whole, tir.TileOp) else
+                    f"{describe(whole)} reads all its columns at once (a router's scores): whole on every device")
+                router = not isinstance(whole, tir.TileOp)
         elif x.axis is not None:  # a bilinear Resize's interpolation matrix, say: no collective, each its block
             wanted, layer.reason = REPLICATE, f"its input is split along axis {x.axis}, which the product keeps"
         else:
@@ -335,9 +338,9 @@ class _Annotator:
             # a 3-class head, a 64-wide projection at P=3: replicated, its reason in the report
             layer.reason = f"its {what} ({w[dim]}) do not divide by {self.devices} devices"
             dim, wanted = None, REPLICATE
-        if dim is None:
+        if dim is None:  # (a router is whole by design, as Megatron keeps it)
             layer.unshared = (pin is None and not small and not (x.axis is not None and x.axis < last)
-                              and layer.op not in self.whole)
+                              and layer.op not in self.whole and not router)
             return
         layer.case = wanted
         if wanted == COLUMN and not layer.gather_out and fused is not None:
@@ -403,10 +406,11 @@ class _Annotator:
             return None
         return None
 
-    def _tiled_whole(self, layer: Layer) -> str | None:
-        """The Tile, if one, that repeats a column layer's output along the
-        axis it would be split on (GQA's K/V as `repeat` exports them:
-        each device would need every head, so an all-gather would follow)."""
+    def _read_whole(self, layer: Layer) -> Operation | None:
+        """The op, if one, that would need a column layer's output whole
+        along the axis it would be split on, so an all-gather would follow
+        at once: a Tile repeating it (GQA's K/V as `repeat` exports them),
+        a softmax or argmax across it (an MoE router's scores)."""
         v, s = layer.op.results[0], split(len(shape(layer.op.results[0])) - 1)
         while v.uses.get_length() == 1 and s.axis is not None:
             user = next(iter(v.uses)).operation
@@ -414,8 +418,8 @@ class _Annotator:
                 return None
             given = [s if o is v else self.of(o) for o in user.operands]
             r = rule(user, given, self.devices)
-            if isinstance(user, tir.TileOp) and r.operands[0] == REPLICATED:
-                return describe(user)
+            if isinstance(user, tir.TileOp | tir.SoftmaxOp | tir.ArgmaxOp) and r.operands[0] == REPLICATED:
+                return user
             v, s = user.results[0], r.results[0]
         return None
 

@@ -134,8 +134,8 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
     xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
     if w.axis is not None and w.axis == wr - 1 and wr == 2:  # column-parallel (x gathered or all-reduced first)
         return Rule([REPLICATED, w], [split(rank - 1)])
-    if x.partial or w.partial:
-        return _replicated(op)
+    if x.partial or w.partial:  # summed first; the other operand keeps its split (a tied head's table block)
+        return _matmul(op, [REPLICATED if g.partial else g for g in given])
     if w.axis is not None and w.axis == wr - 2 and wr == 2:  # row-parallel: contract over the split
         return Rule([split(xr - 1), w], [PARTIAL])
     if x.axis is not None and x.axis == xr - 2 and w.axis is None:  # rows of x
@@ -172,15 +172,19 @@ def _widens(op: tir.CastOp) -> bool:
 
 
 def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
-    """A partial value times (or over) a constant that does not widen it:
-    the product of the sum is the sum of the products. (Not by a computed
-    value: a norm's scale is computed from the sum, all-reduced already.)"""
+    """A partial value that nothing else reads times (or over) a replicated
+    one that does not widen it: the product of the sum is the sum of the
+    products (Gemm's alpha, an expert's routing weight). A partial value
+    read twice is summed once for both (GELU's x and x/√2; a norm's input
+    and the scale computed from it)."""
     fn = op.fn.data
-    if given == [PARTIAL, REPLICATED]:
-        return (fn in (BinaryFn.MUL, BinaryFn.DIV) and shape(op.lhs) == shape(op.output)
-                and isinstance(op.rhs.owner, tir.ConstantOp))
-    return (given == [REPLICATED, PARTIAL] and fn == BinaryFn.MUL and shape(op.rhs) == shape(op.output)
-            and isinstance(op.lhs.owner, tir.ConstantOp))
+    if given == [PARTIAL, REPLICATED] and fn in (BinaryFn.MUL, BinaryFn.DIV):
+        summand = op.lhs
+    elif given == [REPLICATED, PARTIAL] and fn == BinaryFn.MUL:
+        summand = op.rhs
+    else:
+        return False
+    return shape(summand) == shape(op.output) and summand.uses.get_length() == 1
 
 
 def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
@@ -216,6 +220,8 @@ def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
     axis = op.axis.value.data
     if table.axis is None and indices.axis is not None and axis == 0:
         return Rule([REPLICATED, indices], [split(indices.axis)])
+    if table.partial and indices == REPLICATED and op.operands[0].uses.get_length() == 1:
+        return Rule(given, [PARTIAL])  # rows of each summand
     if table.axis == 0 and axis == 0 and indices.axis is None:
         return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
     if table.axis is not None and table.axis != axis and not indices.partial:
@@ -298,6 +304,9 @@ _BY_OPERANDS: dict[type[Operation], Callable[..., Rule]] = {
     tir.ConvTranspose2dOp: _window,
 }
 
+#: ops that only move a value's elements (no growth): a partial sum that nothing else reads goes through them
+_MOVES = (tir.ReshapeOp, tir.TransposeOp, tir.StridedSliceOp)
+
 #: ops whose first operand is split along axis `a`: how the split goes through
 _BY_AXIS: dict[type[Operation], Callable[..., Rule]] = {
     tir.ReshapeOp: _reshape,
@@ -327,6 +336,8 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
     if by_operands is not None:
         return by_operands(op, given, devices)
     s = given[0] if given else REPLICATED
+    if s.partial and isinstance(op, _MOVES) and op.operands[0].uses.get_length() == 1:
+        return Rule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
     by_axis = _BY_AXIS.get(type(op))
     if by_axis is None or s.axis is None:
         return _replicated(op)

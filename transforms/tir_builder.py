@@ -6,6 +6,8 @@ another's modules (`tests/test_import_graph.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from xdsl.ir import SSAValue
 
@@ -56,6 +58,30 @@ class TirEmitter(Emitter):
             return x
         return self.value(tir.ReshapeOp(x, shape))
 
+    def transpose(self, x: SSAValue, perm: Sequence[int]) -> SSAValue:
+        static_shape(x, self)
+        return self.value(tir.TransposeOp(x, perm))
+
+    def slice(self, x: SSAValue, axes: Sequence[int], begin: Sequence[int], end: Sequence[int],
+              strides: Sequence[int]) -> SSAValue:
+        static_shape(x, self)
+        return self.value(tir.StridedSliceOp(x, axes, begin, end, strides))
+
+    def concat(self, values: Sequence[SSAValue], axis: int) -> SSAValue:
+        for v in values:
+            static_shape(v, self)
+        return self.value(tir.ConcatOp(values, axis))
+
+    def gather(self, x: SSAValue, indices: SSAValue, axis: int) -> SSAValue:
+        static_shape(x, self)
+        static_shape(indices, self)
+        return self.value(tir.GatherOp(x, indices, axis))
+
+    def where(self, condition: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
+        for v in (condition, x, y):
+            static_shape(v, self)
+        return self.value(tir.WhereOp(condition, x, y))
+
     def matmul(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """numpy's matmul: a 1-D operand is a row (or column) dropped after."""
         sa, sb = static_shape(a, self), static_shape(b, self)
@@ -93,4 +119,4 @@ class TirEmitter(Emitter):
         odd = self.binary(BinaryFn.MOD, f, self.scalar(2.0, x))
         rounded = self.binary(BinaryFn.ADD, self.binary(BinaryFn.ADD, f, up), self.binary(BinaryFn.MUL, tie, odd))
         small = self.binary(BinaryFn.LT, self.unary(UnaryFn.ABS, x), self.scalar(_INTEGRAL_FROM, x))
-        return self.value(tir.WhereOp(small, rounded, x))
+        return self.where(small, rounded, x)

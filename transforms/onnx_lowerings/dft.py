@@ -10,7 +10,6 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from forge_opt.dialects import onnx_ops as onnx
-from forge_opt.dialects import tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.interpreters.onnx import one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
@@ -47,9 +46,9 @@ def _dft(op: onnx.DFTOp, e: TirEmitter):
     perm = [a for a in range(rank - 1) if a != axis] + [axis]
     inputs = []
     for p in range(parts):
-        part = op.input if parts == 1 else e.value(tir.StridedSliceOp(op.input, [rank - 1], [p], [p + 1], [1]))
-        part = e.value(tir.ReshapeOp(part, shape[:-1]))
-        inputs.append(e.value(tir.TransposeOp(part, perm)) if perm != list(range(rank - 1)) else part)
+        part = op.input if parts == 1 else e.slice(op.input, [rank - 1], [p], [p + 1], [1])
+        part = e.reshape(part, shape[:-1])
+        inputs.append(e.transpose(part, perm) if perm != list(range(rank - 1)) else part)
     back = [perm.index(a) for a in range(rank - 1)]
     outputs = []
     for out_part in range(len(weights)):
@@ -64,10 +63,10 @@ def _dft(op: onnx.DFTOp, e: TirEmitter):
             m = weights[out_part][0].shape[0]
             total = e.constant(np.zeros([*(shape[a] for a in perm[:-1]), m], np.float32))
         if back != list(range(rank - 1)):
-            total = e.value(tir.TransposeOp(total, back))
+            total = e.transpose(total, back)
         out_shape = static_shape(total, e)
-        outputs.append(e.value(tir.ReshapeOp(total, [*out_shape, 1])))
-    return [outputs[0] if len(outputs) == 1 else e.value(tir.ConcatOp(outputs, rank - 1))]
+        outputs.append(e.reshape(total, [*out_shape, 1]))
+    return [outputs[0] if len(outputs) == 1 else e.concat(outputs, rank - 1)]
 
 
 def _matrices(op, e: TirEmitter, shape, axis: int, length, axis_input) -> list[list[np.ndarray]]:

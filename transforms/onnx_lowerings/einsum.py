@@ -68,12 +68,12 @@ def _diagonals(e: TirEmitter, x: _Operand) -> _Operand:
         label = next(k for k in x.labels if x.labels.count(k) > 1)
         first, second = (i for i, k in enumerate(x.labels) if k == label)
         rest = [i for i in range(len(x.labels)) if i not in (first, second)]
-        moved = e.value(tir.TransposeOp(x.value, [*rest, first, second]))
+        moved = e.transpose(x.value, [*rest, first, second])
         shape = static_shape(moved, e)
         n = shape[-1]
-        flat = e.value(tir.ReshapeOp(moved, [*shape[:-2], n * n]))
+        flat = e.reshape(moved, [*shape[:-2], n * n])
         diagonal = e.constant((np.arange(n) * (n + 1)).astype(np.int64))
-        x = _Operand(e.value(tir.GatherOp(flat, diagonal, len(shape) - 2)), [*(x.labels[i] for i in rest), label])
+        x = _Operand(e.gather(flat, diagonal, len(shape) - 2), [*(x.labels[i] for i in rest), label])
     return x
 
 
@@ -95,10 +95,10 @@ def _arrange(e: TirEmitter, x: _Operand, groups: list[list[str]]) -> SSAValue:
     order = [k for g in groups for k in g]
     value = x.value
     if order != x.labels:
-        value = e.value(tir.TransposeOp(value, [x.labels.index(k) for k in order]))
+        value = e.transpose(value, [x.labels.index(k) for k in order])
     sizes = _sizes(e, x)
     shape = [sizes[k] for k in groups[0]] + [math.prod(sizes[k] for k in g) for g in groups[1:]]
-    return e.value(tir.ReshapeOp(value, shape)) if shape != static_shape(value, e) else value
+    return e.reshape(value, shape) if shape != static_shape(value, e) else value
 
 
 def _contract(e: TirEmitter, a: _Operand, b: _Operand, keep: set[str]) -> _Operand:
@@ -112,7 +112,7 @@ def _contract(e: TirEmitter, a: _Operand, b: _Operand, keep: set[str]) -> _Opera
     a_sizes, b_sizes = _sizes(e, a), _sizes(e, b)
     shape = [*static_shape(product, e)[: len(batch)], *(a_sizes[k] for k in left), *(b_sizes[k] for k in right)]
     if shape != static_shape(product, e):
-        product = e.value(tir.ReshapeOp(product, shape))
+        product = e.reshape(product, shape)
     return _Operand(product, [*batch, *left, *right])
 
 
@@ -133,5 +133,5 @@ def _einsum(op: onnx.EinsumOp, e: TirEmitter):
     assert result is not None
     result = _sum_away(e, result, set(output))
     if result.labels != output:
-        result = _Operand(e.value(tir.TransposeOp(result.value, [result.labels.index(k) for k in output])), output)
+        result = _Operand(e.transpose(result.value, [result.labels.index(k) for k in output]), output)
     return [result.value]

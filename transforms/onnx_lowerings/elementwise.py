@@ -322,7 +322,7 @@ def _cast_like(op: onnx.CastLikeOp, e: TirEmitter):
 def _where_values(e, condition, x, y):
     for v in (condition, x, y):
         static_shape(v, e)
-    return e.value(tir.WhereOp(condition, x, y))
+    return e.where(condition, x, y)
 
 
 @lowers(onnx.FloorOp)

@@ -14,7 +14,6 @@ from xdsl.ir import SSAValue
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, as_ints, normalize_axis, static_shape
@@ -35,17 +34,17 @@ def _gather(op: onnx.GatherOp, e: TirEmitter):
         flat = [i % shape[axis] for i in as_ints(indices)]
         # contiguous constant indices are a slice (and a reshape)
         if flat and flat == list(range(flat[0], flat[0] + len(flat))):
-            piece = e.value(tir.StridedSliceOp(op.data, [axis], [flat[0]], [flat[0] + len(flat)], [1]))
+            piece = e.slice(op.data, [axis], [flat[0]], [flat[0] + len(flat)], [1])
             return [e.reshape(piece, out)]
-    return [e.value(tir.GatherOp(op.data, op.indices, axis))]
+    return [e.gather(op.data, op.indices, axis)]
 
 
 def _take_flat(e: TirEmitter, data, flat_indices: np.ndarray, out_shape: list[int]):
     """Elements of `data` at constant positions of its flattened form."""
     shape = static_shape(data, e)
     flat = e.reshape(data, [math.prod(shape)])
-    idx = e.value(tir.ConstantOp(array_to_attr(flat_indices.reshape(-1).astype(np.int64))))
-    taken = e.value(tir.GatherOp(flat, idx, 0))
+    idx = e.constant(flat_indices.reshape(-1).astype(np.int64))
+    taken = e.gather(flat, idx, 0)
     return e.reshape(taken, out_shape)
 
 
@@ -66,7 +65,7 @@ def _index_arithmetic(e: TirEmitter, indices: SSAValue):
     dtype = dtypes.numpy_dtype(dtypes.tensor(indices.type).element_type)
 
     def const(values) -> SSAValue:
-        return e.value(tir.ConstantOp(array_to_attr(np.asarray(values, dtype))))
+        return e.constant(np.asarray(values, dtype))
 
     return const
 
@@ -74,7 +73,7 @@ def _index_arithmetic(e: TirEmitter, indices: SSAValue):
 def _counted_back(e: TirEmitter, const, idx: SSAValue, size: int) -> SSAValue:
     """Run-time indices with negative ones counted back from `size`."""
     negative = e.binary(BinaryFn.LT, idx, const(0))
-    return e.value(tir.WhereOp(negative, e.binary(BinaryFn.ADD, idx, const(size)), idx))
+    return e.where(negative, e.binary(BinaryFn.ADD, idx, const(size)), idx)
 
 
 def _scaled(e: TirEmitter, const, idx: SSAValue, stride: int) -> SSAValue:
@@ -84,7 +83,7 @@ def _scaled(e: TirEmitter, const, idx: SSAValue, stride: int) -> SSAValue:
 def _take_rows(e: TirEmitter, table: SSAValue, rows: SSAValue, out_shape: list[int]) -> SSAValue:
     """Rows of a table at positions computed at run time, in `out_shape`."""
     count = math.prod(static_shape(rows, e))
-    taken = e.value(tir.GatherOp(table, e.reshape(rows, [count]), 0))
+    taken = e.gather(table, e.reshape(rows, [count]), 0)
     return e.reshape(taken, out_shape)
 
 
@@ -136,7 +135,7 @@ def _gather_nd_at_run_time(op: onnx.GatherNDOp, e: TirEmitter, shape: list[int],
     const = _index_arithmetic(e, op.indices)
     rows = const(np.ravel_multi_index(tuple(np.indices(lead)[:b]), shape[:b]) * addressed) if b else None
     for k in range(depth):
-        part = e.value(tir.StridedSliceOp(op.indices, [len(ishape) - 1], [k], [k + 1], [1]))
+        part = e.slice(op.indices, [len(ishape) - 1], [k], [k + 1], [1])
         idx = _counted_back(e, const, e.reshape(part, lead), shape[b + k])
         term = _scaled(e, const, idx, math.prod(shape[b + k + 1 : b + depth]))
         rows = term if rows is None else e.binary(BinaryFn.ADD, rows, term)
@@ -159,8 +158,8 @@ def _scatter(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str
         if np.array_equal(flat, np.arange(size)):
             written = e.reshape(updates, shape)
         else:
-            order = e.value(tir.ConstantOp(array_to_attr(np.argsort(flat).astype(np.int64))))
-            written = e.reshape(e.value(tir.GatherOp(e.reshape(updates, [count]), order, 0)), shape)
+            order = e.constant(np.argsort(flat).astype(np.int64))
+            written = e.reshape(e.gather(e.reshape(updates, [count]), order, 0), shape)
         zeros = constant_array(data)
         if reduction == "none" or (zeros is not None and not np.any(zeros)):
             return written
@@ -181,14 +180,14 @@ def _scatter(e: TirEmitter, data, updates, positions: np.ndarray, reduction: str
     else:
         raise e.error(f"reduction '{reduction}' of {count} updates is not supported")
     column = e.reshape(updates, [count, 1])
-    routed = e.value(tir.MatmulOp(e.value(tir.ConstantOp(array_to_attr(route))), column))
+    routed = e.value(tir.MatmulOp(e.constant(route), column))
     routed = e.reshape(routed, shape)
     if reduction == "add":
         return e.binary(BinaryFn.ADD, data, routed)
     written = np.zeros(size, bool)
     written[positions.reshape(-1)] = True
-    mask = e.value(tir.ConstantOp(array_to_attr(written.reshape(shape))))
-    return e.value(tir.WhereOp(mask, routed, data))
+    mask = e.constant(written.reshape(shape))
+    return e.where(mask, routed, data)
 
 
 _SEQUENTIAL_LIMIT = 64
@@ -202,11 +201,11 @@ def _scatter_sequential(e: TirEmitter, data, updates, positions: np.ndarray, red
     out = e.reshape(data, [size])
     flat_updates = e.reshape(updates, [positions.size])
     for j, p in enumerate(positions.reshape(-1)):
-        u = e.value(tir.StridedSliceOp(flat_updates, [0], [j], [j + 1], [1]))
+        u = e.slice(flat_updates, [0], [j], [j + 1], [1])
         at = np.zeros(size, bool)
         at[p] = True
-        mask = e.value(tir.ConstantOp(array_to_attr(at)))
-        out = e.value(tir.WhereOp(mask, e.binary(fn, out, u), out))
+        mask = e.constant(at)
+        out = e.where(mask, e.binary(fn, out, u), out)
     return e.reshape(out, shape)
 
 
@@ -250,18 +249,18 @@ def _one_hot(op: onnx.OneHotOp, e: TirEmitter):
     if indices is not None:
         idx = np.where(indices < 0, indices + depth, indices)
         hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(along)
-        mask = e.value(tir.ConstantOp(array_to_attr(hot)))
+        mask = e.constant(hot)
     else:
         idx_dtype = dtypes.numpy_dtype(dtypes.tensor(op.indices.type).element_type)
 
         def const(values) -> SSAValue:
-            return e.value(tir.ConstantOp(array_to_attr(np.asarray(values, idx_dtype))))
+            return e.constant(np.asarray(values, idx_dtype))
 
         x = op.indices
         negative = e.binary(BinaryFn.LT, x, const(0))
-        x = e.value(tir.WhereOp(negative, e.binary(BinaryFn.ADD, x, const(depth)), x))
-        x = e.value(tir.ReshapeOp(x, [*shape[:axis], 1, *shape[axis:]]))
+        x = e.where(negative, e.binary(BinaryFn.ADD, x, const(depth)), x)
+        x = e.reshape(x, [*shape[:axis], 1, *shape[axis:]])
         mask = e.binary(BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
-    off = e.value(tir.StridedSliceOp(op.values, [0], [0], [1], [1]))
-    on = e.value(tir.StridedSliceOp(op.values, [0], [1], [2], [1]))
-    return [e.value(tir.WhereOp(mask, on, off))]
+    off = e.slice(op.values, [0], [0], [1], [1])
+    on = e.slice(op.values, [0], [1], [2], [1])
+    return [e.where(mask, on, off)]

@@ -66,13 +66,13 @@ def _reflect(e: TirEmitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
         sign = 1.0 if near < far else -1.0
         from_near = e.binary(BinaryFn.ADD, e.scalar(near, dx), e.binary(BinaryFn.MUL, rest, e.scalar(sign, dx)))
         from_far = e.binary(BinaryFn.SUB, e.scalar(far, dx), e.binary(BinaryFn.MUL, rest, e.scalar(sign, dx)))
-        return e.value(tir.WhereOp(odd, from_far, from_near))
+        return e.where(odd, from_far, from_near)
 
     below = fold(e.binary(BinaryFn.SUB, e.scalar(lo, x), x), lo, hi)
     above = fold(e.binary(BinaryFn.SUB, x, e.scalar(hi, x)), hi, lo)
     low = e.binary(BinaryFn.LT, x, e.scalar(lo, x))
     high = e.binary(BinaryFn.GT, x, e.scalar(hi, x))
-    return e.value(tir.WhereOp(low, below, e.value(tir.WhereOp(high, above, x))))
+    return e.where(low, below, e.where(high, above, x))
 
 
 def _clip(e: TirEmitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
@@ -99,8 +99,8 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
     coords = []
     for i, d in enumerate(dims):
         k = r - 1 - i
-        g = e.value(tir.StridedSliceOp(grid, [len(grid_shape) - 1], [k], [k + 1], [1]))
-        g = e.value(tir.ReshapeOp(g, [n, *out]))
+        g = e.slice(grid, [len(grid_shape) - 1], [k], [k + 1], [1])
+        g = e.reshape(g, [n, *out])
         if align:  # (g + 1) / 2 * (d - 1)
             x = e.binary(BinaryFn.MUL, e.binary(BinaryFn.ADD, g, e.scalar(1, g)), e.scalar((d - 1) / 2, g))
         else:  # ((g + 1) * d - 1) / 2
@@ -112,7 +112,7 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
         if padding == "border":  # only a coordinate beyond the border range moves (to the nearest pixel)
             outside = e.binary(BinaryFn.OR, e.binary(BinaryFn.LT, x, e.scalar(lo, x)),
                              e.binary(BinaryFn.GT, x, e.scalar(hi, x)))
-            x = e.value(tir.WhereOp(outside, _clip(e, x, 0.0, d - 1.0), x))
+            x = e.where(outside, _clip(e, x, 0.0, d - 1.0), x)
         elif padding == "reflection":
             x = _reflect(e, x, lo, hi)
         coords.append((x, d, lo, hi))
@@ -155,8 +155,8 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
 
     # the input as rows: (batch, positions...) x channels
     positions = math.prod(dims)
-    rows = e.value(tir.TransposeOp(op.X, [0, *range(2, 2 + r), 1]))
-    rows = e.value(tir.ReshapeOp(rows, [n * positions, c]))
+    rows = e.transpose(op.X, [0, *range(2, 2 + r), 1])
+    rows = e.reshape(rows, [n * positions, c])
     strides = [math.prod(dims[i + 1:]) for i in range(r)]
     batch = e.constant((np.arange(n, dtype=np.float32) * positions).reshape([n] + [1] * len(out)))
     total = None
@@ -167,13 +167,13 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
             flat = e.binary(BinaryFn.ADD, flat, e.binary(BinaryFn.MUL, index, e.scalar(stride, index)))
             if w is not None:
                 weight = w if weight is None else e.binary(BinaryFn.MUL, weight, w)
-        picked = e.value(tir.GatherOp(rows, e.value(tir.CastOp(flat, i32)), 0))  # [n, out..., c]
+        picked = e.gather(rows, e.value(tir.CastOp(flat, i32)), 0)  # [n, out..., c]
         if weight is not None:
             if dtypes.tensor(weight.type).element_type != dtypes.tensor(picked.type).element_type:
                 weight = e.cast_like(weight, picked)
-            w = e.value(tir.ReshapeOp(weight, [n, *out, 1]))
+            w = e.reshape(weight, [n, *out, 1])
             picked = e.binary(BinaryFn.MUL, picked, w)
         total = picked if total is None else e.binary(BinaryFn.ADD, total, picked)
     assert total is not None
     rank = 2 + len(out)
-    return [e.value(tir.TransposeOp(total, [0, rank - 1, *range(1, rank - 1)]))]
+    return [e.transpose(total, [0, rank - 1, *range(1, rank - 1)])]

@@ -29,7 +29,7 @@ def _nll(e, log_prob, target_value, weight, reduction: str, ignore_index):
     onehot = (onehot & np.expand_dims(keep, 1)).astype(dtype)
     picked = e.reduce(ReduceFn.SUM, e.binary(BinaryFn.MUL, log_prob, e.constant(onehot)), [1], False)
     if weight is not None:
-        w = e.value(tir.GatherOp(weight, e.constant(safe.astype(np.int64)), 0))
+        w = e.gather(weight, e.constant(safe.astype(np.int64)), 0)
         w = e.binary(BinaryFn.MUL, w, e.constant(keep.astype(dtype)))
         loss = e.unary(UnaryFn.NEG, e.binary(BinaryFn.MUL, picked, w))
     else:

@@ -26,7 +26,7 @@ def _matmul(op: onnx.MatMulOp, e: TirEmitter):
 def transpose_2d(e: TirEmitter, x):
     rank = len(static_shape(x, e))
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
-    return e.value(tir.TransposeOp(x, perm))
+    return e.transpose(x, perm)
 
 
 @lowers(onnx.GemmOp)
@@ -65,11 +65,11 @@ def _conv(op: onnx.ConvOp, e: TirEmitter):
 
 def _conv1d(op, e, x_shape, w_shape):
     """A 1-D convolution as a 2-D one over a height of 1."""
-    x = e.value(tir.ReshapeOp(op.X, [x_shape[0], x_shape[1], 1, x_shape[2]]))
-    w = e.value(tir.ReshapeOp(op.W, [w_shape[0], w_shape[1], 1, w_shape[2]]))
+    x = e.reshape(op.X, [x_shape[0], x_shape[1], 1, x_shape[2]])
+    w = e.reshape(op.W, [w_shape[0], w_shape[1], 1, w_shape[2]])
     (s,), (d,), (lo,), (hi,) = window(op, x_shape, w_shape[2:])
     y = e.value(tir.Conv2dOp(x, w, op.B, [1, s], [0, lo, 0, hi], [1, d], op.group.value.data))
-    return e.value(tir.ReshapeOp(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]]))
+    return e.reshape(y, [x_shape[0], w_shape[0], static_shape(y, e)[3]])
 
 
 #: Det expands along the first row; its n! terms are emitted up to this size.
@@ -88,9 +88,9 @@ def _det(op: onnx.DetOp, e: TirEmitter):
         raise e.error(f"determinants of {n}x{n} matrices are not supported (up to {_LARGEST_DET}x{_LARGEST_DET})")
     entries = [
         [
-            e.value(tir.ReshapeOp(
-                e.value(tir.StridedSliceOp(op.X, [rank - 2, rank - 1], [i, j], [i + 1, j + 1], [1, 1])), batch
-            ))
+            e.reshape(
+                e.slice(op.X, [rank - 2, rank - 1], [i, j], [i + 1, j + 1], [1, 1]), batch
+            )
             for j in range(n)
         ]
         for i in range(n)
@@ -145,8 +145,8 @@ def _conv_transpose(op: onnx.ConvTransposeOp, e: TirEmitter):
         end = [t - b for t, b in zip(total, begin)]
     x, w = op.X, op.W
     if rank == 1:  # over a height of 1
-        x = e.value(tir.ReshapeOp(x, [x_shape[0], x_shape[1], 1, x_shape[2]]))
-        w = e.value(tir.ReshapeOp(w, [*w_shape[:2], 1, w_shape[2]]))
+        x = e.reshape(x, [x_shape[0], x_shape[1], 1, x_shape[2]])
+        w = e.reshape(w, [*w_shape[:2], 1, w_shape[2]])
         strides, dilations, extra = [1, *strides], [1, *dilations], [0, *extra]
         begin, end = [0, *begin], [0, *end]
     symmetric = [min(b, t) for b, t in zip(begin, end)]
@@ -155,7 +155,7 @@ def _conv_transpose(op: onnx.ConvTransposeOp, e: TirEmitter):
     cuts = [(2 + i, b - p, shape[2 + i] - (t - p)) for i, (b, t, p) in enumerate(zip(begin, end, symmetric)) if b != t]
     if cuts:
         axes, starts, stops = (list(c) for c in zip(*cuts))
-        y = e.value(tir.StridedSliceOp(y, axes, starts, stops, [1] * len(cuts)))
+        y = e.slice(y, axes, starts, stops, [1] * len(cuts))
     if rank == 1:
-        y = e.value(tir.ReshapeOp(y, out_shape))
+        y = e.reshape(y, out_shape)
     return [y]

@@ -98,16 +98,16 @@ def _group_norm(op: onnx.GroupNormalizationOp, e: TirEmitter):
     shape = static_shape(op.X, e)
     groups = op.num_groups.value.data
     n, c = shape[0], shape[1]
-    grouped = e.value(tir.ReshapeOp(op.X, [n, groups, (c // groups) * math.prod(shape[2:])]))
+    grouped = e.reshape(op.X, [n, groups, (c // groups) * math.prod(shape[2:])])
     mean = e.reduce(ReduceFn.MEAN, grouped, [2], True)
     centered = e.binary(BinaryFn.SUB, grouped, mean)
     var = e.reduce(ReduceFn.MEAN, e.binary(BinaryFn.MUL, centered, centered), [2], True)
     eps = op.epsilon.value.data
     std = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(eps, var)))
-    normed = e.value(tir.ReshapeOp(e.binary(BinaryFn.DIV, centered, std), shape))
+    normed = e.reshape(e.binary(BinaryFn.DIV, centered, std), shape)
     bshape = [1, c] + [1] * (len(shape) - 2)
-    scale = e.value(tir.ReshapeOp(op.scale, bshape))
-    bias = e.value(tir.ReshapeOp(op.bias, bshape))
+    scale = e.reshape(op.scale, bshape)
+    bias = e.reshape(op.bias, bshape)
     return [e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, normed, scale), bias)]
 
 
@@ -133,9 +133,9 @@ def _lrn(op: onnx.LRNOp, e: TirEmitter):
     band = ((offsets >= -lo) & (offsets <= hi)) * (alpha / size)
     dtype = dtypes.numpy_dtype(dtypes.tensor(op.X.type).element_type)
     positions = math.prod(shape[2:])
-    flat = e.value(tir.ReshapeOp(square, [n, channels, positions]))
+    flat = e.reshape(square, [n, channels, positions])
     summed = e.value(tir.MatmulOp(e.constant(band.astype(dtype)), flat))
-    scaled = e.value(tir.ReshapeOp(summed, shape))
+    scaled = e.reshape(summed, shape)
     base = e.binary(BinaryFn.ADD, scaled, e.scalar(bias, scaled))
     denom = e.binary(BinaryFn.POW, base, e.scalar(beta, base))
     return [e.binary(BinaryFn.DIV, op.X, denom)]
@@ -152,6 +152,6 @@ def _instance_norm(op: onnx.InstanceNormalizationOp, e: TirEmitter):
     denom = e.unary(UnaryFn.SQRT, e.binary(BinaryFn.ADD, var, e.scalar(op.epsilon.value.data, var)))
     normed = e.binary(BinaryFn.DIV, centered, denom)
     bshape = [1, shape[1]] + [1] * (len(shape) - 2)
-    scale = e.value(tir.ReshapeOp(op.scale, bshape))
-    bias = e.value(tir.ReshapeOp(op.B, bshape))
+    scale = e.reshape(op.scale, bshape)
+    bias = e.reshape(op.B, bshape)
     return [e.binary(BinaryFn.ADD, e.binary(BinaryFn.MUL, normed, scale), bias)]

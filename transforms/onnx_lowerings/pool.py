@@ -45,7 +45,7 @@ def _pool(op, e, kind, source=None, include=None):
 def _pool1d(op, e, kind):
     """A 1-D pooling as a 2-D one over a height of 1."""
     n, c, w = static_shape(op.X, e)
-    x = e.value(tir.ReshapeOp(op.X, [n, c, 1, w]))
+    x = e.reshape(op.X, [n, c, 1, w])
     k = list(op.kernel_shape.get_values())[0]
     s = list(op.strides.get_values())[0] if op.strides is not None else 1
     d = list(op.dilations.get_values())[0] if op.dilations is not None else 1
@@ -60,7 +60,7 @@ def _pool1d(op, e, kind):
             bool(include.value.data) if include is not None else False,
         )
     )
-    return e.value(tir.ReshapeOp(pool, [n, c, static_shape(pool, e)[3]]))
+    return e.reshape(pool, [n, c, static_shape(pool, e)[3]])
 
 
 def _needs_windows(op, e) -> bool:
@@ -102,7 +102,7 @@ def _window_pool(op, e: TirEmitter, kind: str):
     for offsets in itertools.product(*(range(k) for k in kernel)):
         starts = [o * d for o, d in zip(offsets, dilations)]
         stops = [st + (o - 1) * s + 1 for st, o, s in zip(starts, out, strides)]
-        piece = e.value(tir.StridedSliceOp(x, list(range(2, 2 + r)), starts, stops, strides))
+        piece = e.slice(x, list(range(2, 2 + r)), starts, stops, strides)
         if total is None:
             total = piece
         else:

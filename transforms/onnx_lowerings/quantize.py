@@ -42,13 +42,13 @@ def _broadcast_param(e: TirEmitter, param: SSAValue, shape: list[int], axis: int
         if len(p) != 1 or p[0] != shape[axis]:
             raise e.error(f"the {what} has shape {p}; per-axis quantization along axis {axis} needs [{shape[axis]}]")
         target = [shape[axis] if a == axis else 1 for a in range(rank)]
-        return e.value(tir.ReshapeOp(param, target))
+        return e.reshape(param, target)
     blocks = -(-shape[axis] // block)
     expected = [blocks if a == axis else d for a, d in enumerate(shape)]
     if p != expected:
         raise e.error(f"the {what} has shape {p}; blocks of {block} along axis {axis} need {expected}")
     which = (np.arange(shape[axis]) // block).astype(np.int64)
-    return e.value(tir.GatherOp(param, e.constant(which), axis))
+    return e.gather(param, e.constant(which), axis)
 
 
 def _params(op, e: TirEmitter, x: SSAValue, scale: SSAValue, zero: SSAValue | None):

@@ -28,12 +28,12 @@ Cell = Callable[[TirEmitter, "_Direction", SSAValue, SSAValue, SSAValue | None],
 
 def _take(e: TirEmitter, x: SSAValue, index: int, axis: int) -> SSAValue:
     """x[index] along `axis`, the axis removed."""
-    return e.value(tir.GatherOp(x, e.constant(np.array(index, np.int64)), axis))
+    return e.gather(x, e.constant(np.array(index, np.int64)), axis)
 
 
 def _cols(e: TirEmitter, x: SSAValue, start: int, size: int) -> SSAValue:
     last = len(static_shape(x, e)) - 1
-    return e.value(tir.StridedSliceOp(x, [last], [start], [start + size], [1]))
+    return e.slice(x, [last], [start], [start + size], [1])
 
 
 def _add(e: TirEmitter, *values: SSAValue | None) -> SSAValue:
@@ -55,8 +55,8 @@ class _Direction:
         self.hidden = hidden
         self.activations = activations
         self.clip = op.clip.value.data if op.clip is not None else None
-        self.recurrent_t = e.value(tir.TransposeOp(_take(e, op.R, d, 0), [1, 0]))  # (H, G*H)
-        self.input_t = e.value(tir.TransposeOp(_take(e, op.W, d, 0), [1, 0]))  # (I, G*H)
+        self.recurrent_t = e.transpose(_take(e, op.R, d, 0), [1, 0])  # (H, G*H)
+        self.input_t = e.transpose(_take(e, op.W, d, 0), [1, 0])  # (I, G*H)
         self.input_bias = self.recurrent_bias = None
         if op.B is not None:
             b = _take(e, op.B, d, 0)
@@ -82,7 +82,7 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
     x = op.X
     shape = static_shape(x, e)
     if op.layout.value.data:
-        x = e.value(tir.TransposeOp(x, [1, 0, 2]))
+        x = e.transpose(x, [1, 0, 2])
         shape = [shape[1], shape[0], shape[2]]
     steps, batch, _ = shape
     hidden = static_shape(op.R, e, "recurrence weight")[-1]
@@ -113,17 +113,17 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
         for t in reversed(range(steps)) if reverse else range(steps):
             h, c = cell(e, w, _add(e, _take(e, projected, t, 0), w.input_bias), h, c)
             ys[t] = h
-        outputs.append(e.value(tir.ConcatOp([e.value(tir.ReshapeOp(y, [1, 1, batch, hidden])) for y in ys if y], 0)))
-        last_h.append(e.value(tir.ReshapeOp(h, [1, batch, hidden])))
+        outputs.append(e.concat([e.reshape(y, [1, 1, batch, hidden]) for y in ys if y], 0))
+        last_h.append(e.reshape(h, [1, batch, hidden]))
         if c is not None:
-            last_c.append(e.value(tir.ReshapeOp(c, [1, batch, hidden])))
-    y = outputs[0] if dirs == 1 else e.value(tir.ConcatOp(outputs, 1))  # (steps, dirs, batch, H)
-    y_h = last_h[0] if dirs == 1 else e.value(tir.ConcatOp(last_h, 0))  # (dirs, batch, H)
-    y_c = (last_c[0] if dirs == 1 else e.value(tir.ConcatOp(last_c, 0))) if last_c else None
+            last_c.append(e.reshape(c, [1, batch, hidden]))
+    y = outputs[0] if dirs == 1 else e.concat(outputs, 1)  # (steps, dirs, batch, H)
+    y_h = last_h[0] if dirs == 1 else e.concat(last_h, 0)  # (dirs, batch, H)
+    y_c = (last_c[0] if dirs == 1 else e.concat(last_c, 0)) if last_c else None
     if op.layout.value.data:
-        y = e.value(tir.TransposeOp(y, [2, 0, 1, 3]))
-        y_h = e.value(tir.TransposeOp(y_h, [1, 0, 2]))
-        y_c = e.value(tir.TransposeOp(y_c, [1, 0, 2])) if y_c is not None else None
+        y = e.transpose(y, [2, 0, 1, 3])
+        y_h = e.transpose(y_h, [1, 0, 2])
+        y_c = e.transpose(y_c, [1, 0, 2]) if y_c is not None else None
     values = [y, y_h, y_c] if with_cell_state else [y, y_h]
     return [v for v, r in zip(values, op.onnx_results()) if r is not None]
 

@@ -12,7 +12,6 @@ from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType,
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.transforms.lowering import LoweringTable, normalize_axis, static_shape
 from forge_opt.transforms.tir_builder import TirEmitter
@@ -85,9 +84,9 @@ def _reduce_prod(op: onnx.ReduceProdOp, e: TirEmitter):
     for axis in sorted(set(axes)):
         if not 0 < shape[axis] <= _PRODUCT_LIMIT:
             raise e.error(f"a product over {shape[axis]} elements is not supported (1 to {_PRODUCT_LIMIT})")
-        product = e.value(tir.StridedSliceOp(x, [axis], [0], [1], [1]))
+        product = e.slice(x, [axis], [0], [1], [1])
         for i in range(1, shape[axis]):
-            piece = e.value(tir.StridedSliceOp(x, [axis], [i], [i + 1], [1]))
+            piece = e.slice(x, [axis], [i], [i + 1], [1])
             product = e.binary(BinaryFn.MUL, product, piece)
         x = product
     if not op.keepdims.value.data:
@@ -108,7 +107,7 @@ def _cumprod(op: onnx.CumProdOp, e: TirEmitter):
         positions.reverse()
     running, product = [], None
     for i in positions:
-        piece = e.value(tir.StridedSliceOp(op.x, [axis], [i], [i + 1], [1]))
+        piece = e.slice(op.x, [axis], [i], [i + 1], [1])
         if op.exclusive.value.data:
             running.append(product if product is not None else _ones_like(e, piece))
         product = piece if product is None else e.binary(BinaryFn.MUL, product, piece)
@@ -116,7 +115,7 @@ def _cumprod(op: onnx.CumProdOp, e: TirEmitter):
             running.append(product)
     if op.reverse.value.data:
         running.reverse()
-    return [running[0] if len(running) == 1 else e.value(tir.ConcatOp(running, axis))]
+    return [running[0] if len(running) == 1 else e.concat(running, axis)]
 
 
 def _ones_like(e: TirEmitter, x):
@@ -152,7 +151,7 @@ def _argmax(op: onnx.ArgMaxOp | onnx.ArgMinOp, e: TirEmitter):
         return [e.value(tir.ArgmaxOp(x, axis, keepdims))]
     # Forge's Argmax takes the first maximum: the last one is the first of
     # the reversed axis, counted back from the end.
-    reversed_positions = e.value(tir.ConstantOp(array_to_attr(np.arange(shape[axis] - 1, -1, -1, dtype=np.int64))))
-    first = e.value(tir.ArgmaxOp(e.value(tir.GatherOp(x, reversed_positions, axis)), axis, keepdims))
-    last = e.value(tir.ConstantOp(array_to_attr(np.array(shape[axis] - 1, dtype=np.int64))))
+    reversed_positions = e.constant(np.arange(shape[axis] - 1, -1, -1, dtype=np.int64))
+    first = e.value(tir.ArgmaxOp(e.gather(x, reversed_positions, axis), axis, keepdims))
+    last = e.constant(np.array(shape[axis] - 1, dtype=np.int64))
     return [e.binary(BinaryFn.SUB, last, first)]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from forge_opt.dialects import onnx_ops as onnx
-from forge_opt.dialects import tir
 from forge_opt.interpreters.onnx import evaluate_node, one_hot_responses, to_node_proto
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import LoweringTable, static_shape
@@ -59,7 +58,7 @@ def _resize(op: onnx.ResizeOp, e: TirEmitter):
             picked = weights.argmax(axis=1)
             if not np.array_equal(weights, np.eye(weights.shape[1])[picked]):
                 raise e.error("nearest resizing gave weights that are not one-hot")
-            y = e.value(tir.GatherOp(y, e.constant(picked.astype(np.int64)), axis))
+            y = e.gather(y, e.constant(picked.astype(np.int64)), axis)
         else:
             y = _contract(e, y, weights, axis)
     return [y]
@@ -105,5 +104,5 @@ def _contract(e: TirEmitter, y, weights: np.ndarray, axis: int):
         return e.matmul(y, w)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
-    moved = e.value(tir.TransposeOp(y, perm))
-    return e.value(tir.TransposeOp(e.matmul(moved, w), perm))
+    moved = e.transpose(y, perm)
+    return e.transpose(e.matmul(moved, w), perm)

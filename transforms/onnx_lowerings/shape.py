@@ -13,7 +13,6 @@ from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType,
 from forge_opt import dtypes
 from forge_opt.dialects import onnx_ops as onnx
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
 from forge_opt.dialects.tir_shapes import broadcast, split_sections
 from forge_opt.transforms.fold_constants import constant_array
@@ -82,7 +81,7 @@ def _transpose(op: onnx.TransposeOp, e: TirEmitter):
     perm = list(op.perm.get_values()) if op.perm is not None else list(reversed(range(rank)))
     if perm == list(range(rank)):
         return [op.data]
-    return [e.value(tir.TransposeOp(op.data, perm))]
+    return [e.transpose(op.data, perm)]
 
 
 @lowers(onnx.ConcatOp)
@@ -92,7 +91,7 @@ def _concat(op: onnx.ConcatOp, e: TirEmitter):
     inputs = [v for v, s in zip(op.inputs, shapes) if s[axis] != 0]
     if len(inputs) == 1:
         return [inputs[0]]
-    return [e.value(tir.ConcatOp(inputs, axis))]
+    return [e.concat(inputs, axis)]
 
 
 @lowers(onnx.SplitOp)
@@ -144,7 +143,7 @@ def _slice(op: onnx.SliceOp, e: TirEmitter):
         strides.append(s)
     if not sl_axes:
         return [op.data]
-    return [e.value(tir.StridedSliceOp(op.data, sl_axes, begins, stops, strides))]
+    return [e.slice(op.data, sl_axes, begins, stops, strides)]
 
 
 def _reverse_slice(e, data, shape, axes, starts, ends, steps):
@@ -156,7 +155,7 @@ def _reverse_slice(e, data, shape, axes, starts, ends, steps):
         idx = np.arange(shape[a])[slice(b, en, s)]
         if list(idx) == list(range(shape[a])):
             continue
-        x = e.value(tir.GatherOp(x, e.value(tir.ConstantOp(array_to_attr(idx.astype(np.int64)))), a))
+        x = e.gather(x, e.constant(idx.astype(np.int64)), a)
     return x
 
 
@@ -176,7 +175,7 @@ def _depth_to_space(op: onnx.DepthToSpaceOp, e: TirEmitter):
     else:  # CRD
         x = e.reshape(op.input, [n, c // (b * b), b, b, h, w])
         perm = [0, 1, 4, 2, 5, 3]
-    x = e.value(tir.TransposeOp(x, perm))
+    x = e.transpose(x, perm)
     return [e.reshape(x, [n, c // (b * b), h * b, w * b])]
 
 
@@ -186,7 +185,7 @@ def _space_to_depth(op: onnx.SpaceToDepthOp, e: TirEmitter):
     b = op.blocksize.value.data
     x = e.reshape(op.input, [n, c, h // b, b, w // b, b])
     perm = [0, 1, 3, 5, 2, 4] if op.mode.data == "CRD" else [0, 3, 5, 1, 2, 4]
-    x = e.value(tir.TransposeOp(x, perm))
+    x = e.transpose(x, perm)
     return [e.reshape(x, [n, c * b * b, h // b, w // b])]
 
 
@@ -261,7 +260,7 @@ def _copying_pad(e: TirEmitter, x, shape: list[int], full: list[int], mode: str)
         if size == 0:
             raise e.error(f"{mode} padding of an empty axis {axis}")
         positions = np.pad(np.arange(size), (lo, hi), mode=_COPYING_PADS[mode])  # pyright: ignore[reportCallIssue,reportArgumentType]
-        x = e.value(tir.GatherOp(x, e.value(tir.ConstantOp(array_to_attr(positions.astype(np.int64)))), axis))
+        x = e.gather(x, e.constant(positions.astype(np.int64)), axis)
     return x
 
 
@@ -281,7 +280,7 @@ def _top_k(op: onnx.TopKOp, e: TirEmitter):
     largest = bool(op.largest.value.data)
     x = op.X if largest else e.unary(UnaryFn.NEG, op.X)
     positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
-    position = e.value(tir.ConstantOp(array_to_attr(positions)))
+    position = e.constant(positions)
     element = dtypes.tensor(op.X.type).element_type
     lowest = e.value(tir.FullOp(_lowest(element), dtypes.tensor_type(element, [])))
     values, indices = [], []
@@ -291,10 +290,10 @@ def _top_k(op: onnx.TopKOp, e: TirEmitter):
         values.append(best if largest else e.unary(UnaryFn.NEG, best))
         indices.append(where)
         if round_ < k - 1:
-            x = e.value(tir.WhereOp(e.binary(BinaryFn.EQ, position, where), lowest, x))
+            x = e.where(e.binary(BinaryFn.EQ, position, where), lowest, x)
     if k == 1:
         return [values[0], indices[0]]
-    return [e.value(tir.ConcatOp(values, axis)), e.value(tir.ConcatOp(indices, axis))]
+    return [e.concat(values, axis), e.concat(indices, axis)]
 
 
 def _lowest(element):
@@ -313,7 +312,7 @@ def _hardmax(op: onnx.HardmaxOp, e: TirEmitter):
     axis = normalize_axis(op.axis.value.data, len(shape), e)
     where = e.value(tir.ArgmaxOp(op.input, axis, True))
     positions = np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
-    hit = e.binary(BinaryFn.EQ, where, e.value(tir.ConstantOp(array_to_attr(positions))))
+    hit = e.binary(BinaryFn.EQ, where, e.constant(positions))
     return [e.value(tir.CastOp(hit, dtypes.tensor(op.input.type).element_type))]
 
 

@@ -46,23 +46,23 @@ def conv3d(op, e: TirEmitter, x_shape: list[int], w_shape: list[int]) -> SSAValu
         for t in range(first, last):
             start = t * dd
             whole = start == 0 and sd == 1 and frames == padded
-            parts.append(x if whole else e.value(tir.StridedSliceOp(x, [2], [start], [start + sd * (frames - 1) + 1],
-                                                                    [sd])))
-        stacked = parts[0] if len(parts) == 1 else e.value(tir.ConcatOp(parts, 1))
-        return e.reshape(e.value(tir.TransposeOp(stacked, _DEPTH_FIRST)), [n * frames, (last - first) * c, h, w])
+            parts.append(x if whole else e.slice(x, [2], [start], [start + sd * (frames - 1) + 1],
+                                                                    [sd]))
+        stacked = parts[0] if len(parts) == 1 else e.concat(parts, 1)
+        return e.reshape(e.transpose(stacked, _DEPTH_FIRST), [n * frames, (last - first) * c, h, w])
 
     strides, pads, dilations = [sh, sw], [begin[1], begin[2], end[1], end[2]], [dh, dw]
     if groups == 1:
         stacked = taps(0, kd)
-        weight = e.reshape(e.value(tir.TransposeOp(op.W, _DEPTH_FIRST)), [o, kd * cg, kh, kw])
+        weight = e.reshape(e.transpose(op.W, _DEPTH_FIRST), [o, kd * cg, kh, kw])
         y = e.value(tir.Conv2dOp(stacked, weight, op.B, strides, pads, dilations, 1))
     else:
         y = None
         for t in range(kd):
-            weight = e.reshape(e.value(tir.StridedSliceOp(op.W, [2], [t], [t + 1], [1])), [o, cg, kh, kw])
+            weight = e.reshape(e.slice(op.W, [2], [t], [t + 1], [1]), [o, cg, kh, kw])
             part = e.value(tir.Conv2dOp(taps(t, t + 1), weight, op.B if t == 0 else None, strides, pads, dilations,
                                         groups))
             y = part if y is None else e.binary(BinaryFn.ADD, y, part)
         assert y is not None
     out_h, out_w = static_shape(y, e)[2:]
-    return e.value(tir.TransposeOp(e.reshape(y, [n, frames, o, out_h, out_w]), _DEPTH_FIRST))
+    return e.transpose(e.reshape(y, [n, frames, o, out_h, out_w]), _DEPTH_FIRST)

@@ -407,3 +407,39 @@ def test_every_gemm_is_a_linear(trans_a, trans_b, alpha, beta):
 def needs_mpiexec() -> None:
     if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+
+
+def test_a_collective_of_a_weights_blocks_is_computed_when_compiled(tmp_path):
+    """A weight split by the plan but read whole (a softmax across it): the
+    partition gathers its blocks, which no device computes; the writer
+    computes the gather itself (a parameter of each device) instead of
+    failing on a collective of constants (it raised a KeyError)."""
+    from xdsl.parser import Parser
+
+    from forge_opt.split.parallel import write_parallel
+    from forge_opt.split.runner import assemble
+    from forge_opt.transforms.tp.partition import TPPartitionPass
+    from forge_opt.universe import make_context
+
+    text = """
+shard.grid @tp(shape = 2)
+func.func @g(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<4x8xf32> {onnx.name = "y"}) {
+  %w = tir.constant {value = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]]> : tensor<1x8xf32>,
+                     weight_name = "w"} : tensor<1x8xf32>
+  %cols = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %cols : tensor<1x8xf32>
+  %p = tir.softmax %ws {axis = 1 : i64} : tensor<1x8xf32> -> tensor<1x8xf32>
+  %y = tir.binary add %x, %p : tensor<4x8xf32>, tensor<1x8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}"""
+    module = Parser(make_context(), text).parse_module()
+    TPPartitionPass().apply(make_context(), module)
+    assert "shard.all_gather" in str(module)
+    plan = write_parallel(module, tmp_path / "tp")
+    assert not plan.collectives
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    got, differ = assemble(plan, run_parallel(tmp_path / "tp", {"x": x}))
+    w = np.arange(1, 9, dtype=np.float32)[None]
+    softmax = np.exp(w - w.max()) / np.exp(w - w.max()).sum()
+    assert not differ
+    np.testing.assert_allclose(got["y"], x + softmax, rtol=1e-6)

@@ -84,15 +84,15 @@ class Program:
 
     def _cut(self) -> None:
         """Segments end at each collective. Constants (and values made of
-        them alone) belong to no segment: each segment that reads one
-        computes it itself."""
+        them alone, a collective of blocks of one among them) belong to no
+        segment: each segment that reads one computes it itself."""
         body = self.func.body.block
         current: list[Operation] = []
         self.ret: ReturnOp | None = None
         for op in body.ops:
             if isinstance(op, ReturnOp):
                 self.ret = op
-            elif type(op) in COLLECTIVE_OPS:
+            elif type(op) in COLLECTIVE_OPS and op.operands[0] not in self.constant:
                 if current:
                     self.segments.append(Segment(current))
                     current = []
@@ -178,10 +178,12 @@ class Program:
         return entries, values
 
     def per_device(self, v: SSAValue) -> bool:
-        """Whether a constant value differs between devices (a block of one)."""
+        """Whether a constant value is computed per device (a block of one,
+        or a collective of blocks)."""
         if v not in self._per_device:
             op = v.owner
-            self._per_device[v] = isinstance(op, shard.AllSliceOp) or (
+            # a collective of blocks is computed here too (each device's parameter, as a block is)
+            self._per_device[v] = isinstance(op, shard.AllSliceOp) or type(op) in COLLECTIVE_OPS or (
                 isinstance(op, Operation) and any(self.per_device(o) for o in op.operands)
             )
         return self._per_device[v]
@@ -355,8 +357,10 @@ def _weight_name(v: SSAValue) -> str | None:
 class _ConstantEvaluator:
     """Values made of constants, as device `rank` holds them."""
 
-    def __init__(self, devices: int, rank: int):
+    def __init__(self, devices: int, rank: int, others: dict[int, _ConstantEvaluator] | None = None):
         self.devices, self.rank = devices, rank
+        self.others: dict[int, _ConstantEvaluator] = {} if others is None else others  # every device's
+        self.others[rank] = self
         self.memo: dict[SSAValue, np.ndarray | WeightBlock] = {}
         self.interp = Interpreter(ModuleOp([]))
         self.interp.register_implementations(TirFunctions())
@@ -373,9 +377,25 @@ class _ConstantEvaluator:
             result = attr_to_array(op.value)
         elif isinstance(op, shard.AllSliceOp):
             result = WeightBlock(value_of(args[0]), op.axis, self.rank, self.devices)
+        elif type(op) in COLLECTIVE_OPS:  # of blocks of a constant: computed here, as the devices would
+            result = self._collective(op)
         else:
             result = np.asarray(self.interp.run_op(op, tuple(value_of(a) for a in args))[0])
             if result.nbytes > SAME_BLOCK_BYTES:
                 return result  # not kept: computed again if read again, rather than held for every device
         self.memo[v] = result
         return result
+
+    def _collective(self, op: Operation) -> np.ndarray:
+        parts = [value_of(self._of(r).value(op.operands[0])) for r in range(self.devices)]
+        if isinstance(op, shard.AllGatherOp):
+            return np.concatenate(parts, axis=op.axis)
+        total = np.sum(parts, axis=0, dtype=parts[0].dtype)
+        if isinstance(op, shard.ReduceScatterOp):
+            return np.ascontiguousarray(np.split(total, self.devices, axis=op.axis)[self.rank])
+        return total
+
+    def _of(self, rank: int) -> _ConstantEvaluator:
+        if rank not in self.others:
+            _ConstantEvaluator(self.devices, rank, self.others)
+        return self.others[rank]

@@ -65,7 +65,16 @@ class MatmulOp(TirOp):
         return like(lhs, out)
 
 
-class WindowOp(TirOp):
+class WindowBase(TirOp):
+    """A window slid over NCHW: its strides, pads and dilations (checked
+    together by `tir_shapes`), shared by the convolutions and pooling."""
+
+    strides = prop_def(DenseArrayBase.constr(i64))
+    pads = prop_def(DenseArrayBase.constr(i64))
+    dilations = prop_def(DenseArrayBase.constr(i64))
+
+
+class WindowOp(WindowBase):
     """The convolutions: an NCHW input, a weight, an optional bias, and a
     window's strides, pads, dilations and groups."""
 
@@ -73,9 +82,6 @@ class WindowOp(TirOp):
     weight = operand_def(tied())
     bias = opt_operand_def(tied())
     output = result_def(tied())
-    strides = prop_def(DenseArrayBase.constr(i64))
-    pads = prop_def(DenseArrayBase.constr(i64))
-    dilations = prop_def(DenseArrayBase.constr(i64))
     groups = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -149,15 +155,12 @@ class ConvTranspose2dOp(WindowOp):
 
 
 @op_definition
-class Pool2dOp(OneInputOp):
+class Pool2dOp(OneInputOp, WindowBase):
     """2-D max or average pooling over NCHW; `pads` is [top, left, bottom, right]."""
 
     name = "tir.pool2d"
     kind = prop_def(PoolKindAttr)
     kernel = prop_def(DenseArrayBase.constr(i64))
-    strides = prop_def(DenseArrayBase.constr(i64))
-    pads = prop_def(DenseArrayBase.constr(i64))
-    dilations = prop_def(DenseArrayBase.constr(i64))
     ceil_mode = prop_def(IntegerAttr[I64])
     count_include_pad = prop_def(IntegerAttr[I64])
     assembly_format = "$kind $input attr-dict `:` type($input) `->` type($output)"

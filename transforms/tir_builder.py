@@ -31,13 +31,17 @@ class TirEmitter(Emitter):
         dtype = dtypes.numpy_dtype(dtypes.tensor(like.type).element_type)
         return self.constant(np.asarray(value, dtype=dtype))
 
+    def sized(self, *values: SSAValue) -> None:
+        """Each value has static sizes, or the error names the node."""
+        for v in values:
+            static_shape(v, self)
+
     def unary(self, fn: UnaryFn, x: SSAValue) -> SSAValue:
-        static_shape(x, self)
+        self.sized(x)
         return self.value(tir.UnaryOp(fn, x))
 
     def binary(self, fn: BinaryFn, a: SSAValue, b: SSAValue) -> SSAValue:
-        static_shape(a, self)
-        static_shape(b, self)
+        self.sized(a, b)
         return self.value(tir.BinaryOp(fn, a, b))
 
     def floor(self, x: SSAValue) -> SSAValue:
@@ -46,7 +50,7 @@ class TirEmitter(Emitter):
 
     def cast_like(self, x: SSAValue, like: SSAValue) -> SSAValue:
         """x cast to `like`'s element type (x itself when it has it)."""
-        static_shape(x, self)
+        self.sized(x)
         element_type = dtypes.tensor(like.type).element_type
         if dtypes.tensor(x.type).element_type == element_type:
             return x
@@ -59,27 +63,24 @@ class TirEmitter(Emitter):
         return self.value(tir.ReshapeOp(x, shape))
 
     def transpose(self, x: SSAValue, perm: Sequence[int]) -> SSAValue:
-        static_shape(x, self)
+        self.sized(x)
         return self.value(tir.TransposeOp(x, perm))
 
     def slice(self, x: SSAValue, axes: Sequence[int], begin: Sequence[int], end: Sequence[int],
               strides: Sequence[int]) -> SSAValue:
-        static_shape(x, self)
+        self.sized(x)
         return self.value(tir.StridedSliceOp(x, axes, begin, end, strides))
 
     def concat(self, values: Sequence[SSAValue], axis: int) -> SSAValue:
-        for v in values:
-            static_shape(v, self)
+        self.sized(*values)
         return self.value(tir.ConcatOp(values, axis))
 
     def gather(self, x: SSAValue, indices: SSAValue, axis: int) -> SSAValue:
-        static_shape(x, self)
-        static_shape(indices, self)
+        self.sized(x, indices)
         return self.value(tir.GatherOp(x, indices, axis))
 
     def where(self, condition: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
-        for v in (condition, x, y):
-            static_shape(v, self)
+        self.sized(condition, x, y)
         return self.value(tir.WhereOp(condition, x, y))
 
     def matmul(self, a: SSAValue, b: SSAValue) -> SSAValue:

@@ -60,17 +60,24 @@ CONFIGS = {
 }
 
 
-def main(names: list[str]) -> None:
+def export(model, task: str, files: dict[str, str]) -> None:
+    """Save `model`, export it as `optimum-cli export onnx --task TASK` does,
+    and copy the exported `files` (Optimum's name: ours) here."""
     cli = Path(sys.executable).parent / "optimum-cli"
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, out = Path(tmp) / "model", Path(tmp) / "onnx"
+        model.save_pretrained(model_dir)
+        subprocess.run([str(cli), "export", "onnx", "--model", str(model_dir), "--task", task, str(out)], check=True)
+        for exported, ours in files.items():
+            shutil.copy(out / exported, HERE / ours)
+            print(f"wrote {ours}")
+
+
+def main(names: list[str]) -> None:
     for name in names or CONFIGS:
         torch.manual_seed(0)
-        with tempfile.TemporaryDirectory() as tmp:
-            model_dir, out = Path(tmp) / "model", Path(tmp) / "onnx"
-            t.AutoModelForCausalLM.from_config(CONFIGS[name]()).save_pretrained(model_dir)
-            subprocess.run([str(cli), "export", "onnx", "--model", str(model_dir), "--task",
-                            "text-generation-with-past", str(out)], check=True)
-            shutil.copy(out / "model.onnx", HERE / f"fam_{name}.onnx")
-            print(f"wrote fam_{name}.onnx")
+        export(t.AutoModelForCausalLM.from_config(CONFIGS[name]()), "text-generation-with-past",
+               {"model.onnx": f"fam_{name}.onnx"})
 
 
 if __name__ == "__main__":

@@ -17,16 +17,11 @@ cache is the encoder's, fed unchanged every step).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import torch  # pyright: ignore[reportMissingImports]  (optional: only to remake the models)
 import transformers as t  # pyright: ignore[reportMissingImports]
-
-HERE = Path(__file__).resolve().parent
+from make_llm_families import export  # (run as a script: this folder is on the path)
 
 COMMON = dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
@@ -39,17 +34,10 @@ FILES = {"encoder_model.onnx": "encoder", "decoder_with_past_model.onnx": "decod
 
 
 def main(names: list[str]) -> None:
-    cli = Path(sys.executable).parent / "optimum-cli"
     for name in names or MODELS:
         torch.manual_seed(0)
-        with tempfile.TemporaryDirectory() as tmp:
-            model_dir, out = Path(tmp) / "model", Path(tmp) / "onnx"
-            MODELS[name]().save_pretrained(model_dir)
-            subprocess.run([str(cli), "export", "onnx", "--model", str(model_dir), "--task",
-                            "text2text-generation-with-past", str(out)], check=True)
-            for exported, part in FILES.items():
-                shutil.copy(out / exported, HERE / f"fam_{name}_{part}.onnx")
-                print(f"wrote fam_{name}_{part}.onnx")
+        export(MODELS[name](), "text2text-generation-with-past",
+               {exported: f"fam_{name}_{part}.onnx" for exported, part in FILES.items()})
 
 
 if __name__ == "__main__":

@@ -34,6 +34,28 @@ def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.Mo
     return m
 
 
+def export_feeds(path, dims: dict[str, int]) -> dict[str, np.ndarray]:
+    """Inputs as Optimum's runtime passes them to the export at `path`, each
+    of its declared inputs sized by `dims` (its symbolic dims): token ids,
+    masks of ones (over past and new), positions after the past, and the
+    rest random (caches, an encoder's states)."""
+    rng = np.random.default_rng(0)
+    past, new = dims.get("past_sequence_length", 0), dims.get("sequence_length", 0)
+    sizes = {**dims, "past_sequence_length + sequence_length": past + new}
+    feeds = {}
+    for i in onnx.load(path, load_external_data=False).graph.input:
+        shape = [sizes[d.dim_param] if d.dim_param else d.dim_value for d in i.type.tensor_type.shape.dim]
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(0, 128, shape).astype(np.int64)
+        elif i.name.endswith("attention_mask"):
+            feeds[i.name] = np.ones(shape, np.int64)
+        elif i.name == "position_ids":
+            feeds[i.name] = np.broadcast_to(np.arange(past, past + shape[-1], dtype=np.int64), shape).copy()
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
 def make_model(nodes, inputs, outputs, initializers=(), opset: int = 18) -> onnx.ModelProto:
     """A one-graph model of the default domain at `opset`, IR version 10
     (the newest onnxruntime reads)."""

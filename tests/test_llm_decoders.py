@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_helpers import export_feeds
 
 from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
@@ -33,21 +34,8 @@ def model_path(name: str) -> Path:
 
 
 def optimum_feeds(name: str, dims: dict[str, int]) -> dict[str, np.ndarray]:
-    """Inputs as Optimum's runtime passes them: token ids, a mask of ones
-    over past and new, positions after the past, a random past."""
-    rng = np.random.default_rng(0)
-    b, s, past = dims["batch_size"], dims["sequence_length"], dims["past_sequence_length"]
-    model = onnx.load(model_path(name), load_external_data=False)
-    feeds = {
-        "input_ids": rng.integers(0, 128, (b, s)).astype(np.int64),
-        "attention_mask": np.ones((b, past + s), np.int64),
-        "position_ids": np.tile(np.arange(past, past + s, dtype=np.int64), (b, 1)),
-    }
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values"):
-            heads, width = (d.dim_value for d in i.type.tensor_type.shape.dim[1::2])
-            feeds[i.name] = rng.standard_normal((b, heads, past, width)).astype(np.float32)
-    return {i.name: feeds[i.name] for i in model.graph.input}
+    """Optimum's runtime's inputs to the test export `name` (`model_helpers.export_feeds`)."""
+    return export_feeds(model_path(name), dims)
 
 
 def _parameter_bytes(name: str) -> int:

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from model_helpers import export_feeds
 
 from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
@@ -34,23 +34,8 @@ def path(name: str) -> Path:
 
 
 def feeds(name: str) -> dict[str, np.ndarray]:
-    """Optimum's runtime's inputs: token ids, a mask of ones over past and
-    new, positions after the past, a random past of the export's shape."""
-    rng = np.random.default_rng(0)
-    past, new = DIMS["past_sequence_length"], DIMS["sequence_length"]
-    out = {}
-    for i in onnx.load(path(name), load_external_data=False).graph.input:
-        dims = [DIMS.get(d.dim_param, d.dim_value) if d.dim_param != "past_sequence_length + sequence_length"
-                else past + new for d in i.type.tensor_type.shape.dim]
-        if i.name == "input_ids":
-            out[i.name] = rng.integers(0, 128, dims).astype(np.int64)
-        elif i.name == "attention_mask":
-            out[i.name] = np.ones(dims, np.int64)
-        elif i.name == "position_ids":
-            out[i.name] = np.arange(past, past + new, dtype=np.int64)[None]
-        else:
-            out[i.name] = rng.standard_normal(dims).astype(np.float32)
-    return out
+    """Optimum's runtime's inputs to the family's export (`model_helpers.export_feeds`)."""
+    return export_feeds(path(name), DIMS)
 
 
 @pytest.mark.parametrize("name", BOUNDS)

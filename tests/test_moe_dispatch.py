@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import onnx.parser
 import pytest
+from test_llm_families import feeds
 
 from forge_opt.check.model import check_model
 from forge_opt.check.report import MATCH, NOT_COMPILED
@@ -73,8 +74,6 @@ def test_a_dispatch_not_provably_row_by_row_keeps_its_nonzero(tmp_path, variant)
 
 
 def test_qwen3_moe_matches_on_one_device():
-    from tests.test_llm_families import feeds
-
     report = check_model(QWEN3_MOE, feeds("qwen3_moe"))
     assert report.status == MATCH, report.format()
 
@@ -84,8 +83,6 @@ def test_qwen3_moe_keeps_its_router_whole_and_shares_its_experts():
     sum stays partial through the dispatch, one all-reduce a layer; the
     router stays whole, its reason in the report."""
     from forge_opt.check.split import check_parallel
-    from tests.test_llm_families import feeds
-
     report = check_parallel(QWEN3_MOE, 2, feeds("qwen3_moe"))
     assert report.status == MATCH, report.format()
     assert int(re.search(r"(\d+) collectives? sending", report.summary).group(1)) == 6  # pyright: ignore

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from model_helpers import export_feeds
 
 from forge_opt.check.report import MATCH, NOT_COMPILED
 from forge_opt.check.split import check_parallel
@@ -29,19 +29,9 @@ def path(name: str, part: str) -> Path:
 
 
 def feeds(name: str, part: str) -> dict[str, np.ndarray]:
-    """Optimum's runtime's inputs: token ids, masks of ones, the caches
-    random (the encoder's cross-attention keys and values among them)."""
-    rng = np.random.default_rng(0)
-    out = {}
-    for i in onnx.load(path(name, part), load_external_data=False).graph.input:
-        dims = [DIMS.get(d.dim_param, d.dim_value) for d in i.type.tensor_type.shape.dim]
-        if i.name == "input_ids":
-            out[i.name] = rng.integers(0, 128, dims).astype(np.int64)
-        elif i.name.endswith("attention_mask"):
-            out[i.name] = np.ones(dims, np.int64)
-        else:
-            out[i.name] = rng.standard_normal(dims).astype(np.float32)
-    return out
+    """Optimum's runtime's inputs (`model_helpers.export_feeds`): the encoder's
+    cross-attention keys and values among the random caches."""
+    return export_feeds(path(name, part), DIMS)
 
 
 def collectives(summary: str) -> int:

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto
 
-from forge_opt.frontends.onnx.round import RoundState, is_static
+from forge_opt.frontends.onnx.round import RoundState, static_shape
 
 #: ops that compute row by row: the row count stays an axis of their result
 _ROW_OPS = frozenset({
@@ -92,7 +92,7 @@ class FixedSizeDispatch(RoundState):
         """A NonZero of one expert's routing mask as one row per token, or
         None to keep it."""
         m = node.input[0]
-        shape = self._shape(m)
+        shape = static_shape(self.types.get(m))
         choice = self._choice_axis(m)
         if shape is None or choice is None or len(shape) < 2:
             return None
@@ -185,10 +185,6 @@ class FixedSizeDispatch(RoundState):
 
     # -- the proof
 
-    def _shape(self, name: str) -> list[int] | None:
-        tp = self.types.get(name)
-        return [d.dim_value for d in tp.tensor_type.shape.dim] if is_static(tp) and tp is not None else None
-
     def _choice_axis(self, m: str) -> int | None:
         """The axis of M that is TopK's choice, if M is one expert's slice
         of a one-hot of TopK's indices (at most one 1 per token)."""
@@ -202,7 +198,7 @@ class FixedSizeDispatch(RoundState):
             return None
         off_on = self.known.get(node.input[2])
         topk = producers.get(node.input[0])
-        indices = self._shape(node.input[0])
+        indices = static_shape(self.types.get(node.input[0]))
         if off_on is None or off_on.size != 2 or off_on.reshape(-1)[0] != 0 or off_on.reshape(-1)[1] == 0 or \
                 topk is None or topk.op_type != "TopK" or list(topk.output).index(node.input[0]) != 1 or \
                 indices is None:

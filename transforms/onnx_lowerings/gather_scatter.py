@@ -251,15 +251,8 @@ def _one_hot(op: onnx.OneHotOp, e: TirEmitter):
         hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(along)
         mask = e.constant(hot)
     else:
-        idx_dtype = dtypes.numpy_dtype(dtypes.tensor(op.indices.type).element_type)
-
-        def const(values) -> SSAValue:
-            return e.constant(np.asarray(values, idx_dtype))
-
-        x = op.indices
-        negative = e.binary(BinaryFn.LT, x, const(0))
-        x = e.where(negative, e.binary(BinaryFn.ADD, x, const(depth)), x)
-        x = e.reshape(x, [*shape[:axis], 1, *shape[axis:]])
+        const = _index_arithmetic(e, op.indices)
+        x = e.reshape(_counted_back(e, const, op.indices, depth), [*shape[:axis], 1, *shape[axis:]])
         mask = e.binary(BinaryFn.EQ, x, const(np.arange(depth).reshape(along)))
     off = e.slice(op.values, [0], [0], [1], [1])
     on = e.slice(op.values, [0], [1], [2], [1])

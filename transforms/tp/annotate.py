@@ -463,15 +463,17 @@ class _Annotator:
     def fuse_column(self, layer: Layer, fused: Fused) -> None:
         """A column layer taken apart into parts: packed, or, where some parts
         are heads the devices do not divide, two Linears (`fused_parts`)."""
+        op = layer.op
+        assert isinstance(op, tir.MatmulOp)  # (a Linear: `find_layer`)
         whole = whole_parts(fused, self.devices)
         if not any(whole):
             layer.packed = len(fused.parts)
-            pack(layer.op, fused, self.devices, self._insert)  # pyright: ignore[reportArgumentType]
+            pack(op, fused, self.devices, self._insert)
             self.annotate_weight(layer, [[], [0]])
             return
-        _, kept = unfuse(layer.op, fused, whole, self.insert_after(layer.op)[0])  # pyright: ignore
+        _, kept = unfuse(op, fused, whole, self.insert_after(op)[0])
         self.whole.add(kept)
-        self.replaced.add(layer.op)
+        self.replaced.add(op)
         self.dead = True
 
     def tie(self, head: Layer, table: SSAValue) -> None:

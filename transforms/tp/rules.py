@@ -171,6 +171,13 @@ def _widens(op: tir.CastOp) -> bool:
     return a == b or (isinstance(a, AnyFloat) and isinstance(b, Float32Type | Float64Type) and a.bitwidth <= b.bitwidth)
 
 
+def _read_alone(v: SSAValue) -> bool:
+    """Whether one op alone reads `v`. A partial sum goes on partial only
+    through an op that reads it alone: one read twice is summed once for
+    both readers, before them."""
+    return v.uses.get_length() == 1
+
+
 def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     """A partial value that nothing else reads times (or over) a replicated
     one that does not widen it: the product of the sum is the sum of the
@@ -184,7 +191,7 @@ def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
         summand = op.rhs
     else:
         return False
-    return shape(summand) == shape(op.output) and summand.uses.get_length() == 1
+    return shape(summand) == shape(op.output) and _read_alone(summand)
 
 
 def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
@@ -202,7 +209,7 @@ def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     if op.fn.data not in (BinaryFn.ADD, BinaryFn.SUB) or REPLICATED not in given or PARTIAL not in given:
         return False
     summand = op.operands[given.index(PARTIAL)]
-    return summand.uses.get_length() == 1 and isinstance(dtypes.tensor(op.output.type).element_type, AnyFloat)
+    return _read_alone(summand) and isinstance(dtypes.tensor(op.output.type).element_type, AnyFloat)
 
 
 def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
@@ -220,7 +227,7 @@ def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
     axis = op.axis.value.data
     if table.axis is None and indices.axis is not None and axis == 0:
         return Rule([REPLICATED, indices], [split(indices.axis)])
-    if table.partial and indices == REPLICATED and op.operands[0].uses.get_length() == 1:
+    if table.partial and indices == REPLICATED and _read_alone(op.operands[0]):
         return Rule(given, [PARTIAL])  # rows of each summand
     if table.axis == 0 and axis == 0 and indices.axis is None:
         return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
@@ -336,7 +343,7 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
     if by_operands is not None:
         return by_operands(op, given, devices)
     s = given[0] if given else REPLICATED
-    if s.partial and isinstance(op, _MOVES) and op.operands[0].uses.get_length() == 1:
+    if s.partial and isinstance(op, _MOVES) and _read_alone(op.operands[0]):
         return Rule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
     by_axis = _BY_AXIS.get(type(op))
     if by_axis is None or s.axis is None:

@@ -41,10 +41,7 @@ def forge_calls(module) -> Counter:
     """The module's Forge calls, by function."""
     from forge_opt.dialects import forge
 
-    return Counter(
-        op.FORGE_FUNCTION for op in module.walk()
-        if isinstance(op, forge.ForgeOp) and not isinstance(op, forge.ParameterOp | forge.ConstantOp)
-    )
+    return Counter(op.FUNCTION.name for op in module.walk() if isinstance(op, forge.ForgeOp))
 
 
 def slim_nodes(model: onnx.ModelProto) -> Counter:

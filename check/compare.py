@@ -44,7 +44,7 @@ import ml_dtypes
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.dialects.forge_rules import data_format
+from forge_opt.dialects.forge_functions.element_types import data_format
 from forge_opt.dtypes import is_float
 
 #: forge-check's defaults: a tolerance of 1e-5 of the output's scale with a

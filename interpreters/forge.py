@@ -1,4 +1,4 @@
-"""numpy implementations of the `forge` ops, through `forge_kernels`."""
+"""numpy implementations of the `forge` ops: each record's golden (`forge_functions`)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,19 @@ from forge_opt import dtypes
 from forge_opt.data_formats import DataFormat, as_block_float
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
-from forge_opt.interpreters.forge_kernels import evaluate
 
 
 def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
-    return (evaluate(op.FORGE_FUNCTION, args, forge.rule_call(op).keywords),)
+    i = op.FUNCTION.weight_operand
+    if i is not None and (fmt := weight_format(op.operands[i])) is not None:  # the operand as the device stores it
+        args = (*args[:i], as_block_float(args[i], fmt), *args[i + 1 :])
+    return (op.FUNCTION.golden(args, forge.rule_call(op).keywords),)
 
 
 def weight_format(v: SSAValue) -> DataFormat | None:
-    """The block float a matmul's B operand is stored in: its weights'
-    (`mark-weight-formats`), when it is computed from weights alone, as the
-    stand-in converts such a B operand."""
+    """The block float an op's weight operand (a matmul's B) is stored in:
+    its weights' (`mark-weight-formats`), when it is computed from weights
+    alone, as the stand-in converts such an operand."""
     formats: set[DataFormat] = set()
     todo, seen = [v], set()
     while todo:  # (not recursive: an activation's chain back to the inputs may be thousands of ops)
@@ -37,13 +39,6 @@ def weight_format(v: SSAValue) -> DataFormat | None:
         else:  # an input: not made of weights
             return None
     return next(iter(formats)) if len(formats) == 1 else None
-
-
-def run_matmul(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
-    fmt = weight_format(op.operands[1])
-    if fmt is not None:
-        args = (args[0], as_block_float(args[1], fmt), *args[2:])
-    return run_forge_op(self, interp, op, args)
 
 
 def fill_array(op: forge.ConstantOp) -> np.ndarray:
@@ -73,8 +68,7 @@ ForgeFunctions = register_impls(
         {
             "run_parameter": impl(forge.ParameterOp)(run_parameter),
             "run_constant": impl(forge.ConstantOp)(run_constant),
-            **{f"run_{name}": impl(cls)(run_matmul if name == "Matmul" else run_forge_op)
-               for name, cls in forge.FORGE_OPS.items()},
+            **{f"run_{cls.FUNCTION.name}": impl(cls)(run_forge_op) for cls in forge.OPS},
         },
     )
 )

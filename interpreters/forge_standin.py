@@ -2,8 +2,8 @@
 emitted Forge modules without Forge.
 
 Every `forge.op` function has Forge's name, parameters, order and defaults
-(they are built from `dialects/forge_api.py`, the table the `forge` dialect
-uses too), and rejects calls Forge would reject. Nothing named `forge` is
+(they are built from the records of `dialects/forge_functions/`, which the
+`forge` dialect's op classes are generated from too), and rejects calls Forge would reject. Nothing named `forge` is
 installed: `standin_modules()` puts the stand-in (and a minimal `torch` with
 the few names emitted modules use) in `sys.modules` only while a module is
 loaded and run.
@@ -30,9 +30,7 @@ import numpy as np
 
 from forge_opt import data_formats
 from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, as_block_float
-from forge_opt.dialects import forge_rules, forge_shapes
-from forge_opt.dialects.forge_api import FUNCTIONS, REQUIRED, ForgeFunction
-from forge_opt.interpreters import forge_kernels
+from forge_opt.dialects.forge_functions import FUNCTIONS, REQUIRED, Call, ForgeFunction, ForgeRuleError
 
 
 class ForgeCallError(Exception):
@@ -178,22 +176,23 @@ def _make_function(fn: ForgeFunction):
                 arrays.append(_array(fn.name, operand, v))
                 given.append(v)
         weight_format = WEIGHT_FORMAT.get()
-        if fn.name == "Matmul" and weight_format is not None and _from_weights(given[1]):
-            # tt-mlir's weight-dtype conversion: the B operand, as the device stores it
-            arrays[1] = given[1].as_block_float(weight_format) if isinstance(given[1], Tensor) else \
-                as_block_float(arrays[1], weight_format)
+        i = fn.weight_operand
+        if i is not None and weight_format is not None and _from_weights(given[i]):
+            # tt-mlir's weight-dtype conversion: a matmul's B, as the device stores it
+            arrays[i] = given[i].as_block_float(weight_format) if isinstance(given[i], Tensor) else \
+                as_block_float(arrays[i], weight_format)
         if fn.name == "Cast" and not isinstance(values["dtype"], np.dtype):
             values["dtype"] = np.dtype(values["dtype"])
-        call = forge_rules.Call(
-            fn.name, [None if a is None else a.shape for a in arrays],
+        call = Call(
+            fn, [None if a is None else a.shape for a in arrays],
             [None if a is None else a.dtype for a in arrays], values,
         )
         try:
-            forge_rules.check_call(call)
-        except forge_rules.ForgeRuleError as e:
+            fn.check(call)
+        except ForgeRuleError as e:
             raise ForgeCallError(str(e)) from None
-        value = forge_kernels.evaluate(fn.name, arrays, values)
-        if value.shape != (shape := forge_shapes.result_shape(call)):
+        value = fn.golden(arrays, values)
+        if value.shape != (shape := fn.shape(call)):
             # Forge asserts it too (forge/forge/tensor.py TensorFromTrace.set_value)
             raise ForgeCallError(
                 f"[shape-vs-eval] forge.op.{fn.name}: the golden's value has shape {list(value.shape)}, "

@@ -8,7 +8,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from forge_opt import dtypes
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import attr_to_array, fill_value
-from forge_opt.interpreters import forge_kernels as k
+from forge_opt.dialects.forge_functions import conv, eltwise, nn
 from forge_opt.interpreters.tir_kinds import BINARY, POOL, REDUCE, UNARY
 
 
@@ -53,7 +53,7 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.WhereOp)
     def run_where(self, interp: Interpreter, op: tir.WhereOp, args: tuple):
-        return (k.where(*args),)
+        return (eltwise.where(*args),)
 
     @impl(tir.CastOp)
     def run_cast(self, interp: Interpreter, op: tir.CastOp, args: tuple):
@@ -61,16 +61,16 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.ClipOp)
     def run_clip(self, interp: Interpreter, op: tir.ClipOp, args: tuple):
-        return (k.clip(args[0], op.min.value.data, op.max.value.data),)
+        return (eltwise.clip(args[0], op.min.value.data, op.max.value.data),)
 
     @impl(tir.MatmulOp)
     def run_matmul(self, interp: Interpreter, op: tir.MatmulOp, args: tuple):
-        return (k.matmul(*args),)
+        return (nn.matmul(*args),)
 
     @impl(tir.Conv2dOp)
     def run_conv2d(self, interp: Interpreter, op: tir.Conv2dOp, args: tuple):
         return (
-            k.conv2d(
+            conv.conv2d(
                 args[0], args[1], args[2] if len(args) > 2 else None,
                 stride=_ints(op.strides), padding=_ints(op.pads),
                 dilation=_ints(op.dilations), groups=op.groups.value.data,
@@ -80,7 +80,7 @@ class TirFunctions(InterpreterFunctions):
     @impl(tir.ConvTranspose2dOp)
     def run_conv_transpose2d(self, interp: Interpreter, op: tir.ConvTranspose2dOp, args: tuple):
         return (
-            k.conv2d_transpose(
+            conv.conv2d_transpose(
                 args[0], args[1], args[2] if len(args) > 2 else None,
                 stride=_ints(op.strides), padding=_ints(op.pads), dilation=_ints(op.dilations),
                 groups=op.groups.value.data, output_padding=_ints(op.output_padding),
@@ -102,16 +102,16 @@ class TirFunctions(InterpreterFunctions):
 
     @impl(tir.BatchnormOp)
     def run_batchnorm(self, interp: Interpreter, op: tir.BatchnormOp, args: tuple):
-        return (k.batchnorm(*args, epsilon=op.epsilon.value.data),)
+        return (nn.batchnorm(*args, epsilon=op.epsilon.value.data),)
 
     @impl(tir.SoftmaxOp)
     def run_softmax(self, interp: Interpreter, op: tir.SoftmaxOp, args: tuple):
-        fn = k.log_softmax if op.log.value.data else k.softmax
+        fn = nn.log_softmax if op.log.value.data else nn.softmax
         return (fn(args[0], dim=op.axis.value.data),)
 
     @impl(tir.LayernormOp)
     def run_layernorm(self, interp: Interpreter, op: tir.LayernormOp, args: tuple):
-        return (k.layernorm(*args, epsilon=op.epsilon.value.data),)
+        return (nn.layernorm(*args, epsilon=op.epsilon.value.data),)
 
     @impl(tir.ReshapeOp)
     def run_reshape(self, interp: Interpreter, op: tir.ReshapeOp, args: tuple):

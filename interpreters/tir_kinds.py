@@ -1,8 +1,8 @@
 """What each kind of `tir`'s element-wise, reduction and pooling ops
 computes in numpy: the interpreter's side of `dialects/tir_functions.py`
 (whose tables say what the kinds mean and how Forge computes them). Where
-Forge's golden differs from numpy's, the kernel is Forge's
-(`forge_kernels`)."""
+Forge's golden differs from numpy's, the kernel is Forge's (its record's
+golden, `dialects/forge_functions/`)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,23 @@ from typing import Any
 
 import numpy as np
 
+from forge_opt.dialects.forge_functions import conv, eltwise
 from forge_opt.dialects.tir_functions import BinaryFn, PoolKind, ReduceFn, UnaryFn
-from forge_opt.interpreters import forge_kernels as k
 
 UNARY: dict[UnaryFn, Callable[..., Any]] = {
     UnaryFn.ABS: np.abs,
     UnaryFn.ATAN: np.arctan,
     UnaryFn.COS: np.cos,
-    UnaryFn.ERF: k.erf,
+    UnaryFn.ERF: eltwise.erf,
     UnaryFn.EXP: np.exp,
-    UnaryFn.GELU: k.gelu,
-    UnaryFn.GELU_TANH: lambda x: k.gelu(x, "tanh"),
+    UnaryFn.GELU: eltwise.gelu,
+    UnaryFn.GELU_TANH: lambda x: eltwise.gelu(x, "tanh"),
     UnaryFn.LOG: np.log,
     UnaryFn.NEG: np.negative,
     UnaryFn.NOT: np.logical_not,
     UnaryFn.RECIPROCAL: np.reciprocal,
-    UnaryFn.RELU: k.relu,
-    UnaryFn.SIGMOID: k.KERNELS["Sigmoid"],
+    UnaryFn.RELU: eltwise.relu,
+    UnaryFn.SIGMOID: eltwise.sigmoid,
     UnaryFn.SIN: np.sin,
     UnaryFn.SQRT: np.sqrt,
     UnaryFn.TANH: np.tanh,
@@ -37,7 +37,7 @@ BINARY: dict[BinaryFn, Callable[..., Any]] = {
     BinaryFn.ADD: np.add,
     BinaryFn.SUB: np.subtract,
     BinaryFn.MUL: np.multiply,
-    BinaryFn.DIV: k.divide,
+    BinaryFn.DIV: eltwise.divide,
     BinaryFn.MAX: np.maximum,
     BinaryFn.MIN: np.minimum,
     BinaryFn.POW: np.power,
@@ -59,8 +59,8 @@ REDUCE: dict[ReduceFn, Callable[..., Any]] = {
 }
 
 POOL: dict[PoolKind, Callable[..., Any]] = {
-    PoolKind.MAX: k.max_pool2d,
-    PoolKind.AVG: k.avg_pool2d,
+    PoolKind.MAX: conv.max_pool2d,
+    PoolKind.AVG: conv.avg_pool2d,
 }
 
 NUMPY: dict[type, dict] = {UnaryFn: UNARY, BinaryFn: BINARY, ReduceFn: REDUCE, PoolKind: POOL}

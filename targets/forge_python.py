@@ -294,7 +294,7 @@ class _Emitter:
         self.expr[op.output] = f"self.get_constant({_quote(name)})"
 
     def _call(self, op: forge.ForgeOp, counter: int) -> None:
-        label = node_name(op) or f"{op.FORGE_FUNCTION.lower()}_{counter}"
+        label = node_name(op) or f"{op.FUNCTION.name.lower()}_{counter}"
         seen = self.op_labels.get(label, 0)
         self.op_labels[label] = seen + 1
         if seen:
@@ -306,9 +306,9 @@ class _Emitter:
             self.uses_torch = True
         args = ", ".join([_quote(label), *operands, *keywords])
         r = op.results[0]
-        result = self.names.claim(identifier(r.name_hint or f"{op.FORGE_FUNCTION.lower()}_{counter}"))
+        result = self.names.claim(identifier(r.name_hint or f"{op.FUNCTION.name.lower()}_{counter}"))
         self.expr[r] = result
-        self.forward.append(f"{result} = forge.op.{op.FORGE_FUNCTION}({args})")
+        self.forward.append(f"{result} = forge.op.{op.FUNCTION.name}({args})")
 
     def _module(self, args: list[str]) -> ForgePythonModule:
         constants_file = f"{self.stem or identifier(self.graph)}_constants.npz" if self.constants else ""

@@ -18,8 +18,8 @@ from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
 from forge_opt.data_formats import DataFormat, as_block_float
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge
+from forge_opt.dialects.forge_functions import BY_NAME as FORGE_FUNCTIONS
 from forge_opt.execution.engine import compile_model, run_compiled
-from forge_opt.interpreters import forge_kernels
 from forge_opt.interpreters.forge_standin import CompilerConfig, ForgeCallError, MLIRConfig, weight_format_of
 
 BF16 = ml_dtypes.bfloat16
@@ -98,7 +98,7 @@ def test_a_matmul_of_activations_keeps_its_values():
 
 def test_a_wrong_program_in_a_reduced_format_is_a_mismatch(monkeypatch):
     model, _, _ = linear()
-    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda a: 1 / (1 + np.exp(a)))  # sigmoid(-x)
+    monkeypatch.setattr(FORGE_FUNCTIONS["Sigmoid"], "kernel", lambda a: 1 / (1 + np.exp(a)))  # sigmoid(-x)
     report = check_model(model, data_format="bfloat16", weight_format="bfp8_b")
     assert report.status == MISMATCH and report.outputs[0].pcc < 0
 

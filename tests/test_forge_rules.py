@@ -1,6 +1,7 @@
-"""Forge's rules are written once (dialects/forge_rules.py): a call that
-breaks one is rejected by the `forge` dialect's verifier and by the Forge
-stand-in with the same message."""
+"""Forge's rules are written once, in the records of
+dialects/forge_functions/: a call that breaks one is rejected by the `forge`
+dialect's verifier and by the Forge stand-in with the same message; the op
+classes and builders are generated from the records."""
 
 import numpy as np
 import pytest
@@ -9,11 +10,10 @@ from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
-from forge_opt.dialects import forge, forge_calls, forge_rules, forge_shapes
-from forge_opt.dialects.forge_api import BY_NAME
-from forge_opt.dialects.forge_rules import RULES
+from forge_opt.dialects import forge, forge_ops
+from forge_opt.dialects.forge_functions import BY_NAME, FUNCTIONS, RULES, ForgeRuleError
 from forge_opt.interpreters.forge_standin import OP_FUNCTIONS, ForgeCallError, Tensor
-from forge_opt.tools import gen_forge_calls
+from forge_opt.tools import gen_forge_ops
 
 F32 = np.dtype(np.float32)
 
@@ -77,10 +77,10 @@ def _verifier_error(function, operands, keywords) -> str:
     """What the builder and the verifier of a parsed op say: the same message."""
     block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(np.dtype(d)), s) for s, d in operands])
     ir_keywords = {k: _ir_keyword(v) for k, v in keywords.items()}
-    with pytest.raises(forge_rules.ForgeRuleError) as built:
-        forge.build(function, list(block.args), **ir_keywords)
-    cls = forge.FORGE_OPS[function]
-    kinds = [kind for _, kind in BY_NAME[function].operands]
+    cls = getattr(forge_ops, f"{function}Op")
+    with pytest.raises(ForgeRuleError) as built:
+        forge.build(cls, list(block.args), **ir_keywords)
+    kinds = list(cls.FUNCTION.kinds)
     grouped = [list(block.args)] if kinds == ["variadic"] else [*block.args, *[[]] * (len(kinds) - len(block.args))]
     op = cls.build(
         operands=grouped, result_types=[TensorType(f32, operands[0][0])],
@@ -123,14 +123,19 @@ def test_python_int_operand_is_rejected():
     assert OP_FUNCTIONS["Add"]("add", x, 2.0).value().shape == (2,)
 
 
-def test_every_function_has_a_shape_function():
-    assert forge_shapes.SHAPES.keys() == BY_NAME.keys()
+def test_every_function_is_one_record_and_one_named_class():
+    assert [cls.FUNCTION for cls in forge_ops.OPS] == list(FUNCTIONS)
+    for fn in FUNCTIONS:
+        cls = getattr(forge_ops, f"{fn.name}Op")
+        assert cls.FUNCTION is fn and cls.name == fn.op_name
+        assert forge_ops.BUILDERS[fn.name] is getattr(forge_ops, fn.name)
+        assert fn.kernel is not None or fn.name == "ConstantPad"  # never called: rule constantpad-unusable
 
 
 def test_standin_asserts_its_value_has_the_shape_forge_gives(monkeypatch):
     """Forge's rule shape-vs-eval: a shape function that disagrees with its
     kernel fails every run of the op, so the two cannot drift apart."""
-    monkeypatch.setitem(forge_shapes.SHAPES, "Relu", lambda call: (*call.shape(0), 1))
+    monkeypatch.setattr(BY_NAME["Relu"], "shape", lambda call: (*call.shape(0), 1))
     message = r"\[shape-vs-eval\] forge.op.Relu: .* shape \[2, 3\], .* gives \[2, 3, 1\]"
     with pytest.raises(ForgeCallError, match=message):
         OP_FUNCTIONS["Relu"]("probe", Tensor(np.zeros((2, 3), np.float32)))
@@ -161,16 +166,18 @@ def test_shape_functions_match_the_kernels(function, shapes, keywords, expected)
     arrays = [np.zeros(s, np.int32 if function == "AdvIndex" and i else np.float32) for i, s in enumerate(shapes)]
     assert OP_FUNCTIONS[function]("probe", *map(Tensor, arrays), **keywords).shape == expected
     block = Block(arg_types=[TensorType(dtypes.mlir_type_of_numpy(a.dtype), a.shape) for a in arrays])
-    assert dtypes.tensor(forge.build(function, list(block.args), **keywords).results[0].type).get_shape() == expected
+    built = forge_ops.BUILDERS[function](*block.args, **keywords)
+    assert dtypes.tensor(built.results[0].type).get_shape() == expected
 
 
-def test_the_typed_builders_are_generated_from_the_api_table():
-    assert gen_forge_calls.main(["--check"]) == 0, "run python -m forge_opt.tools.gen_forge_calls"
-    assert forge_calls.BY_NAME.keys() == BY_NAME.keys()
+def test_the_op_classes_and_builders_are_generated_from_the_records():
+    assert gen_forge_ops.main(["--check"]) == 0, "run python -m forge_opt.tools.gen_forge_ops"
+    assert forge_ops.BUILDERS.keys() == BY_NAME.keys()
 
 
 def test_a_typed_builder_takes_forges_names_only():
     x = Block(arg_types=[TensorType(f32, [2, 3])]).args[0]
-    assert forge_calls.Transpose(x, dim0=-2, dim1=-1).results[0].type == TensorType(f32, [3, 2])
+    transposed = forge_ops.Transpose(x, dim0=-2, dim1=-1)
+    assert isinstance(transposed, forge_ops.TransposeOp) and transposed.results[0].type == TensorType(f32, [3, 2])
     with pytest.raises(TypeError, match="dim2"):
-        forge_calls.Transpose(x, dim0=-2, dim2=-1)  # pyright: ignore[reportCallIssue]
+        forge_ops.Transpose(x, dim0=-2, dim2=-1)  # pyright: ignore[reportCallIssue]

@@ -8,7 +8,7 @@ from xdsl.ir import Block
 from xdsl.irdl import IRDLOperation, OptionalDef, VariadicDef
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.dialects import forge, tir
+from forge_opt.dialects import forge, forge_ops, tir
 from forge_opt.dialects.irdl_fast import FastOp, layout_of
 from forge_opt.dialects.onnx import ONNX
 from forge_opt.dialects.tir_functions import UnaryFn
@@ -51,7 +51,7 @@ def _generic_accepts(op) -> bool:
 
 
 def test_most_ops_take_the_fast_paths():
-    assert {tir.UnaryOp, tir.BinaryOp, forge.FORGE_OPS["Index"], forge.ParameterOp} <= set(FAST)
+    assert {tir.UnaryOp, tir.BinaryOp, forge_ops.IndexOp, forge.ParameterOp} <= set(FAST)
     assert len(FAST) > 0.9 * len(OPS)
 
 
@@ -108,7 +108,7 @@ def test_fast_verifier_reports_xdsls_message():
 
 def test_plain_ops_pass_the_fast_verifier():
     x = Block(arg_types=[T]).args[0]
-    for op in (tir.UnaryOp(UnaryFn.RELU, x), forge.build("Index", [x], dim=-1, start=0, stop=1)):
+    for op in (tir.UnaryOp(UnaryFn.RELU, x), forge_ops.Index(x, dim=-1, start=0, stop=1)):
         layout = layout_of(type(op))
         assert layout is not None and layout.holds(op)
         op.verify()

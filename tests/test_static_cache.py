@@ -193,10 +193,12 @@ def test_the_decode_flags_as_a_user_gives_them(capsys):
 def test_a_reduced_decode_whose_logits_are_wrong_is_a_mismatch(monkeypatch):
     """Teacher-forced logits far from the oracle's fail the PCC rule, the
     tokens' agreement notwithstanding."""
-    from forge_opt.interpreters import forge_kernels
+    from forge_opt.dialects.forge_functions import BY_NAME
 
-    kernel = forge_kernels.KERNELS["Embedding"]
-    monkeypatch.setitem(forge_kernels.KERNELS, "Embedding",  # every token read as the next one's row
+    embedding = BY_NAME["Embedding"]
+    kernel = embedding.kernel
+    assert kernel is not None
+    monkeypatch.setattr(embedding, "kernel",  # every token read as the next one's row
                         lambda indices, table: kernel((indices + 1) % table.shape[0], table))
     report = check_decode(model_path("llama"), 3, optimum_feeds("llama", DECODE), data_format="bfloat16")
     logits = [r for r in report.outputs if r.name.startswith("logits")]

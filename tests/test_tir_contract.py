@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i1
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 
-from forge_opt.dialects import forge_api, tir
+from forge_opt.dialects import forge_functions, tir
 from forge_opt.dialects.onnx import ONNX
 from forge_opt.dialects.tir_functions import TABLES, BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.interpreters.forge_standin import run_forge_module
@@ -55,8 +55,8 @@ def test_every_function_kind_has_a_meaning_and_a_forge_form(enum, member):
     assert callable(NUMPY[enum][member]) and entry.doc
     assert (entry.forge is None) != (entry.instead is None), "one Forge function, or how it is done instead"
     if entry.forge is not None:
-        assert entry.forge in forge_api.BY_NAME
-        assert set(entry.keywords) <= {name for name, _ in forge_api.BY_NAME[entry.forge].keywords}
+        assert entry.forge in forge_functions.BY_NAME
+        assert set(entry.keywords) <= set(forge_functions.BY_NAME[entry.forge].keyword_names)
 
 
 def _inputs(fn, shape, rng):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from forge_opt.check import MATCH, MISMATCH, NOT_COMPILED, check_model
-from forge_opt.interpreters import forge_kernels
+from forge_opt.dialects.forge_functions import BY_NAME as FORGE_FUNCTIONS
 from forge_opt.interpreters.forge_standin import ForgeCallError, Index, Tensor, standin_modules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +20,13 @@ g (float[3, 3] x) => (float[3, 3] y) {
   [unpool1] y = MaxUnpool <kernel_shape = [1]> (x, x)
 }
 """
+
+
+def _kernel(function: str):
+    """Forge's golden of a function, as a test that breaks it wraps it."""
+    kernel = FORGE_FUNCTIONS[function].kernel
+    assert kernel is not None
+    return kernel
 
 
 def _forge_check(*args):
@@ -62,12 +69,12 @@ def test_forge_check_inputs_file(tmp_path):
 
 
 def test_broken_lowering_is_a_mismatch(monkeypatch):
-    real = forge_kernels.KERNELS["Index"]
+    real = _kernel("Index")
 
     def off_by_one(x, dim, start, stop=None, stride=1):
         return real(np.roll(x, 1, axis=dim), dim, start, stop, stride)
 
-    monkeypatch.setitem(forge_kernels.KERNELS, "Index", off_by_one)
+    monkeypatch.setattr(FORGE_FUNCTIONS["Index"], "kernel", off_by_one)
     report = check_model(str(EXAMPLE))
     assert report.status == MISMATCH
     assert not all(o.ok for o in report.outputs)
@@ -121,8 +128,8 @@ chain (float[2, 8] x) => (float[2, 8] y) {
 """
     )
     assert check_model(str(model), bisect=True).status == MATCH
-    real = forge_kernels.KERNELS["Sigmoid"]
-    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda x: real(x) + 0.5)
+    real = _kernel("Sigmoid")
+    monkeypatch.setattr(FORGE_FUNCTIONS["Sigmoid"], "kernel", lambda x: real(x) + 0.5)
     report = check_model(str(model), bisect=True)
     assert report.status == MISMATCH
     assert report.divergence is not None
@@ -157,13 +164,13 @@ def test_bisect_finds_values_by_the_importers_naming_rule(monkeypatch):
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
 
-    real = forge_kernels.KERNELS["Sigmoid"]
-    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", lambda x: real(x) + 0.5)
+    real = _kernel("Sigmoid")
+    monkeypatch.setattr(FORGE_FUNCTIONS["Sigmoid"], "kernel", lambda x: real(x) + 0.5)
     report = check_model(chain(["/m/Relu_output_0", "/m/Sigmoid_output_0"]), bisect=True)
     assert report.divergence is not None and report.divergence.node == "/m/Sigmoid"
-    monkeypatch.setitem(forge_kernels.KERNELS, "Sigmoid", real)
-    real_exp = forge_kernels.KERNELS["Exp"]
-    monkeypatch.setitem(forge_kernels.KERNELS, "Exp", lambda x: real_exp(x) * 2)
+    monkeypatch.setattr(FORGE_FUNCTIONS["Sigmoid"], "kernel", real)
+    real_exp = _kernel("Exp")
+    monkeypatch.setattr(FORGE_FUNCTIONS["Exp"], "kernel", lambda x: real_exp(x) * 2)
     report = check_model(chain(["b", "b_1"]), bisect=True)
     assert report.divergence is not None and report.divergence.node == "/m/Exp"
 

@@ -96,15 +96,16 @@ def tir_page() -> str:
 
 
 def forge_page() -> str:
-    from forge_opt.dialects.forge import FORGE_OPS, ConstantOp, ParameterOp
-    from forge_opt.dialects.forge_api import BY_NAME, REQUIRED
+    from forge_opt.dialects.forge import OPS, ConstantOp, ParameterOp
+    from forge_opt.dialects.forge_functions import REQUIRED
 
     lines = [
         "# The `forge` dialect",
         "",
-        "One op per function of Forge's Python op API (`dialects/forge_api.py`, the table the Forge",
-        "stand-in is built from too). Operands are the function's tensor parameters, properties its",
-        "keyword arguments by Forge's names; a keyword left out takes Forge's default.",
+        "One op per function of Forge's Python op API, each a class generated from its record",
+        "(`dialects/forge_functions/`, which the Forge stand-in is built from too). Operands are the",
+        "function's tensor parameters, properties its keyword arguments by Forge's names; a keyword",
+        "left out takes Forge's default.",
         "",
         f"- `{ParameterOp.name}`: {_doc(ParameterOp)}",
         f"- `{ConstantOp.name}`: {_doc(ConstantOp)}",
@@ -112,38 +113,42 @@ def forge_page() -> str:
         "| op | Forge call | keywords (default) |",
         "|---|---|---|",
     ]
-    for name, op in sorted(FORGE_OPS.items(), key=lambda kv: kv[1].name):
-        fn = BY_NAME[name]
+    for op in sorted(OPS, key=lambda op: op.name):
+        fn = op.FUNCTION
         params = ", ".join(
             "*" + p if k == "variadic" else p + ("=None" if k == "optional" else "") for p, k in fn.operands
         )
         kws = ", ".join(k if d is REQUIRED else f"{k}={d!r}" for k, d in fn.keywords)
-        lines.append(f"| `{op.name}` | `forge.op.{name}(name, {params})` | {kws or '-'} |")
+        lines.append(f"| `{op.name}` | `forge.op.{fn.name}(name, {params})` | {kws or '-'} |")
     return "\n".join(lines) + "\n"
 
 
 def forge_rules_page() -> str:
-    from forge_opt.dialects.forge_rules import RULES
+    from forge_opt.dialects.forge_functions import FUNCTIONS, RULES
 
     lines = [
         "# Forge's rules, as forge-opt enforces them",
         "",
         "Each check that real Forge makes of a `forge.op` call (its Python wrapper's asserts, its C++",
         "op's `TT_ASSERT`s, which run in release builds), read from tt-forge-fe at commit c6f95fba.",
-        "They are written once (`dialects/forge_rules.py`): the `forge` dialect's verifier and the",
-        "Forge stand-in both call them, so IR that verifies is IR Forge accepts, and an emitted module",
-        "that runs on the stand-in runs on Forge. Errors start with the rule's id.",
+        "Each is written once, beside the functions it checks (`dialects/forge_functions/`, a file a",
+        "family, as Forge keeps an op's checks, shape and golden together), and named by their records:",
+        "the `forge` dialect's verifier and the Forge stand-in both run them, so IR that verifies is IR",
+        "Forge accepts, and an emitted module that runs on the stand-in runs on Forge. Errors start",
+        "with the rule's id.",
         "",
-        "Element types follow Forge's golden (`result_dtype`): a comparison keeps its first operand's",
-        "type, Divide is true division (float32 for integers), Cast to bool, int64, int8 or uint8 gives",
-        "int32 (truncating), LogicalNot gives bool. The `forge` dialect's result types must say so, and",
-        "`forge-check` compares output DataFormats as Forge's `verify` does (bool and int64 are Int32).",
+        "Element types follow Forge's golden (each record's `dtype`): a comparison keeps its first",
+        "operand's type, Divide is true division (float32 for integers), Cast to bool, int64, int8 or",
+        "uint8 gives int32 (truncating), LogicalNot gives bool. The `forge` dialect's result types must",
+        "say so, and `forge-check` compares output DataFormats as Forge's `verify` does (bool and int64",
+        "are Int32).",
         "",
         "| rule | functions | what | source |",
         "|---|---|---|---|",
     ]
     for r in RULES:
-        functions = ", ".join(r.functions) or "every function"
+        names = [f.name for f in FUNCTIONS if r in f.checks]
+        functions = "every function" if len(names) == len(FUNCTIONS) else ", ".join(names)
         lines.append(f"| `{r.id}` | {functions} | {r.what} | `{r.source}` |")
     return "\n".join(lines) + "\n"
 

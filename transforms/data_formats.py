@@ -122,8 +122,10 @@ def matmul_weights(module: ModuleOp, matmuls: Callable[[Operation], SSAValue | N
     return list(out)
 
 
-def forge_matmul_b(op: Operation) -> SSAValue | None:
-    return op.operands[1] if isinstance(op, forge.ForgeOp) and op.FORGE_FUNCTION == "Matmul" else None
+def forge_weight_operand(op: Operation) -> SSAValue | None:
+    """The operand of a `forge` op that a block float may store (a matmul's B: its record says)."""
+    i = op.FUNCTION.weight_operand if isinstance(op, forge.ForgeOp) else None
+    return None if i is None else op.operands[i]
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,8 @@ class MarkWeightFormatsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fmt = parse(self.format, BLOCK_FORMATS, "mark-weight-formats: format")
         attr = forge.DataFormatAttr(fmt)
-        for weight in matmul_weights(op, forge_matmul_b, lambda w: isinstance(w, forge.ParameterOp | forge.ConstantOp)):
+        weight_ops = forge.ParameterOp | forge.ConstantOp
+        for weight in matmul_weights(op, forge_weight_operand, lambda w: isinstance(w, weight_ops)):
             assert isinstance(weight, forge.ParameterOp | forge.ConstantOp)
             weight.weight_format = attr
         op.attributes[WEIGHT_FORMAT_ATTR] = attr

@@ -24,14 +24,15 @@ from xdsl.passes import ModulePass
 from forge_opt import dtypes
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
+from forge_opt.dialects.forge_ops import ReshapeOp, SqueezeOp, TransposeOp, UnsqueezeOp
 from forge_opt.interpreters.forge import laid_out
 
 #: Forge calls that only lay their input out anew
-LAYOUT_CALLS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze")
+LAYOUT_CALLS = (TransposeOp, ReshapeOp, SqueezeOp, UnsqueezeOp)
 
 
 def _step(call: forge.ForgeOp, rank: int) -> tuple[str, tuple[int, ...]]:
-    if call.FORGE_FUNCTION == "Transpose":
+    if isinstance(call, TransposeOp):
         keywords = forge.rule_call(call).keywords
         perm = list(range(rank))
         a, b = keywords["dim0"] % rank, keywords["dim1"] % rank
@@ -43,7 +44,7 @@ def _step(call: forge.ForgeOp, rank: int) -> tuple[str, tuple[int, ...]]:
 def _folded(call: Operation, reads: Counter) -> forge.ParameterOp | forge.ConstantOp | None:
     """The parameter or constant `call` becomes, if it lays out one read
     by it alone."""
-    if not isinstance(call, forge.ForgeOp) or call.FORGE_FUNCTION not in LAYOUT_CALLS:
+    if not isinstance(call, LAYOUT_CALLS):
         return None
     weight = call.operands[0]
     source = weight.owner

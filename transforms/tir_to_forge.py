@@ -33,12 +33,14 @@ from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
-from forge_opt.dialects import forge, forge_rules, tir
-from forge_opt.dialects import forge_calls as F
+from forge_opt.dialects import forge, tir
+from forge_opt.dialects import forge_ops as F
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.forge_functions import ForgeRuleError
+from forge_opt.dialects.forge_functions.conv import avg_pool2d
+from forge_opt.dialects.forge_functions.element_types import data_format
 from forge_opt.dialects.onnx import CustomOp
 from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
-from forge_opt.interpreters.forge_kernels import avg_pool2d
 from forge_opt.transforms.lowering import (
     Emitter,
     LoweringTable,
@@ -57,18 +59,18 @@ P = ParamSpec("P")
 def call(
     e: Emitter, result_type: Attribute, builder: Callable[P, forge.ForgeOp], *args: P.args, **kwargs: P.kwargs
 ) -> SSAValue:
-    """One Forge call by its typed builder (`forge_calls`), checked once as it
+    """One Forge call by its typed builder (`forge_ops`), checked once as it
     is built; a call Forge's own checks reject is an error naming the node.
     Its result has `result_type`'s shape (the `tir` value it stands for) and
     the element type Forge computes."""
     try:
         new = builder(*args, **kwargs)
-    except forge_rules.ForgeRuleError as error:
+    except ForgeRuleError as error:
         raise e.error(f"Forge cannot compute it: {error}") from None
     got = new.results[0].type
     if got is not result_type and dtypes.tensor(got).shape != dtypes.tensor(result_type).shape:
         raise e.error(
-            f"forge.op.{new.FORGE_FUNCTION} gives {got}, not the shape of the {result_type} it lowers"
+            f"forge.op.{new.FUNCTION.name} gives {got}, not the shape of the {result_type} it lowers"
         )
     return e.value(new)
 
@@ -132,7 +134,7 @@ def _unary(op: tir.UnaryOp, e: Emitter):
 
 
 # each unary kind's builder and keywords, looked up once
-_UNARY_CALLS = {fn: (F.BY_NAME[f.forge_function], f.keywords) for fn, f in UNARY.items() if f.forge is not None}
+_UNARY_CALLS = {fn: (F.BUILDERS[f.forge_function], f.keywords) for fn, f in UNARY.items() if f.forge is not None}
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -142,7 +144,7 @@ def scalar_constant(e: Emitter, value, like):
 
 @lowers(tir.BinaryOp)
 def _binary(op: tir.BinaryOp, e: Emitter):
-    return [call(e, op.output.type, F.BY_NAME[BINARY[op.fn.data].forge_function], op.lhs, op.rhs)]
+    return [call(e, op.output.type, F.BUILDERS[BINARY[op.fn.data].forge_function], op.lhs, op.rhs)]
 
 
 @lowers(tir.WhereOp)
@@ -240,14 +242,14 @@ def _pool2d(op: tir.Pool2dOp, e: Emitter):
     if is_max:
         return [
             call(
-                e, op.output.type, F.BY_NAME[POOL[PoolKind.MAX].forge_function], x,
+                e, op.output.type, F.BUILDERS[POOL[PoolKind.MAX].forge_function], x,
                 kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
                 stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
     y = call(
-        e, op.output.type, F.BY_NAME[POOL[PoolKind.AVG].forge_function], x,
+        e, op.output.type, F.BUILDERS[POOL[PoolKind.AVG].forge_function], x,
         kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
         count_include_pad=include if symmetric else True,
     )
@@ -351,13 +353,13 @@ def _reduce(op: tir.ReduceOp, e: Emitter):
         kept = list(shape)
         kept[axis] = 1
         if rank <= 4:
-            x = call(e, _t(x, kept), F.BY_NAME[REDUCE[op.fn.data].forge_function], x, dim=axis - rank, keep_dim=True)
+            x = call(e, _t(x, kept), F.BUILDERS[REDUCE[op.fn.data].forge_function], x, dim=axis - rank, keep_dim=True)
             continue
         # Forge reduces dims -4..3 only: fold the others around the axis.
         before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
         folded = reshape(e, x, [before, shape[axis], after])
         reduced = call(
-            e, _t(x, [before, 1, after]), F.BY_NAME[REDUCE[op.fn.data].forge_function], folded, dim=-2, keep_dim=True
+            e, _t(x, [before, 1, after]), F.BUILDERS[REDUCE[op.fn.data].forge_function], folded, dim=-2, keep_dim=True
         )
         x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]
@@ -529,7 +531,7 @@ def _format(t) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _element_format(element_type) -> str | None:
     try:
-        return forge_rules.data_format(dtypes.numpy_dtype(element_type))
+        return data_format(dtypes.numpy_dtype(element_type))
     except dtypes.UnsupportedElementType:
         return None
 

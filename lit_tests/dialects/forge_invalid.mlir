@@ -1,5 +1,5 @@
 // RUN: forge-opt %s --split-input-file --verify-diagnostics | filecheck %s
-// Forge's own checks (dialects/forge_rules.py), enforced by the verifier.
+// Forge's own checks (the records of dialects/forge_functions/), enforced by the verifier.
 
 func.func @stop_beyond_dim(%x: tensor<10x4xf32>) -> tensor<4x4xf32> {
   %y = forge.index %x {dim = -2 : i64, start = 8 : i64, stop = 12 : i64} : (tensor<10x4xf32>) -> tensor<4x4xf32>

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from forge_opt.check.bisect import Divergence, LayerError, format_layers
 from forge_opt.check.compare import OutputResult, compared_verdict
+from forge_opt.split.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -24,6 +25,7 @@ class CheckReport:
     summary: str = ""  # what the check built (a split's layout, a plan's table and warnings)
     forge_python: str = ""
     emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
+    plan: Plan | None = None  # what `--devices P` compiled: its segments, devices and collectives
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
     layers: list[LayerError] | None = None  # with --layers

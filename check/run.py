@@ -25,6 +25,7 @@ from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, v
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.interpreters.forge_standin import ForgeCallError
+from forge_opt.split.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
 
 
@@ -39,6 +40,7 @@ class Ran:
     results: list[OutputResult] | None = None  # a strategy that compares as it goes (a decode loop)
     notes: list[str] = field(default_factory=list)
     emitted: ForgePythonModule | None = None
+    plan: Plan | None = None  # a tensor-parallel run's plan
     bisect: Callable[[], Divergence | None] | None = None  # the first diverging node, asked on a mismatch
     layers: Callable[[], list[LayerError]] | None = None  # every node output's distance, asked by --layers
     # what still verifies when outputs are ill-conditioned (a split's device sub-models, each on its own
@@ -121,5 +123,5 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
         if verified:
             notes.append(verified)
     return CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
-                       forge_python=forge_python, emitted=ran.emitted, oracle=reference.oracle,
+                       forge_python=forge_python, emitted=ran.emitted, plan=ran.plan, oracle=reference.oracle,
                        oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)

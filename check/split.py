@@ -156,7 +156,7 @@ class Parallel:
                                weight_format=o.weight_format)
         per_device = run_mpi(folder / "tp", feeds, o.devices) if o.mpi else run_parallel(folder / "tp", feeds)
         got, differ = assemble(plan, per_device)
-        return Ran(got, summary=parallel_report(plan), problems=_differ(differ, "the devices"))
+        return Ran(got, summary=parallel_report(plan), problems=_differ(differ, "the devices"), plan=plan)
 
 
 def check_fallback(

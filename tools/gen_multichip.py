@@ -9,7 +9,6 @@ bytes each device stores and its peak of activations, the verdict.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,14 +84,12 @@ def row(entry: Entry, devices: int) -> str:
     """`| P | collectives | stored bytes | peak activations | verdict |`"""
     report = check_parallel(MODELS / f"{entry.file}.onnx", devices, dims=entry.dims)
     verdict = VERDICTS[report.status]
-    found = re.search(r"(\d+) collectives? sending", report.summary)
-    if found is None:  # did not compile: why, briefly
+    if report.plan is None:  # did not compile: why, briefly
         return f"| {devices} | – | – | – | {verdict}: {(report.error or 'no plan').splitlines()[0][:120]} |"
-    collectives = int(found.group(1))
+    collectives = len(report.plan.collectives)
     per_layer = f" ({(collectives - 2) / entry.layers:g} per layer + 2)" if entry.layers else ""
-    device = re.search(r"^0 +\d+ +[\d,]+ +[\d,]+ +([\d,]+) +([\d,]+)$", report.summary, re.MULTILINE)
-    stored, peak = (device.group(1), device.group(2)) if device else ("?", "?")
-    return f"| {devices} | {collectives}{per_layer} | {stored} | {peak} | {verdict} |"
+    dev0 = report.plan.devices[0]
+    return f"| {devices} | {collectives}{per_layer} | {dev0.stored_bytes:,} | {dev0.activation_bytes:,} | {verdict} |"
 
 
 def page() -> str:

@@ -33,14 +33,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
 from forge_opt.data_formats import BLOCK_FORMATS, DataFormat
-from forge_opt.dialects.forge_op import ForgeOp, build, rule_call, to_attr, to_python
+from forge_opt.dialects.forge_op import ForgeOp, build, rule_call, to_attr
 from forge_opt.dialects.forge_ops import OPS
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
 
 # what the passes, writers and interpreters take from here as `forge.<name>`
 __all__ = [
     "FORGE", "LAYOUT_STEPS", "OPS", "ConstantOp", "DataFormatAttr", "ForgeOp", "ParameterOp", "build", "layout_step",
-    "rule_call", "to_attr", "to_python",
+    "rule_call", "to_attr",
 ]
 
 

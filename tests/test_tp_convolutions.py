@@ -10,8 +10,11 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
+from model_helpers import make_model, value_info
+from onnx import helper, numpy_helper
 
 from forge_opt import import_onnx
 from forge_opt.check.report import MATCH
@@ -48,18 +51,57 @@ def test_four_devices_hold_a_quarter(name):
     assert _conv_weight_elements(name, 4) <= (1 / 4 + 0.1) * _conv_weight_elements(name, 1)
 
 
-def _peak_activations(summary: str) -> list[int]:
-    rows = re.findall(r"^\d+ +\d+ +[\d,]+ +[\d,]+ +[\d,]+ +([\d,]+)$", summary, re.MULTILINE)
-    return [int(r.replace(",", "")) for r in rows]
+def _peak_activations(devices: int) -> list[int]:
+    plan = check_parallel(MODELS / "cnn_resnet18.onnx", devices).plan
+    assert plan is not None
+    return [d.activation_bytes for d in plan.devices]
 
 
 def test_the_device_table_counts_activations_which_shrink_with_the_devices():
     """A CNN's activations are what does not fit: each device's peak of
     live activation bytes is in the table, and more devices hold less."""
-    two = _peak_activations(check_parallel(MODELS / "cnn_resnet18.onnx", 2).summary)
-    four = _peak_activations(check_parallel(MODELS / "cnn_resnet18.onnx", 4).summary)
+    two, four = _peak_activations(2), _peak_activations(4)
     assert len(two) == 2 and len(four) == 4
     assert 0 < four[0] < two[0]
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_channels_taken_apart_and_joined_cost_no_all_gather(devices):
+    """YOLOv8's C2f splits a convolution's output by channels and joins the
+    parts again before the next: packed (`channel_parts`), each device holds
+    its block of every part, and the detector needs all-reduces alone (its
+    heads' partial sums joined before one)."""
+    report = check_parallel(MODELS / "det_yolov8.onnx", devices)
+    assert report.status == MATCH, report.format()
+    assert report.plan is not None
+    kinds = [c.op for c in report.plan.collectives]
+    assert set(kinds) == {"all_reduce"} and len(kinds) <= 31, kinds
+    assert any(layer.packed == 2 for layer in report.plan.layers)  # a C2f's first convolution, by its two parts
+
+
+def test_joined_channels_read_by_more_than_convolutions_are_gathered():
+    """A Concat of split channels that is also a model output stays whole
+    (its channels in the model's order), and the Split before it is not
+    packed: the whole is gathered once before the Split (and the last
+    convolution's output once), still exact."""
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((8, 4, 1, 1)), rng.standard_normal((4, 8, 1, 1))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["h"]),
+        helper.make_node("Sigmoid", ["h"], ["s"]),
+        helper.make_node("Mul", ["h", "s"], ["a"]),
+        helper.make_node("Split", ["a"], ["p", "q"], axis=1, num_outputs=2),
+        helper.make_node("Concat", ["q", "p"], ["c"], axis=1),
+        helper.make_node("Conv", ["c", "w2"], ["y"]),
+    ]
+    weights = [numpy_helper.from_array(w.astype(np.float32), n) for n, w in (("w1", w1), ("w2", w2))]
+    shapes = {"y": [1, 4, 8, 8], "c": [1, 8, 8, 8]}
+    for outputs, gathers in ((["y"], 0), (["y", "c"], 2)):
+        model = make_model(nodes, [value_info("x", [1, 4, 8, 8])], [value_info(n, shapes[n]) for n in outputs], weights)
+        report = check_parallel(model, 2)
+        assert report.status == MATCH, report.format()
+        assert report.plan is not None
+        assert [c.op for c in report.plan.collectives].count("all_gather") == gathers
 
 
 def test_depthwise_convolutions_take_their_groups():

@@ -89,3 +89,41 @@ func.func @three_groups(%x: tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32> {
 }
 // CHECK-NEXT: %w = tir.constant
 // CHECK-NEXT: %y = tir.conv2d %x, %w
+
+// -----
+
+// Channels taken apart and joined again (YOLOv8's C2f): the convolution
+// before the Split has its output channels permuted so each device holds
+// its block of both parts, the Split takes each device's block apart, the
+// Concat joins each device's blocks, and the convolution after it reads
+// its input channels in that order: one all-reduce, no all-gather.
+// CHECK-LABEL: func.func @channel_parts
+// PART-LABEL:  func.func @channel_parts
+func.func @channel_parts(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
+  %w1 = tir.constant {value = dense<1.0> : tensor<8x4x1x1xf32>} : tensor<8x4x1x1xf32>
+  %b1 = tir.constant {value = dense<0.5> : tensor<8xf32>} : tensor<8xf32>
+  %w2 = tir.constant {value = dense<2.0> : tensor<4x8x1x1xf32>} : tensor<4x8x1x1xf32>
+  %h = tir.conv2d %x, %w1, %b1 {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x1x1xf32>, tensor<8xf32>) -> tensor<1x8x8x8xf32>
+  %s = tir.unary sigmoid %h : tensor<1x8x8x8xf32> -> tensor<1x8x8x8xf32>
+  %a = tir.binary mul %h, %s : tensor<1x8x8x8xf32>, tensor<1x8x8x8xf32> -> tensor<1x8x8x8xf32>
+  %p, %q = tir.split %a axis 1 sections [4, 4] : tensor<1x8x8x8xf32> -> tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32>
+  %c = tir.concat %q, %p axis 1 : tensor<1x4x8x8xf32>, tensor<1x4x8x8xf32> -> tensor<1x8x8x8xf32>
+  %y = tir.conv2d %c, %w2 {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x8x8x8xf32>, tensor<4x8x1x1xf32>) -> tensor<1x4x8x8xf32>
+  func.return %y : tensor<1x4x8x8xf32>
+}
+// CHECK:      %[[ORDER:.*]] = tir.constant {value = dense<[0, 1, 4, 5, 2, 3, 6, 7]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %[[W1:.*]] = tir.gather %w1, %[[ORDER]] {axis = 0 : i64}
+// CHECK:      %a = tir.binary mul %h, %s
+// CHECK-NEXT: %[[BLOCKS:.*]] = tir.reshape %a : tensor<1x8x8x8xf32> -> tensor<1x2x4x8x8xf32>
+// CHECK-NEXT: %[[P:.*]], %[[Q:.*]] = tir.split %[[BLOCKS]] axis 2 sections [2, 2]
+// CHECK-NEXT: %p = tir.reshape %[[P]] : tensor<1x2x2x8x8xf32> -> tensor<1x4x8x8xf32>
+// CHECK-NEXT: %q = tir.reshape %[[Q]] : tensor<1x2x2x8x8xf32> -> tensor<1x4x8x8xf32>
+// CHECK-NEXT: %[[QB:.*]] = tir.reshape %q : tensor<1x4x8x8xf32> -> tensor<1x2x2x8x8xf32>
+// CHECK-NEXT: %[[PB:.*]] = tir.reshape %p : tensor<1x4x8x8xf32> -> tensor<1x2x2x8x8xf32>
+// CHECK-NEXT: %[[JOINED:.*]] = tir.concat %[[QB]], %[[PB]] axis 2 : tensor<1x2x2x8x8xf32>, tensor<1x2x2x8x8xf32> -> tensor<1x2x4x8x8xf32>
+// CHECK-NEXT: %c = tir.reshape %[[JOINED]] : tensor<1x2x4x8x8xf32> -> tensor<1x8x8x8xf32>
+// CHECK-NEXT: %[[ORDER2:.*]] = tir.constant {value = dense<[0, 1, 4, 5, 2, 3, 6, 7]> : tensor<8xi64>} : tensor<8xi64>
+// CHECK-NEXT: %{{.*}} = tir.gather %w2, %[[ORDER2]] {axis = 1 : i64}
+// PART-NOT:   shard.all_gather
+// PART:       shard.all_reduce
+// PART-NOT:   shard.all_gather

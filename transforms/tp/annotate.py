@@ -41,7 +41,9 @@ weight elements stay replicated.
   all-reduced where first needed, the bias in device 0's summand). A grouped or
   depthwise convolution takes its devices' groups (with their channels of
   the input, sliced at no cost). Channels or groups that P does not divide
-  stay replicated, with the reason.
+  stay replicated, with the reason. Channels taken apart by a `Split` and
+  joined by a `Concat` between convolutions (YOLOv8's C2f) are permuted so
+  each device holds its block of every part (`channel_parts`).
 - A *KV cache*: a model input joined to keys or values split by heads,
   and returned, arrives and leaves split (`shard.shard` on the argument,
   and `annotate_for_users` before the return), so each device keeps its
@@ -87,6 +89,13 @@ from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.static_cache import PRESENT, static_past
+from forge_opt.transforms.tp.channel_parts import (
+    channel_split,
+    pack_concat,
+    pack_split,
+    packable_concat,
+    parts_stay_split,
+)
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
@@ -189,6 +198,9 @@ class _Annotator:
                 self.decide(layer)  # may rewrite the ops after it (a fused projection's parts)
                 if op not in self.replaced:
                     self.layers.append(layer)
+            if isinstance(op, tir.ConcatOp) and packable_concat(op, [self.of(v) for v in op.operands], self.devices):
+                pack_concat(op, self.devices, self.insert_after(op)[0], self._insert)  # (`channel_parts`)
+                self.dead = True
             nxt = op.next_op
             given = [self.of(v) for v in op.operands]
             r = rule(op, given, self.devices)
@@ -385,6 +397,11 @@ class _Annotator:
             layer.unshared = pin is None and not small
             return
         layer.case = wanted
+        parts = channel_split(op.output) if wanted == OUT_CHANNELS else None
+        if isinstance(op, tir.Conv2dOp) and parts is not None and not any(k % p for k in parts.sections.get_values()) \
+                and parts_stay_split(parts, p):
+            layer.packed = len(parts.results)  # each device its block of every part
+            pack_split(op, parts, p, self._insert)
         transposed = isinstance(op, tir.ConvTranspose2dOp)
         axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
         self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])

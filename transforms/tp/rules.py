@@ -155,7 +155,11 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
 def _concat(op: tir.ConcatOp, given: list[Sharding]) -> Rule:
     """Split along an axis other than the joined one: every part split
     alike (a replicated part, as the KV cache's past is beside the new
-    keys, is sliced, which costs no communication)."""
+    keys, is sliced, which costs no communication). Partial sums that
+    nothing else reads stay partial: the parts of a sum, joined, are the
+    sum of the parts joined (a detector's heads, one all-reduce for all)."""
+    if all(g.partial for g in given) and all(_read_alone(v) for v in op.operands):
+        return Rule(given, [PARTIAL])
     axes = {g.axis for g in given if g.axis is not None}
     if any(g.partial for g in given) or len(axes) != 1:
         return _replicated(op)

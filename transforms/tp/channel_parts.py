@@ -26,28 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt.dialects import tir
-from forge_opt.dialects.elements import array_to_attr
+from forge_opt.transforms.tp.fused_parts import Insert, packed_order, permuted
 from forge_opt.transforms.tp.rules import Sharding, shape
-
-#: inserts an op before another; its result
-Insert = Callable[[Operation, Operation], SSAValue]
-
-
-def packed_order(parts: Sequence[int], devices: int) -> list[int]:
-    """The channel order (device, part, i) of parts of these sizes, in
-    order: device d's block of each part, part after part."""
-    offsets = [sum(parts[:i]) for i in range(len(parts))]
-    return [b + d * (n // devices) + i for d in range(devices) for b, n in zip(offsets, parts)
-            for i in range(n // devices)]
-
-
-def _permuted(v: SSAValue, order: list[int], axis: int, before: Operation, insert: Insert) -> SSAValue:
-    index = insert(tir.ConstantOp(array_to_attr(np.asarray(order, np.int64))), before)
-    return insert(tir.GatherOp(v, index, axis), before)
 
 
 def _scalar_constant(v: SSAValue) -> bool:
@@ -99,9 +82,9 @@ def pack_split(conv: tir.Conv2dOp, split_op: tir.SplitOp, devices: int, insert: 
     device's block apart."""
     parts = list(split_op.sections.get_values())
     order = packed_order(parts, devices)
-    conv.operands[1] = _permuted(conv.weight, order, 0, conv, insert)
+    conv.operands[1] = permuted(conv.weight, order, 0, conv, insert)
     if conv.bias is not None:
-        conv.operands[2] = _permuted(conv.bias, order, 0, conv, insert)
+        conv.operands[2] = permuted(conv.bias, order, 0, conv, insert)
     z = split_op.input
     n, c, *rest = shape(z)
     blocks = insert(tir.ReshapeOp(z, [n, devices, c // devices, *rest]), split_op)
@@ -154,5 +137,5 @@ def pack_concat(op: tir.ConcatOp, devices: int, after: Callable[[Operation], SSA
     for use in list(op.output.uses):
         conv = use.operation
         assert isinstance(conv, tir.Conv2dOp)
-        conv.operands[1] = _permuted(conv.weight, order, 1, conv, insert)
+        conv.operands[1] = permuted(conv.weight, order, 1, conv, insert)
     op.output.replace_all_uses_with(joined)

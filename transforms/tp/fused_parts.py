@@ -168,6 +168,20 @@ def unfuse(matmul: tir.MatmulOp, fused: Fused, whole: list[bool],
     return made[0], made[1]
 
 
+def packed_order(parts: list[int], devices: int) -> list[int]:
+    """The order (device, part, i) of parts of these sizes, one after the
+    other: device d's block of each part, part after part."""
+    offsets = [sum(parts[:i]) for i in range(len(parts))]
+    return [b + d * (n // devices) + i for d in range(devices) for b, n in zip(offsets, parts)
+            for i in range(n // devices)]
+
+
+def permuted(v: SSAValue, order: list[int], axis: int, before: Operation, insert: Insert) -> SSAValue:
+    """`v` with its `axis` in `order` (a gather of a constant index)."""
+    index = insert(tir.ConstantOp(array_to_attr(np.asarray(order, np.int64))), before)
+    return insert(tir.GatherOp(v, index, axis), before)
+
+
 def pack(matmul: tir.MatmulOp, fused: Fused, devices: int, insert: Insert) -> None:
     """Permute the Linear's columns (and its biases') so that device d holds
     the d-th block of every part; each part read per device."""
@@ -178,17 +192,11 @@ def pack(matmul: tir.MatmulOp, fused: Fused, devices: int, insert: Insert) -> No
             f"of {[n for _, n in fused.parts]} columns, which the {p} devices do not all divide"
         )
     width = shape(matmul.rhs)[1]
-    # column order (device, part, i): device d's block of each part, part after part
-    order = [b + d * (n // p) + i for d in range(p) for b, n in fused.parts for i in range(n // p)]
-
-    def permuted(v: SSAValue, before: Operation, axis: int) -> SSAValue:
-        index = insert(tir.ConstantOp(array_to_attr(np.asarray(order, np.int64))), before)
-        return insert(tir.GatherOp(v, index, axis), before)
-
-    matmul.operands[1] = permuted(matmul.rhs, matmul, 1)
+    order = packed_order([n for _, n in fused.parts], p)  # the parts cover the columns in order
+    matmul.operands[1] = permuted(matmul.rhs, order, 1, matmul, insert)
     for add in fused.biases:
         index = 0 if isinstance(add.lhs.owner, tir.ConstantOp) else 1
-        add.operands[index] = permuted(add.operands[index], add, 0)
+        add.operands[index] = permuted(add.operands[index], order, 0, add, insert)
     # each part: its columns of every device's block, [..., P, width/P] sliced, read in its shape again
     z, first = fused.value, fused.users[0]
     outer = shape(z)[:-1]

@@ -51,6 +51,12 @@ def divide(a, b):
         return np.true_divide(a, b)
 
 
+def _remainder(a, b):
+    """torch::remainder: the sign of the divisor; NaN for a float over 0, as torch gives (no warning)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.mod(a, b)
+
+
 BINARY = (
     _binary("Add", np.add),
     _binary("Subtract", np.subtract),
@@ -59,7 +65,7 @@ BINARY = (
     _binary("Max", np.maximum),
     _binary("Min", np.minimum),
     _binary("Power", np.power),
-    _binary("Remainder", np.mod),
+    _binary("Remainder", _remainder),
     # torch::eq(a, b).to(a.dtype()): a comparison keeps its first operand's type (op_equal.cpp and siblings)
     *(_binary(name, kernel, dtype_of(0)) for name, kernel in (
         ("Equal", np.equal), ("NotEqual", np.not_equal), ("Greater", np.greater),

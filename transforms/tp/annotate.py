@@ -102,6 +102,7 @@ from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
     TPError,
+    constant_weight,
     nonnegative_indices,
     reshape_axis,
     rule,
@@ -141,17 +142,6 @@ class Layer:
         return self.op.operands[0] if self.kind == "embedding" else self.op.operands[1]
 
 
-def _constant_weight(v: SSAValue, rank: int = 2) -> bool:
-    """A 2-d weight (or one of `rank`): a constant, or one laid out by a
-    transpose, reshape or cast of one (`Gemm`'s `transB=1`, PyTorch's
-    `nn.Linear` on 2-d input), or some of its columns (`fused_parts.unfuse`)."""
-    op = v.owner
-    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp) or (
-            isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
-        op = op.input.owner
-    return isinstance(op, tir.ConstantOp) and len(shape(v)) == rank
-
-
 def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -> bool:
     """Whether `past` is the cache `present` extends: the same type but for
     the length of one axis (not `axis`, the split one)."""
@@ -163,11 +153,11 @@ def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -
 
 
 def find_layer(op: Operation) -> Layer | None:
-    if isinstance(op, tir.MatmulOp) and _constant_weight(op.rhs):
+    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs):
         return Layer(op, "linear")
-    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and _constant_weight(op.input):
+    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input):
         return Layer(op, "embedding")
-    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and _constant_weight(op.weight, 4):
+    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and constant_weight(op.weight, 4):
         return Layer(op, "conv")
     return None
 

@@ -30,7 +30,7 @@ from xdsl.ir import Operation, SSAValue
 
 from forge_opt.dialects import tir
 from forge_opt.transforms.tp.fused_parts import Insert, packed_order, permuted
-from forge_opt.transforms.tp.rules import Sharding, shape
+from forge_opt.transforms.tp.rules import Sharding, constant_weight, shape
 
 
 def _scalar_constant(v: SSAValue) -> bool:
@@ -113,14 +113,7 @@ def _joined_for_convs(op: tir.ConcatOp, devices: int) -> bool:
     if any(shape(v)[1] % devices for v in op.operands):
         return False
     return all(isinstance(u.operation, tir.Conv2dOp) and u.index == 0 and u.operation.groups.value.data == 1
-               and isinstance(_source(u.operation.weight), tir.ConstantOp) for u in op.output.uses)
-
-
-def _source(w: SSAValue) -> Operation | None:
-    op = w.owner
-    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.GatherOp):
-        op = op.operands[0].owner
-    return op if isinstance(op, Operation) else None
+               and constant_weight(u.operation.weight, 4) for u in op.output.uses)
 
 
 def pack_concat(op: tir.ConcatOp, devices: int, after: Callable[[Operation], SSAValue], insert: Insert) -> None:

@@ -418,6 +418,7 @@ def test_a_collective_of_a_weights_blocks_is_computed_when_compiled(tmp_path):
 
     from forge_opt.split.parallel import write_parallel
     from forge_opt.split.runner import assemble
+    from forge_opt.transforms.pipelines import lowering_passes, run_passes
     from forge_opt.transforms.tp.partition import TPPartitionPass
     from forge_opt.universe import make_context
 
@@ -435,6 +436,9 @@ func.func @g(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<4x8xf32> {onnx.na
     module = Parser(make_context(), text).parse_module()
     TPPartitionPass().apply(make_context(), module)
     assert "shard.all_gather" in str(module)
+    with pytest.raises(ForgeOptError, match=r"'tir.constant': forge-python writes a program of Forge calls"):
+        write_parallel(module, tmp_path / "tp")
+    run_passes(lowering_passes(), make_context(), module)
     plan = write_parallel(module, tmp_path / "tp")
     assert not plan.collectives
     x = RNG.standard_normal((4, 8)).astype(np.float32)

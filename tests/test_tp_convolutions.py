@@ -118,3 +118,21 @@ def test_a_pinned_convolution_stays_whole_and_an_impossible_pin_is_an_error(tmp_
     report = check_parallel(MODELS / "cnn_unet_tiny.onnx", 2, plan=str(plan))
     assert report.status == 2
     assert "a convolution split by its input channels needs them (3) to divide by the 2 devices" in report.error
+
+
+def test_batch_norms_fold_into_each_devices_blocks():
+    """torchvision's MobileNetV2 exported for training keeps its 52
+    BatchNormalizations, each after a convolution. A device's convolution
+    weights are its blocks, known only when the writer computes them: the
+    fold is written as ops on them (`block_folds`), so no device runs a
+    batch norm of a convolution's output, and the program matches. (A batch
+    norm after an all-reduce of an input-channel convolution's partial sums
+    stays: its shift would be added on every device.)"""
+    from forge_opt.dialects.forge_ops import BatchnormOp, Conv2dOp
+
+    module = import_onnx(onnx.load(MODELS / "mobilenet_v2_opset17.onnx"))
+    run_pipeline(module, "onnx-to-forge{devices=2}")
+    norms = [op for op in module.walk() if isinstance(op, BatchnormOp)]
+    assert len(norms) < 52 and not any(isinstance(op.operands[0].owner, Conv2dOp) for op in norms)
+    report = check_parallel(MODELS / "mobilenet_v2_opset17.onnx", 2)
+    assert report.status == MATCH, report.format()

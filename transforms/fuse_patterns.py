@@ -8,11 +8,13 @@ callbacks): fewer Forge calls, less device work.
   Add, Sqrt, Div, Mul, Add) → `tir.layernorm`;
 - BatchNormalization after a Conv with constant weights, or a per-channel
   Mul or Add (a batch norm an exporter wrote out) → the Conv, its weights
-  and bias scaled and shifted at compile time; the same after a
+  and bias scaled and shifted at compile time (a device's block of them
+  after tp-partition: by ops, `block_folds`); the same after a
   BatchNormalization → its scale and bias; a per-channel (not scalar) Mul
   then Add of anything else → one BatchNormalization;
-- a constant added along a MatMul's last dim → the Matmul's bias; the
-  batch dims flattened before a MatMul and restored after → gone;
+- a constant (or a device's block of one) added along a MatMul's last dim
+  → the Matmul's bias; the batch dims flattened before a MatMul and
+  restored after → gone;
 - a Reshape of a Reshape → one Reshape; a Reshape, Transpose or Cast that
   changes nothing → its input; a Transpose of a Transpose → one;
 - a Where whose condition is a constant all true or all false → the branch
@@ -41,6 +43,8 @@ from forge_opt.diagnostics import node_name
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, fill_value
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn, UnaryFn
+from forge_opt.transforms import block_folds
+from forge_opt.transforms.block_folds import made_of_constants
 from forge_opt.transforms.fold_constants import constant_array
 from forge_opt.transforms.lowering import Replacement, erase_dead_ops, rewrite_in_order
 
@@ -231,8 +235,10 @@ def _conv_batchnorm(root: tir.BatchnormOp) -> Replacement | None:
         return None
     w = _const(conv.weight)
     b = _const(conv.bias) if conv.bias is not None else None
+    if w is None or (conv.bias is not None and b is None):  # a device's block: folded by ops
+        return block_folds.conv_batchnorm(conv, root) if conv.output.type == root.output.type else None
     params = [_const(v) for v in (root.scale, root.bias, root.mean, root.var)]
-    if w is None or (conv.bias is not None and b is None) or any(p is None for p in params):
+    if any(p is None for p in params):
         return None
     scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # pyright: ignore[reportArgumentType]
     s = scale / np.sqrt(var + root.epsilon.value.data)
@@ -270,7 +276,10 @@ def _conv_affine(root: tir.BinaryOp) -> Replacement | None:
             continue
         w = _const(conv.weight)
         b = _const(conv.bias) if conv.bias is not None else None
-        if w is None or (conv.bias is not None and b is None):
+        if w is None or (conv.bias is not None and b is None):  # a device's block: folded by ops
+            folded = block_folds.conv_affine(conv, root.fn.data, c)
+            if folded is not None:
+                return folded
             continue
         values = _per_channel(c, w.shape[0], len(dtypes.tensor(y.type).get_shape()))
         if values is None:
@@ -412,13 +421,15 @@ def _matmul_bias(root: tir.BinaryOp) -> Replacement | None:
     """A constant added along the product's last dim → Matmul's bias."""
     for y, c in _pairs(root):
         mm = y.owner
-        bias = _const(c)
-        if not isinstance(mm, tir.MatmulOp) or mm.bias is not None or bias is None or y.type != root.output.type:
+        if not isinstance(mm, tir.MatmulOp) or mm.bias is not None or y.type != root.output.type:
             continue
+        if not made_of_constants(c):
+            continue
+        shape = dtypes.tensor(c.type).get_shape()
         width = dtypes.tensor(y.type).get_shape()[-1]
-        if any(d != 1 for d in bias.shape[:-1]) or (bias.shape and bias.shape[-1] not in (1, width)):
+        if any(d != 1 for d in shape[:-1]) or (shape and shape[-1] not in (1, width)):
             continue
-        if bias.ndim > len(dtypes.tensor(y.type).get_shape()) or not _private(root, [mm]):
+        if len(shape) > len(dtypes.tensor(y.type).get_shape()) or not _private(root, [mm]):
             continue
         new = tir.MatmulOp(mm.lhs, mm.rhs, c)
         return [new], [new.output]

@@ -62,14 +62,20 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
             verify_after(p, module)
 
 
-def segment_passes(
-    data_format: DataFormat = DataFormat.FLOAT32, weight_format: DataFormat = DataFormat.FLOAT32
-) -> list[ModulePass]:
-    """From `tir` to Forge: what follows onnx-to-tir, for a whole model or
-    one tensor-parallel segment, in these formats (`data_formats`)."""
-    on_tir, after = format_passes(data_format, weight_format)
-    return [FusePatternsPass(), MergeEqualOpsPass(), *on_tir, LowerSplitPass(), TirToForgePass(),
-            FoldWeightLayoutsPass(), *after]
+def lowering_passes(data_format: DataFormat = DataFormat.FLOAT32) -> list[ModulePass]:
+    """From `tir` to Forge calls, computing in `data_format`: what follows
+    onnx-to-tir for a whole model (then `weight_passes`), or tp-partition
+    for every device's program at once."""
+    on_tir, _ = format_passes(data_format, DataFormat.FLOAT32)
+    return [FusePatternsPass(), MergeEqualOpsPass(), *on_tir, LowerSplitPass(), TirToForgePass()]
+
+
+def weight_passes(weight_format: DataFormat = DataFormat.FLOAT32) -> list[ModulePass]:
+    """What a Forge program's weights take once they are its own (the whole
+    model's, or a device's blocks): their load-time layouts, and the block
+    float the matmul weights are stored in."""
+    _, after = format_passes(DataFormat.FLOAT32, weight_format)
+    return [FoldWeightLayoutsPass(), *after]
 
 
 @dataclass(frozen=True)
@@ -81,9 +87,12 @@ class OnnxToForgePass(ModulePass):
     computes in Forge's Float16_b (`tir-data-format` before lower-split);
     `weight-format=bfp8_b` or `bfp4_b` stores the matmul weights as block
     floats (`mark-weight-formats` last). With
-    `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition; the
-    per-device program is lowered to Forge segment by segment, device by
-    device, when forge-python writes it (`split/parallel/`)."""
+    `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition, then
+    the same lowering to Forge calls, of the program every device runs: its
+    blocks of the weights are `shard.all_slice`s of the model's
+    `forge.parameter`s, the collectives between stay `shard` ops. forge-python
+    cuts it at each collective and gives each device its blocks, laid out
+    and formatted for that device (`split/parallel/`)."""
 
     name = "onnx-to-forge"
 
@@ -114,11 +123,11 @@ class OnnxToForgePass(ModulePass):
             first.append(StaticKvCachePass(self.static_cache))
         if devices > 1:
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
-            # are then in it too; each segment's lowering marks its block-float weights
+            # are then in it too; each device's segments mark their block-float weights (`weight_passes`)
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
             on_tir, _ = format_passes(data_format, weight_format)
-            return [*first, *on_tir, annotate, TPPartitionPass()]
-        return [*first, *segment_passes(data_format, weight_format)]
+            return [*first, *on_tir, annotate, TPPartitionPass(), *lowering_passes()]
+        return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
 
     @property
     def formats(self) -> tuple[DataFormat, DataFormat]:

@@ -483,7 +483,9 @@ def _strided_slice(op: tir.StridedSliceOp, e: Emitter):
 # What lowers an op that reaches the end of `tir-to-forge` unlowered.
 DECOMPOSED_BY = {"tir.split": "lower-split"}
 
-_ALLOWED_DIALECTS = ("forge.", "func.", "builtin.")
+# `shard`: a tensor-parallel program's grid, its blocks of the weights and
+# the collectives between its devices' calls (tp-partition's) stay as they are
+_ALLOWED_DIALECTS = ("forge.", "func.", "builtin.", "shard.")
 
 
 def check_lowered(module: ModuleOp) -> None:

@@ -91,6 +91,40 @@ func.func @conv_bn(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
 
 // -----
 
+// The same after tp-partition, the weights and parameters a device's blocks
+// (`shard.all_slice`), whose values the writer computes for each device:
+// the fold is written as ops on them.
+// CHECK-LABEL: func.func @conv_bn_blocks
+shard.grid @tp(shape = 2)
+func.func @conv_bn_blocks(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %w = tir.constant {value = dense<1.0> : tensor<2x2x1x1xf32>, weight_name = "w"} : tensor<2x2x1x1xf32>
+  %s = tir.constant {value = dense<2.0> : tensor<2xf32>, weight_name = "s"} : tensor<2xf32>
+  %b = tir.constant {value = dense<0.5> : tensor<2xf32>, weight_name = "b"} : tensor<2xf32>
+  %m = tir.constant {value = dense<1.0> : tensor<2xf32>, weight_name = "m"} : tensor<2xf32>
+  %v = tir.constant {value = dense<3.0> : tensor<2xf32>, weight_name = "v"} : tensor<2xf32>
+  %wd = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 0 : tensor<2x2x1x1xf32> -> tensor<1x2x1x1xf32>
+  %sd = shard.all_slice %s on @tp grid_axes = [0] slice_axis = 0 : tensor<2xf32> -> tensor<1xf32>
+  %bd = shard.all_slice %b on @tp grid_axes = [0] slice_axis = 0 : tensor<2xf32> -> tensor<1xf32>
+  %md = shard.all_slice %m on @tp grid_axes = [0] slice_axis = 0 : tensor<2xf32> -> tensor<1xf32>
+  %vd = shard.all_slice %v on @tp grid_axes = [0] slice_axis = 0 : tensor<2xf32> -> tensor<1xf32>
+  %c = tir.conv2d %x, %wd {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x1x1xf32>) -> tensor<1x1x4x4xf32>
+  %y = tir.batchnorm %c, %sd, %bd, %md, %vd {epsilon = 1.0 : f32} : (tensor<1x1x4x4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x1x4x4xf32>
+  func.return %y : tensor<1x1x4x4xf32>
+}
+// CHECK:      %vd = shard.all_slice %v
+// CHECK-NEXT: %[[EPS:.*]] = tir.constant {value = dense<1.000000e+00> : tensor<1xf32>} : tensor<1xf32>
+// CHECK-NEXT: %[[VE:.*]] = tir.binary add %vd, %[[EPS]] : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: %[[ROOT:.*]] = tir.unary sqrt %[[VE]] : tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: %[[S:.*]] = tir.binary div %sd, %[[ROOT]] : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: %[[MS:.*]] = tir.binary mul %md, %[[S]] : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: %[[BIAS:.*]] = tir.binary sub %bd, %[[MS]] : tensor<1xf32>, tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: %[[COL:.*]] = tir.reshape %[[S]] : tensor<1xf32> -> tensor<1x1x1x1xf32>
+// CHECK-NEXT: %[[W:.*]] = tir.binary mul %wd, %[[COL]] : tensor<1x2x1x1xf32>, tensor<1x1x1x1xf32> -> tensor<1x2x1x1xf32>
+// CHECK-NEXT: %[[Y:.*]] = tir.conv2d %x, %[[W]], %[[BIAS]]
+// CHECK-NEXT: func.return %[[Y]]
+
+// -----
+
 // A Linear on flattened batch dims with its bias added after: one Matmul of
 // the unflattened input with the bias.
 // CHECK-LABEL: func.func @linear
@@ -104,6 +138,29 @@ func.func @linear(%x: tensor<2x3x8xf32>) -> tensor<2x3x5xf32> {
   func.return %y : tensor<2x3x5xf32>
 }
 // CHECK:      %y = tir.matmul %x, %w bias %b : tensor<2x3x8xf32>, tensor<8x5xf32>, tensor<5xf32> -> tensor<2x3x5xf32>
+// CHECK-NEXT: func.return %y
+
+// -----
+
+// A row-parallel Linear after tp-partition: its bias, added to device 0's
+// partial sum alone (a Where of the device's block of [true, false]), is
+// made of constants: the Matmul's bias still.
+// CHECK-LABEL: func.func @row_parallel_linear
+shard.grid @tp(shape = 2)
+func.func @row_parallel_linear(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
+  %w = tir.constant {value = dense<1.0> : tensor<8x5xf32>, weight_name = "w"} : tensor<8x5xf32>
+  %b = tir.constant {value = dense<0.5> : tensor<5xf32>, weight_name = "b"} : tensor<5xf32>
+  %first = tir.constant {value = dense<[true, false]> : tensor<2xi1>} : tensor<2xi1>
+  %zero = tir.constant {value = dense<0.0> : tensor<1xf32>} : tensor<1xf32>
+  %wd = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 0 : tensor<8x5xf32> -> tensor<4x5xf32>
+  %mine = shard.all_slice %first on @tp grid_axes = [0] slice_axis = 0 : tensor<2xi1> -> tensor<1xi1>
+  %bd = tir.where %mine, %b, %zero : tensor<1xi1>, tensor<5xf32>, tensor<1xf32> -> tensor<5xf32>
+  %m = tir.matmul %x, %wd : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
+  %y = tir.binary add %m, %bd : tensor<3x5xf32>, tensor<5xf32> -> tensor<3x5xf32>
+  func.return %y : tensor<3x5xf32>
+}
+// CHECK:      %bd = tir.where %mine, %b, %zero
+// CHECK-NEXT: %y = tir.matmul %x, %wd bias %bd : tensor<3x4xf32>, tensor<4x5xf32>, tensor<5xf32> -> tensor<3x5xf32>
 // CHECK-NEXT: func.return %y
 
 // -----

@@ -10,8 +10,10 @@ Device k's modules load only its blocks of the weights: every
 at compile time into a constant of its own (a parameter when it slices a
 model weight, saved in `dev{k}/weights.onnx`).
 
-`program.py` cuts the program into segments; this module lowers, emits and
-writes them; `weight_file.py` streams each device's weights to its file.
+`program.py` cuts the program (in Forge calls: onnx-to-forge lowered it
+for every device at once) into segments; this module gives each device
+its blocks, emits and writes them; `weight_file.py` streams each device's
+weights to its file.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, Modu
 
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.dialects import forge, tir
+from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.files import link_or_copy, write_text
 from forge_opt.frontends.onnx import import_model, load_model
@@ -48,14 +50,14 @@ from forge_opt.split.parallel.program import (
 )
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
-from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, segment_passes, verify_after
+from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
 from forge_opt.transforms.tp.annotate import layer_entries
 
 
 @dataclass
 class CompiledSegment:
-    module: ModuleOp | None  # lowered; None once emitted
+    module: ModuleOp | None  # the device's; None once emitted
     blocks: list[str]  # the device's own parameters, in order
     others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
     blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
@@ -85,15 +87,15 @@ class CompiledSegment:
 
 def compile_segment(module: ModuleOp, blocks: list[str],
                     weight_format: DataFormat = DataFormat.FLOAT32) -> CompiledSegment:
-    """Lower a segment's module (its matmul weights marked for
-    `weight_format`, a block float), noting whether its blocks reached
-    Forge untouched and each parameter's layout."""
+    """Give a segment's module its weights' layouts (its matmul weights
+    marked for `weight_format`, a block float), noting whether its blocks
+    reached it untouched and each parameter's layout."""
     before = {
-        op.weight_name.data: op.value
+        op.parameter_name.data: op.value
         for op in module.walk()
-        if isinstance(op, tir.ConstantOp) and op.weight_name is not None and op.weight_name.data in blocks
+        if isinstance(op, forge.ParameterOp) and op.parameter_name.data in blocks
     }
-    run_passes(segment_passes(weight_format=weight_format), Context(), module, False)
+    run_passes(weight_passes(weight_format), Context(), module, False)
     params = [op for op in module.walk() if isinstance(op, forge.ParameterOp)]
     after = {op.parameter_name.data: op.value for op in params if op.parameter_name.data in before}
     others = [(p.parameter_name.data, attr_to_array(p.value)) for p in params if p.parameter_name.data not in before]
@@ -138,12 +140,11 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
     """Every device's segment modules and weights, streamed: a segment's
     blocks are written and dropped before the next are made.
 
-    Devices 0 and 1 each lower the segment. When they compile to the same
-    module and lowering passed each block through as a parameter, as it
-    was, the other devices differ from device 0 only in their blocks'
-    values: they reuse its module, and their blocks go from the weight
-    file to theirs a band at a time, never whole. Lowering is most of the
-    compile, and otherwise repeated P times."""
+    Devices 0 and 1 each make the segment's module. When they are the same
+    and each block reached it as a parameter, as it was, the other
+    devices differ from device 0 only in their blocks' values: they reuse
+    its module, and their blocks go from the weight file to theirs a band
+    at a time, never whole."""
     p = program.devices
     dirs = [folder / f"dev{rank}" for rank in range(p)]
     for d in dirs:
@@ -152,7 +153,7 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
     constant_bytes = [0] * p
     formats: list[dict[str, DataFormat]] = [{} for _ in range(p)]  # each device's block-float parameters
     for n in range(len(program.segments)):
-        # device 0's blocks held while it lowers, then device 1's read again (from the page cache): one
+        # device 0's blocks held while its module is made, then device 1's read again (from the page cache): one
         # device's blocks in memory at a time (an 8B model's LM head is 131 MB a device)
         blocks = program.write_blocks(n, dict(enumerate(files)), keep={0})
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}

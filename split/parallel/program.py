@@ -1,7 +1,10 @@
 """A per-device program (`tp-partition`'s output) cut into what the host
 runs: segments of device work between collectives, the values each reads
 and makes, and each device's blocks of the constants a segment reads,
-computed at compile time (a parameter when it slices a model weight)."""
+computed at compile time (a parameter when it slices a model weight).
+The program is in Forge calls already (onnx-to-forge's lowering runs
+before it is cut): a segment is a device's Forge module once its blocks
+are in it."""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ from xdsl.interpreter import Interpreter
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.diagnostics import ForgeOptError, node_name
-from forge_opt.dialects import shard, tir
-from forge_opt.dialects.elements import array_view_attr, attr_to_array
-from forge_opt.interpreters.tir import TirFunctions
+from forge_opt.diagnostics import ForgeOptError, describe, node_name
+from forge_opt.dialects import forge, shard
+from forge_opt.dialects.elements import array_view_attr
+from forge_opt.dialects.forge_ops import Index
+from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.split.graph_infos import HOST_OUTPUTS, Output, Tensor
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
@@ -75,6 +79,11 @@ class Program:
             raise ForgeOptError("a tensor-parallel program has one shard.grid and one function")
         self.grid, self.devices = found
         self.func = funcs[0]
+        for op in self.func.walk():
+            if not op.name.startswith(("forge.", "func.", "shard.")):
+                raise ForgeOptError(f"{describe(op)}: forge-python writes a program of Forge calls; lower the "
+                                    "per-device program first (onnx-to-forge{devices=P} does; after tp-partition: "
+                                    "fuse-patterns, merge-equal-ops, lower-split, tir-to-forge)")
         self.constant: set[SSAValue] = set()  # values computed from constants alone
         self.segments: list[Segment] = []
         self.collectives: list[Collective] = []
@@ -222,8 +231,8 @@ class Program:
         for n in range(len(self.segments)):
             for v in self._constants_read(n)[1]:
                 count[v] += 1
-                if isinstance(v.owner, tir.ConstantOp) and v.owner.weight_name is not None:
-                    count[v.owner.weight_name.data] += 1
+                if isinstance(v.owner, forge.ParameterOp):
+                    count[v.owner.parameter_name.data] += 1
         return count
 
     def write_blocks(self, n: int, files: Mapping[int, WeightFile], keep: Set[int]) -> dict[int, Blocks]:
@@ -261,8 +270,8 @@ class Program:
         return out
 
     def segment_module(self, n: int, rank: int, blocks: Blocks) -> ModuleOp:
-        """Segment `n` as device `rank` runs it: a module of `tir` ops, with
-        its `blocks` (`write_blocks`, kept) as parameters."""
+        """Segment `n` as device `rank` runs it: a module of Forge calls,
+        with its `blocks` (`write_blocks`, kept) as parameters."""
         seg = self.segments[n]
         arg_types = [v.type for v in seg.inputs]
         body = Block(arg_types=arg_types)
@@ -279,10 +288,12 @@ class Program:
                 name, array = blocks[v]
                 if name not in params:  # else the same block, reached twice
                     assert array is not None, f"block {name} was not kept"
-                    const = tir.ConstantOp(array_view_attr(array), name)  # (its bytes, not a copy)
-                    const.location = op.location
-                    body.add_op(const)
-                    params[name] = const.output
+                    param = forge.ParameterOp.build(  # (its bytes, not a copy)
+                        result_types=[v.type],
+                        properties={"parameter_name": StringAttr(name), "value": array_view_attr(array)})
+                    param.location = op.location
+                    body.add_op(param)
+                    params[name] = param.output
                 mapping[v] = params[name]
                 return params[name]
             clone = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
@@ -293,8 +304,9 @@ class Program:
         for op in seg.ops:
             if isinstance(op, shard.AllSliceOp):  # a block of an activation: a slice
                 x = value(op.input)
-                rows = dtypes.tensor(op.result.type).get_shape()[op.axis]
-                new = tir.StridedSliceOp(x, [op.axis], [rank * rows], [(rank + 1) * rows], [1])
+                shape = dtypes.tensor(op.result.type).get_shape()
+                rows = shape[op.axis]
+                new = Index(x, dim=op.axis - len(shape), start=rank * rows, stop=(rank + 1) * rows, stride=1)
             else:
                 new = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
             new.location = op.location
@@ -346,8 +358,10 @@ def _weight_name(v: SSAValue) -> str | None:
     operand's, through each op), if one."""
     op = v.owner
     while isinstance(op, Operation):
-        if isinstance(op, tir.ConstantOp):
-            return op.weight_name.data if op.weight_name is not None else None
+        if isinstance(op, forge.ParameterOp):
+            return op.parameter_name.data
+        if isinstance(op, forge.ConstantOp):
+            return None
         if not op.operands:
             return None
         op = op.operands[0].owner
@@ -363,7 +377,7 @@ class _ConstantEvaluator:
         self.others[rank] = self
         self.memo: dict[SSAValue, np.ndarray | WeightBlock] = {}
         self.interp = Interpreter(ModuleOp([]))
-        self.interp.register_implementations(TirFunctions())
+        self.interp.register_implementations(ForgeFunctions())
 
     def value(self, v: SSAValue) -> np.ndarray | WeightBlock:
         """Its value; a device's block of a constant stays unread (a
@@ -373,9 +387,7 @@ class _ConstantEvaluator:
         op = v.owner
         assert isinstance(op, Operation)
         args = [self.value(o) for o in op.operands]
-        if isinstance(op, tir.ConstantOp):
-            result = attr_to_array(op.value)
-        elif isinstance(op, shard.AllSliceOp):
+        if isinstance(op, shard.AllSliceOp):
             result = WeightBlock(value_of(args[0]), op.axis, self.rank, self.devices)
         elif type(op) in COLLECTIVE_OPS:  # of blocks of a constant: computed here, as the devices would
             result = self._collective(op)

@@ -296,20 +296,20 @@ def test_forge_split_runs_a_plan_with_a_split_cache(tmp_path, capsys):
     assert capsys.readouterr().out.strip().endswith("match")
 
 
-def test_devices_past_the_second_reuse_its_lowered_modules(tmp_path, monkeypatch):
+def test_devices_past_the_second_reuse_its_segment_modules(tmp_path, monkeypatch):
     """Every file of the plan is the same whether devices 2 and 3 reuse
-    device 0's lowered segments or lower their own."""
+    device 0's segment modules or make their own."""
     from forge_opt.split import parallel
 
-    lowered = []
+    made = []
     compile_segment = parallel.compile_segment
-    monkeypatch.setattr(parallel, "compile_segment", lambda *a: lowered.append(1) or compile_segment(*a))
+    monkeypatch.setattr(parallel, "compile_segment", lambda *a: made.append(1) or compile_segment(*a))
     tensor_parallel(model_path("phi3"), tmp_path / "shared", 4, dims=DECODE)
     segments = json.loads((tmp_path / "shared" / "graph_infos.json").read_text())["graph_num"]
-    assert len(lowered) == 2 * segments
+    assert len(made) == 2 * segments
     monkeypatch.setattr(parallel.CompiledSegment, "same_as", lambda self, other: False)
     tensor_parallel(model_path("phi3"), tmp_path / "own", 4, dims=DECODE)
-    assert len(lowered) == 2 * segments + 4 * segments
+    assert len(made) == 2 * segments + 4 * segments
     for path in sorted((tmp_path / "own").rglob("*")):
         if path.is_file():
             assert path.read_bytes() == (tmp_path / "shared" / path.relative_to(tmp_path / "own")).read_bytes(), path

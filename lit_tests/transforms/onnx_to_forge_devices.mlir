@@ -12,6 +12,7 @@
 // RUN: forge-opt %S/../../tests/data/models/llm_llama.onnx --dim batch_size=1 --dim sequence_length=4 --dim past_sequence_length=3 -p 'onnx-to-forge{devices=2}' | xdsl-opt | filecheck %s --check-prefix=LLAMA
 
 // LLAMA:      shard.grid @tp(shape = 2)
+// LLAMA-LABEL: func.func @main_graph
 // LLAMA:      %[[Q:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 : tensor<32x32xf32> -> tensor<32x16xf32>
 // LLAMA-NEXT: %model_layers_0_self_attn_q_proj_MatMul_output = forge.matmul %{{.*}}, %[[Q]] : (tensor<1x4x32xf32>, tensor<32x16xf32>) -> tensor<1x4x16xf32>
 // LLAMA:      %[[O:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<32x32xf32> -> tensor<16x32xf32>
@@ -35,6 +36,7 @@
 // RUN: forge-opt %S/../../tests/data/models/cnn_resnet18.onnx -p 'onnx-to-forge{devices=2}' | filecheck %s --check-prefix=RESNET
 
 // RESNET:      shard.grid @tp(shape = 2)
+// RESNET-LABEL: func.func @main_graph
 // RESNET:      %[[W:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<64x3x7x7xf32> -> tensor<32x3x7x7xf32>
 // RESNET-NEXT: %[[B:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<64xf32> -> tensor<32xf32>
 // RESNET-NEXT: %conv1_Conv_output = forge.conv2d %x, %[[W]], %[[B]] {{.*}} : (tensor<1x3x64x64xf32>, tensor<32x3x7x7xf32>, tensor<32xf32>) -> tensor<1x32x32x32xf32>

@@ -12,17 +12,15 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.dialects import tir
+from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn, UnaryFn
 from forge_opt.transforms.lowering import Replacement
 
 
-def made_of_constants(v: SSAValue, limit: int = 16) -> bool:
-    """Whether v is computed from constants alone, in at most `limit` ops: a
-    constant, or a device's block of one (the bias a row-parallel layer adds
-    on device 0 alone: a Where of blocks)."""
-    todo, seen = [v], set()
+def _constant_ops(v: SSAValue, limit: int = 16) -> list[Operation] | None:
+    """The ops computing v, if from constants alone and in at most `limit`."""
+    todo, seen, ops = [v], set(), []
     while todo:
         v = todo.pop()
         if v in seen:
@@ -30,11 +28,25 @@ def made_of_constants(v: SSAValue, limit: int = 16) -> bool:
         seen.add(v)
         op = v.owner
         if not isinstance(op, Operation) or len(seen) > limit:
-            return False
+            return None
         if not op.operands and not isinstance(op, tir.ConstantOp | tir.FullOp):
-            return False
+            return None
+        ops.append(op)
         todo.extend(op.operands)
-    return True
+    return ops
+
+
+def made_of_constants(v: SSAValue) -> bool:
+    """Whether v is computed from constants alone: a constant, or a
+    device's block of one (the bias a row-parallel layer adds on device 0
+    alone: a Where of blocks)."""
+    return _constant_ops(v) is not None
+
+
+def _device_block(v: SSAValue | None) -> bool:
+    """Whether v is made of constants and of a device's block of one."""
+    ops = _constant_ops(v) if v is not None else None
+    return ops is not None and any(isinstance(op, shard.AllSliceOp) for op in ops)
 
 
 def _channels(v: SSAValue, conv: tir.Conv2dOp, ops: list[Operation], vector: bool = False) -> SSAValue | None:
@@ -67,8 +79,10 @@ def _binary(fn: BinaryFn, a: SSAValue, b: SSAValue, ops: list[Operation]) -> SSA
 
 def _conv(conv: tir.Conv2dOp, scale: SSAValue | None, shift: SSAValue | None,
           ops: list[Operation]) -> Replacement | None:
-    """conv(x)·scale + shift (vectors of its output channels) as one Conv."""
-    if not made_of_constants(conv.weight) or (conv.bias is not None and not made_of_constants(conv.bias)):
+    """conv(x)·scale + shift (vectors of its output channels) as one Conv,
+    when its weights are a device's block (a constant's fold is
+    fuse-patterns' own, computed at once)."""
+    if not _device_block(conv.weight) or (conv.bias is not None and not made_of_constants(conv.bias)):
         return None
     w, b = conv.weight, conv.bias
     if scale is not None:

@@ -220,7 +220,7 @@ def size_devices(
     the inputs or `shapes`/`dims` give, in these formats."""
     from xdsl.context import Context
 
-    from forge_opt.transforms.data_formats import checked_formats, format_passes
+    from forge_opt.transforms.data_formats import checked_formats, data_format_passes
     from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
     from forge_opt.transforms.pipelines import run_passes
     from forge_opt.transforms.tp.sizing import choose_devices
@@ -228,5 +228,5 @@ def size_devices(
     data, weights = checked_formats(data_format, weight_format)
     loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
-    run_passes([OnnxToTirPass(), *format_passes(data, weights)[0]], Context(), module)
+    run_passes([OnnxToTirPass(), *data_format_passes(data)], Context(), module)
     return choose_devices(module, memory, max_devices, min_size, plan, weights)

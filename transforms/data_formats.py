@@ -148,12 +148,16 @@ class MarkWeightFormatsPass(ModulePass):
         op.attributes[WEIGHT_FORMAT_ATTR] = attr
 
 
-def format_passes(data_format: DataFormat, weight_format: DataFormat) -> tuple[list[ModulePass], list[ModulePass]]:
-    """What a pipeline runs on `tir` and after `fold-weight-layouts` for
-    these formats (nothing for float32)."""
-    on_tir: list[ModulePass] = [TirDataFormatPass(data_format)] if data_format != DataFormat.FLOAT32 else []
-    after: list[ModulePass] = [MarkWeightFormatsPass(weight_format)] if weight_format in BLOCK_FORMATS else []
-    return on_tir, after
+def data_format_passes(data_format: DataFormat) -> list[ModulePass]:
+    """What a pipeline runs on `tir` to compute in `data_format` (nothing
+    for float32)."""
+    return [TirDataFormatPass(data_format)] if data_format != DataFormat.FLOAT32 else []
+
+
+def weight_format_passes(weight_format: DataFormat) -> list[ModulePass]:
+    """What a pipeline runs after `fold-weight-layouts` to store the matmul
+    weights in `weight_format` (nothing unless a block float)."""
+    return [MarkWeightFormatsPass(weight_format)] if weight_format in BLOCK_FORMATS else []
 
 
 def checked_formats(data_format: str, weight_format: str) -> tuple[DataFormat, DataFormat]:

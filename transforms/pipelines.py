@@ -16,7 +16,8 @@ from forge_opt.transforms.data_formats import (
     MarkWeightFormatsPass,
     TirDataFormatPass,
     checked_formats,
-    format_passes,
+    data_format_passes,
+    weight_format_passes,
 )
 from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
@@ -66,16 +67,15 @@ def lowering_passes(data_format: DataFormat = DataFormat.FLOAT32) -> list[Module
     """From `tir` to Forge calls, computing in `data_format`: what follows
     onnx-to-tir for a whole model (then `weight_passes`), or tp-partition
     for every device's program at once."""
-    on_tir, _ = format_passes(data_format, DataFormat.FLOAT32)
-    return [FusePatternsPass(), MergeEqualOpsPass(), *on_tir, LowerSplitPass(), TirToForgePass()]
+    return [FusePatternsPass(), MergeEqualOpsPass(), *data_format_passes(data_format), LowerSplitPass(),
+            TirToForgePass()]
 
 
 def weight_passes(weight_format: DataFormat = DataFormat.FLOAT32) -> list[ModulePass]:
     """What a Forge program's weights take once they are its own (the whole
     model's, or a device's blocks): their load-time layouts, and the block
     float the matmul weights are stored in."""
-    _, after = format_passes(DataFormat.FLOAT32, weight_format)
-    return [FoldWeightLayoutsPass(), *after]
+    return [FoldWeightLayoutsPass(), *weight_format_passes(weight_format)]
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,7 @@ class OnnxToForgePass(ModulePass):
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
             # are then in it too; each device's segments mark their block-float weights (`weight_passes`)
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
-            on_tir, _ = format_passes(data_format, weight_format)
-            return [*first, *on_tir, annotate, TPPartitionPass(), *lowering_passes()]
+            return [*first, *data_format_passes(data_format), annotate, TPPartitionPass(), *lowering_passes()]
         return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
 
     @property

@@ -72,7 +72,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     for name in (
         "onnx-to-tir", "fuse-patterns", "merge-equal-ops", "lower-split", "tir-to-forge", "fold-weight-layouts",
         "tir-data-format", "mark-weight-formats", "static-kv-cache", "onnx-to-forge", "partition-for-forge",
-        "tensor-parallel", "tp-partition",
+        "stack-experts", "tensor-parallel", "tp-partition",
     )
 }
 TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}

@@ -79,23 +79,58 @@ def test_qwen3_moe_matches_on_one_device():
 
 
 def test_qwen3_moe_keeps_its_router_whole_and_shares_its_experts():
-    """Each expert's MLP column- then row-parallel; the experts' weighted
-    sum stays partial through the dispatch, one all-reduce a layer; the
-    router stays whole, its reason in the report."""
+    """Each device computes its experts whole (`stack-experts`, then the
+    expert case); the experts' weighted sum stays partial, one all-reduce a
+    layer; the router stays whole, its reason in the report."""
     from forge_opt.check.split import check_parallel
     report = check_parallel(QWEN3_MOE, 2, feeds("qwen3_moe"))
     assert report.status == MATCH, report.format()
     assert int(re.search(r"(\d+) collectives? sending", report.summary).group(1)) == 6  # pyright: ignore
-    assert "warning" not in report.summary
+    assert "6 expert" in report.summary and "warning" not in report.summary
 
 
-def test_the_router_stays_whole_with_its_reason(tmp_path):
+@pytest.mark.parametrize("devices", [2, 4])
+def test_each_device_holds_its_experts_weights_whole(tmp_path, devices):
+    """Expert parallelism: the 4 experts' gate, up and down weights stacked
+    per layer and split by experts, E/P of them whole on each device."""
     from forge_opt.split.api import tensor_parallel
 
-    plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", 2, dims={"batch_size": 1, "sequence_length": 4,
-                                                                "past_sequence_length": 3}, require_sharded=True)
+    # (at 4 devices, the 2 KV heads stay replicated)
+    plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", devices, dims={"batch_size": 1, "sequence_length": 4,
+                                                                      "past_sequence_length": 3},
+                           require_sharded=devices == 2)
     routers = [layer for layer in plan.layers if "/mlp/gate/" in layer.node]
     assert len(routers) == 2 and all(layer.case == "replicated" for layer in routers)
     assert "reads all its columns at once (a router's scores)" in routers[0].reason
     experts = [layer for layer in plan.layers if "/experts." in layer.node]
-    assert len(experts) == 24 and {layer.case for layer in experts} == {"column", "row"}
+    assert [layer.node for layer in experts[:3]] == [f"/model/layers.0/mlp/experts.*/{p}/MatMul"
+                                                     for p in ("gate_proj", "up_proj", "down_proj")]
+    assert len(experts) == 6 and {(layer.case, layer.kind) for layer in experts} == {("expert", "experts")}
+    assert experts[0].reason == f"each device {4 // devices} of 4 experts"
+    segments = "".join(p.read_text() for p in (tmp_path / "tp" / "dev0").glob("*.py"))
+    assert (f'"/model/layers.0/mlp/experts.*/down_proj/MatMul.weight.shard", forge.Parameter(*({4 // devices}, 16, 32)'
+            in segments)
+
+
+@pytest.mark.parametrize(("axis", "said"), [
+    (None, "pinned by the plan"),
+    (1, "they are split by experts (axis 0) or replicated (null)"),
+])
+def test_a_plan_pins_stacked_experts_by_their_node(tmp_path, axis, said):
+    """Replicated (null) as asked; axis 1, which experts do not have, is an
+    error naming the layer."""
+    import json
+
+    from forge_opt.diagnostics import ForgeOptError
+    from forge_opt.split.api import tensor_parallel
+
+    node = "/model/layers.0/mlp/experts.*/up_proj/MatMul"
+    (tmp_path / "plan.json").write_text(json.dumps({"layers": {node: {"axis": axis}}}))
+    dims = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+    if axis is not None:
+        with pytest.raises(ForgeOptError, match=re.escape(said)):
+            tensor_parallel(QWEN3_MOE, tmp_path / "tp", 2, dims=dims, plan=str(tmp_path / "plan.json"))
+        return
+    plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", 2, dims=dims, plan=str(tmp_path / "plan.json"))
+    [up] = [layer for layer in plan.layers if layer.node == node]
+    assert (up.case, up.reason) == ("replicated", said)

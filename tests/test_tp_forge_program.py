@@ -47,6 +47,7 @@ def _inputs(module, model: onnx.ModelProto) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(("name", "dims", "layer"), [
     ("llm_llama", DECODE, MatmulOp),  # column- and row-parallel Linears, a KV cache by heads
     ("cnn_resnet18", {}, Conv2dOp),  # convolutions by output and by input channels
+    ("fam_qwen3_moe", DECODE, MatmulOp),  # experts by devices, each device's whole on every token
 ])
 @pytest.mark.parametrize("devices", [2, 4])
 def test_the_forge_program_of_every_device_computes_the_model(name, dims, layer, devices):

@@ -44,7 +44,8 @@ ENTRIES = [
     Entry("Mistral", "Ministral", "llm_mistral", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
     Entry("Qwen2", "Qwen2.5", "llm_qwen2", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
     Entry("Qwen3", "", "fam_qwen3", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),
-    Entry("Qwen3-MoE", "", "fam_qwen3_moe", OPTIMUM.format(script="make_llm_families.py") + "; 4 experts, 2 a token",
+    Entry("Qwen3-MoE", "", "fam_qwen3_moe", OPTIMUM.format(script="make_llm_families.py") + "; 4 experts, 2 a token, "
+          "split by experts (`stack-experts`)",
           2, DECODE),
     Entry("Phi-3", "Phi-3/3.5", "llm_phi3", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
     Entry("Phi-2", "Phi-1/2", "fam_phi", OPTIMUM.format(script="make_llm_families.py"), 2, DECODE),

@@ -25,6 +25,7 @@ from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.merge_equal_ops import MergeEqualOpsPass
 from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
 from forge_opt.transforms.partition_for_forge import PartitionForForgePass
+from forge_opt.transforms.stack_experts import StackExpertsPass
 from forge_opt.transforms.static_cache import StaticKvCachePass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
@@ -125,7 +126,8 @@ class OnnxToForgePass(ModulePass):
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
             # are then in it too; each device's segments mark their block-float weights (`weight_passes`)
             annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
-            return [*first, *data_format_passes(data_format), annotate, TPPartitionPass(), *lowering_passes()]
+            return [*first, StackExpertsPass(), *data_format_passes(data_format), annotate, TPPartitionPass(),
+                    *lowering_passes()]
         return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
 
     @property
@@ -154,7 +156,7 @@ class OnnxToForgePass(ModulePass):
         from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
 
         # measured as it will run: its cache static, in its format
-        before = (OnnxToTirPass, StaticKvCachePass, TirDataFormatPass)
+        before = (OnnxToTirPass, StaticKvCachePass, StackExpertsPass, TirDataFormatPass)
         run_passes([p for p in self.passes(2) if isinstance(p, before)], ctx, op, self.verify_each)
         memory = parse_bytes(str(self.device_memory))
         sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])
@@ -167,7 +169,7 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
         TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
-        PartitionForForgePass, TensorParallelPass, TPPartitionPass,
+        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass,
     )
 }
 

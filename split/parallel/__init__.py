@@ -52,7 +52,7 @@ from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
 from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
-from forge_opt.transforms.tp.annotate import layer_entries
+from forge_opt.transforms.tp.layer_records import layer_entries
 
 
 @dataclass

@@ -44,6 +44,9 @@ weight elements stay replicated.
   stay replicated, with the reason. Channels taken apart by a `Split` and
   joined by a `Concat` between convolutions (YOLOv8's C2f) are permuted so
   each device holds its block of every part (`channel_parts`).
+- *Experts*: a matmul on a mixture's experts' weights stacked
+  (`stack-experts`, `[E, in, out]`) is split by experts, each device its
+  E/P experts whole; their sum over the experts is partial (`experts`).
 - A *KV cache*: a model input joined to keys or values split by heads,
   and returned, arrives and leaves split (`shard.shard` on the argument,
   and `annotate_for_users` before the return), so each device keeps its
@@ -57,7 +60,8 @@ left replicated though large enough to share an error.
 
 `plan=FILE.json` pins layers by ONNX node name, in Paddle's terms:
 `{"layers": {"NODE": {"axis": 0 | 1 | null, "gather_out": true}}}` (axis 1:
-column, 0: row for a Linear and vocab for an Embedding, null: replicated;
+column, 0: row for a Linear, vocab for an Embedding and by experts for
+stacked experts, null: replicated;
 `gather_out` all-gathers a column layer's output at once).
 """
 
@@ -69,17 +73,11 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    BoolAttr,
-    DictionaryAttr,
-    IntegerAttr,
     ModuleOp,
-    StringAttr,
     UnitAttr,
-    i1,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
@@ -96,7 +94,9 @@ from forge_opt.transforms.tp.channel_parts import (
     packable_concat,
     parts_stay_split,
 )
+from forge_opt.transforms.tp.experts import EXPERTS, expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
+from forge_opt.transforms.tp.layer_records import record_layers
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
@@ -155,6 +155,8 @@ def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -
 def find_layer(op: Operation) -> Layer | None:
     if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs):
         return Layer(op, "linear")
+    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs, 3):  # weights stacked over experts
+        return Layer(op, "experts")
     if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input):
         return Layer(op, "embedding")
     if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and constant_weight(op.weight, 4):
@@ -276,6 +278,14 @@ class _Annotator:
         small = math.prod(w) < self.min_size
         if layer.kind == "conv":
             self.decide_conv(layer, pin, small)
+            return
+        if layer.kind == "experts":
+            assert isinstance(layer.op, tir.MatmulOp)
+            shared, layer.reason = expert_case(layer.op, self.of(layer.op.lhs), self.devices, pin, self.min_size)
+            layer.unshared = not shared and pin is None and not small
+            if shared:
+                layer.case = EXPERTS
+                self.annotate_weight(layer, [[0], [], []])
             return
         if layer.kind == "embedding":
             if pin is not None and pin.axis == 1:
@@ -512,10 +522,6 @@ class _Annotator:
         self.annotate_weight(layer, [[0], []])
 
 
-#: the module attribute that carries the layers' cases to the plan writer
-LAYERS_ATTR = "tensor_parallel.layers"
-
-
 def annotate(
     module: ModuleOp, devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False
 ) -> list[Layer]:
@@ -539,42 +545,13 @@ def annotate(
         block.add_op(shard.grid(GRID, [devices]))
     else:
         block.insert_op_before(shard.grid(GRID, [devices]), block.first_op)
-    module.attributes[LAYERS_ATTR] = layers_attr([layer.entry() for layer in layers])
+    record_layers(module, [layer.entry() for layer in layers])
     return layers
-
-
-def layers_attr(entries: list[dict]) -> ArrayAttr:
-    def value(v) -> Attribute:
-        if isinstance(v, bool):
-            return BoolAttr.from_bool(v)
-        return IntegerAttr(v, 64) if isinstance(v, int) else StringAttr(str(v))
-
-    return ArrayAttr([DictionaryAttr({k: value(v) for k, v in e.items()}) for e in entries])
-
-
-def layer_entries(module: ModuleOp) -> list[dict]:
-    """The layers `annotate` recorded on the module."""
-    attr = module.attributes.get(LAYERS_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return []
-    out = []
-    for d in attr.data:
-        assert isinstance(d, DictionaryAttr)
-        entry = {}
-        for k, v in d.data.items():
-            if isinstance(v, IntegerAttr) and v.type == i1:
-                entry[k] = bool(v.value.data)
-            elif isinstance(v, IntegerAttr):
-                entry[k] = v.value.data
-            elif isinstance(v, StringAttr):
-                entry[k] = v.data
-        out.append(entry)
-    return out
 
 
 @dataclass(frozen=True)
 class TensorParallelPass(ModulePass):
-    """Choose column/row/vocab-parallel per layer and annotate with `shard`."""
+    """Choose each layer's case (column, row, vocab, channels, experts) and annotate with `shard`."""
 
     name = "tensor-parallel"
 

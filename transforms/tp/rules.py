@@ -23,7 +23,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
-from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
 
 
 @dataclass(frozen=True)
@@ -276,11 +276,13 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
 
 
 def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> Rule:
-    """Over other axes (a global average pool of split channels): stays split."""
+    """Over other axes (a global average pool of split channels): stays
+    split. A sum over the split axis (a mixture's experts) is partial: each
+    device sums its block."""
     rank = len(shape(op.input))
     axes = {x % rank for x in op.axes.get_values()}
     if a in axes:
-        return _replicated(op)
+        return Rule([s], [PARTIAL]) if op.fn.data == ReduceFn.SUM else _replicated(op)
     return Rule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
 
 

@@ -134,3 +134,19 @@ def test_a_plan_pins_stacked_experts_by_their_node(tmp_path, axis, said):
     plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", 2, dims=dims, plan=str(tmp_path / "plan.json"))
     [up] = [layer for layer in plan.layers if layer.node == node]
     assert (up.case, up.reason) == ("replicated", said)
+
+
+def test_experts_the_devices_do_not_divide_are_each_split_as_an_mlp(tmp_path):
+    """4 experts on 8 devices: each expert's weights split by columns or
+    rows as a Linear's are (batched over the experts), with that reason;
+    the program matches (`tp_experts.mlir` shows the pairing)."""
+    from forge_opt.check.split import check_parallel
+    from forge_opt.split.api import tensor_parallel
+
+    dims = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+    plan = tensor_parallel(QWEN3_MOE, tmp_path / "tp", 8, dims=dims)
+    experts = [layer for layer in plan.layers if "/experts." in layer.node]
+    assert len(experts) == 6 and {layer.case for layer in experts} == {"column", "row"}
+    assert all(layer.reason.startswith("its 4 experts do not divide by 8 devices: each expert's") for layer in experts)
+    report = check_parallel(QWEN3_MOE, 8, feeds("qwen3_moe"))
+    assert report.status == MATCH, report.format()

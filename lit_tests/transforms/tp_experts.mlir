@@ -1,10 +1,15 @@
 // RUN: forge-opt %s -p 'stack-experts,tensor-parallel{devices=2},tp-partition' | filecheck %s
+// RUN: forge-opt %s -p 'stack-experts,tensor-parallel{devices=4},tp-partition' | filecheck %s --check-prefix=FOUR
 
 // Expert parallelism: the experts' stacked weights split by experts, each
 // device computing its expert whole on every token (the tokens replicated,
 // the routing weights sliced at no cost); the sum over the experts is a
-// partial sum on each device, all-reduced once.
+// partial sum on each device, all-reduced once. Two experts on four devices
+// are each split as an MLP (FOUR): the up weights by columns, the down
+// weights by rows, batched over the experts; the sum over them is a sum of
+// partial sums, all-reduced once.
 // CHECK-LABEL: func.func @two_experts
+// FOUR-LABEL: func.func @two_experts
 func.func @two_experts(%x: tensor<2x3xf32>, %route: tensor<2x2x1xf32>) -> tensor<2x3xf32> {
   %u0 = tir.constant {value = dense<1.0> : tensor<3x4xf32>, weight_name = "u0"} : tensor<3x4xf32>
   %d0 = tir.constant {value = dense<2.0> : tensor<4x3xf32>, weight_name = "d0"} : tensor<4x3xf32>
@@ -39,3 +44,13 @@ func.func @two_experts(%x: tensor<2x3xf32>, %route: tensor<2x2x1xf32>) -> tensor
 // CHECK-NEXT: %s = tir.reduce sum %t {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<1x2x3xf32> -> tensor<2x3xf32>
 // CHECK-NEXT: %[[S:.*]] = shard.all_reduce %s on @tp grid_axes = [0] : tensor<2x3xf32> -> tensor<2x3xf32>
 // CHECK-NEXT: func.return %[[S]]
+// FOUR:      %[[U:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 2 : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
+// FOUR-NEXT: %h = tir.matmul %x, %[[U]] : tensor<2x3xf32>, tensor<2x3x1xf32> -> tensor<2x2x1xf32>
+// FOUR-NEXT: %a = tir.unary relu %h : tensor<2x2x1xf32> -> tensor<2x2x1xf32>
+// FOUR-NEXT: %{{.*}} = tir.constant
+// FOUR-NEXT: %[[D:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 : tensor<2x4x3xf32> -> tensor<2x1x3xf32>
+// FOUR-NEXT: %y = tir.matmul %a, %[[D]] : tensor<2x2x1xf32>, tensor<2x1x3xf32> -> tensor<2x2x3xf32>
+// FOUR:      %t = tir.binary mul %y, %w : tensor<2x2x3xf32>, tensor<2x2x1xf32> -> tensor<2x2x3xf32>
+// FOUR-NEXT: %s = tir.reduce sum %t {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2x2x3xf32> -> tensor<2x3xf32>
+// FOUR-NEXT: %[[S:.*]] = shard.all_reduce %s on @tp grid_axes = [0] : tensor<2x3xf32> -> tensor<2x3xf32>
+// FOUR-NEXT: func.return %[[S]]

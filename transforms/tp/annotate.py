@@ -94,9 +94,18 @@ from forge_opt.transforms.tp.channel_parts import (
     packable_concat,
     parts_stay_split,
 )
-from forge_opt.transforms.tp.experts import EXPERTS, expert_case
+from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
-from forge_opt.transforms.tp.layer_records import record_layers
+from forge_opt.transforms.tp.layer_records import (
+    COLUMN,
+    GROUPS,
+    IN_CHANNELS,
+    OUT_CHANNELS,
+    REPLICATE,
+    ROW,
+    VOCAB,
+    record_layers,
+)
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
@@ -113,8 +122,6 @@ from forge_opt.transforms.tp.tied_head import read_rows, tied_table
 
 GRID = "tp"
 
-COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
-OUT_CHANNELS, IN_CHANNELS, GROUPS = "out-channel", "in-channel", "grouped"
 
 
 @dataclass
@@ -281,11 +288,11 @@ class _Annotator:
             return
         if layer.kind == "experts":
             assert isinstance(layer.op, tir.MatmulOp)
-            shared, layer.reason = expert_case(layer.op, self.of(layer.op.lhs), self.devices, pin, self.min_size)
-            layer.unshared = not shared and pin is None and not small
-            if shared:
-                layer.case = EXPERTS
-                self.annotate_weight(layer, [[0], [], []])
+            layer.case, layer.reason, axis = expert_case(layer.op, self.of(layer.op.lhs), self.devices, pin,
+                                                         self.min_size)
+            layer.unshared = axis is None and pin is None and not small
+            if axis is not None:
+                self.annotate_weight(layer, [[0] if d == axis else [] for d in range(3)])
             return
         if layer.kind == "embedding":
             if pin is not None and pin.axis == 1:

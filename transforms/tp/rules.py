@@ -144,11 +144,13 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
         return _replicated(op)
     x, w = given
     xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
-    if w.axis is not None and w.axis == wr - 1 and wr == 2:  # column-parallel (x gathered or all-reduced first)
+    # column-parallel (x gathered or all-reduced first); stacked experts' weights so too on a replicated x
+    if w.axis is not None and w.axis == wr - 1 and (wr == 2 or x == REPLICATED):
         return Rule([REPLICATED, w], [split(rank - 1)])
     if x.partial or w.partial:  # summed first; the other operand keeps its split (a tied head's table block)
         return _matmul(op, [REPLICATED if g.partial else g for g in given])
-    if w.axis is not None and w.axis == wr - 2 and wr == 2:  # row-parallel: contract over the split
+    # row-parallel: contract over the split (stacked experts' weights: on an x split so already)
+    if w.axis is not None and w.axis == wr - 2 and (wr == 2 or x == split(xr - 1)):
         return Rule([split(xr - 1), w], [PARTIAL])
     if x.axis is not None and x.axis == xr - 2 and w.axis is None:  # rows of x
         return Rule([x, REPLICATED], [split(rank - 2)])
@@ -363,6 +365,8 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
     s = given[0] if given else REPLICATED
     if s.partial and isinstance(op, _MOVES) and _read_alone(op.operands[0]):
         return Rule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
+    if s.partial and isinstance(op, tir.ReduceOp) and op.fn.data == ReduceFn.SUM and _read_alone(op.input):
+        return Rule([PARTIAL], [PARTIAL])  # a sum of summands (experts' partial sums over the experts)
     by_axis = _BY_AXIS.get(type(op))
     if by_axis is None or s.axis is None:
         return _replicated(op)

@@ -61,6 +61,48 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
     np.testing.assert_array_equal(view, w)  # dropped pages read again from the file
 
 
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_block_of_rows_is_copied_by_the_kernel(monkeypatch, tmp_path, refused):
+    """A device's block of rows of a mapped weight (and a whole weight) goes
+    from the weight file to the device's by `os.copy_file_range`, never read
+    into this process; where the file system refuses, it is written."""
+    import errno
+    import os
+
+    from forge_opt.dialects.elements import attr_to_array
+    from forge_opt.frontends.onnx import load_model
+    from forge_opt.frontends.onnx.values import mapped_span, tensor_attr
+    from forge_opt.split.parallel import weight_file
+
+    w = f32(8, 6)
+    onnx.save(make_model([helper.make_node("Identity", ["w"], ["y"])], [],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 6])],
+                         [numpy_helper.from_array(w, "w")]),
+              str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=0)
+    model, base = load_model(tmp_path / "m.onnx")
+    view = attr_to_array(tensor_attr(model.graph.initializer[0], base, "w"))
+    assert mapped_span(view) is not None and mapped_span(view.copy()) is None
+    copies, kernel = [], os.copy_file_range
+
+    def copy_file_range(*args):
+        copies.append(args[2])
+        if refused:
+            raise OSError(errno.EXDEV, "cross-device")
+        return kernel(*args)
+
+    monkeypatch.setattr(os, "copy_file_range", copy_file_range)
+    (tmp_path / "dev").mkdir()
+    f = weight_file.WeightFile(tmp_path / "dev")
+    f.add("rows", weight_file.WeightBlock(view, 0, 1, 2))
+    f.add("whole", view)
+    f.close()
+    index = onnx.load(str(tmp_path / "dev" / "weights.onnx"))
+    written = {t.name: numpy_helper.to_array(t) for t in index.graph.initializer}
+    np.testing.assert_array_equal(written["rows"], w[4:])
+    np.testing.assert_array_equal(written["whole"], w)
+    assert copies == [4 * 6 * 4, 8 * 6 * 4]
+
+
 def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
     folder = tmp_path / "tp"
     tensor_parallel(linear_model(2), folder, 2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import os
 import weakref
 from pathlib import Path
 
@@ -160,11 +161,33 @@ def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | byt
         return b""
     with open(path, "rb") as f:
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    _MAPPINGS.add(mapped)
+        fd = os.dup(f.fileno())  # the file mapped, even if the path is replaced later
+    weakref.finalize(mapped, os.close, fd)
+    _MAPPINGS[mapped] = fd
     return mapped
 
 
-_MAPPINGS: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+#: each mapped weight file, with a descriptor of the file it maps
+_MAPPINGS: weakref.WeakKeyDictionary[mmap.mmap, int] = weakref.WeakKeyDictionary()
+
+
+def _offset_in(mapped: mmap.mmap, view: np.ndarray) -> int:
+    return view.__array_interface__["data"][0] - np.frombuffer(mapped, np.uint8).__array_interface__["data"][0]
+
+
+def mapped_span(view: np.ndarray) -> tuple[int, int] | None:
+    """The file descriptor and offset of the bytes of `view`, a contiguous
+    array over a mapped weight file; None for any other array. A writer
+    can then have the kernel copy them (`os.copy_file_range`), never
+    reading them into this process."""
+    if not view.flags.c_contiguous:
+        return None
+    for mapped, fd in list(_MAPPINGS.items()):
+        if not mapped.closed:
+            start = _offset_in(mapped, view)
+            if start >= 0 and start + view.nbytes <= len(mapped):
+                return fd, start
+    return None
 
 
 def release_mapped_pages(view: np.ndarray | None = None) -> None:
@@ -181,7 +204,7 @@ def release_mapped_pages(view: np.ndarray | None = None) -> None:
         if view is None:
             mapped.madvise(mmap.MADV_DONTNEED)
             continue
-        start = view.__array_interface__["data"][0] - np.frombuffer(mapped, np.uint8).__array_interface__["data"][0]
+        start = _offset_in(mapped, view)
         if 0 <= start < len(mapped):
             first = start - start % mmap.PAGESIZE
             mapped.madvise(mmap.MADV_DONTNEED, first, min(start + view.nbytes, len(mapped)) - first)

@@ -4,7 +4,8 @@ external data, so that no device's weights are ever in memory at once.
 
 A block of a model weight is read from the mapped external-data file a
 band of rows at a time, each band's pages released once written: a block
-of columns reads every row of its weight."""
+of columns reads every row of its weight. A block of rows, and a whole
+weight, the kernel copies from that file (`os.copy_file_range`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 import onnx
 
 from forge_opt.files import save_onnx
-from forge_opt.frontends.onnx.values import release_mapped_pages
+from forge_opt.frontends.onnx.values import mapped_span, release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.interpreters.shard import block
 
@@ -67,7 +68,20 @@ class WeightBlock:
         for rows in _row_bands(x):
             yield rows if axis == 0 else np.ascontiguousarray(rows[cols])
 
+    def rows(self) -> np.ndarray | None:
+        """A view of the block, where it is consecutive rows of the weight's
+        bytes (a block of rows); None otherwise."""
+        if self.axis != 0 or self.x.ndim == 0 or not self.x.flags.c_contiguous:
+            return None
+        n = self.shape[0]
+        return self.x[self.rank * n:(self.rank + 1) * n]
+
     def array(self) -> np.ndarray:
+        """The block's values: a view where it is consecutive rows (not read
+        until used), else a copy."""
+        rows = self.rows()
+        if rows is not None:
+            return rows
         out = np.empty(self.shape, self.dtype)
         at = 0
         for band in self.bands():
@@ -175,9 +189,37 @@ class WeightFile:
             if same is not None:
                 return same
         self.index(name, data.shape, data.dtype, data.nbytes)
+        whole = data.rows() if isinstance(data, WeightBlock) else np.asarray(data, order="C")
+        if whole is not None and self._copy_mapped(whole):
+            return name
         for band in data.bands() if isinstance(data, WeightBlock) else [np.asarray(data, order="C")]:
             self.file.write(_bytes(band))
         return name
+
+    def _copy_mapped(self, view: np.ndarray) -> bool:
+        """Append `view`'s bytes by the kernel's copy from the weight file it
+        is over (about twice as fast as writing them from the mapping, and
+        never in this process); False where it is over none, or the file
+        system cannot (the caller writes them)."""
+        span = mapped_span(view)
+        if span is None or not hasattr(os, "copy_file_range"):
+            return False
+        source, offset = span
+        self.file.flush()
+        at = self.file.tell()
+        done = 0
+        try:
+            while done < view.nbytes:
+                n = os.copy_file_range(source, self.file.fileno(), view.nbytes - done, offset + done, at + done)
+                if n == 0:  # (the source shorter than its index said: write what the mapping holds)
+                    break
+                done += n
+        except OSError:
+            pass
+        self.file.seek(at + done)
+        if done < view.nbytes:
+            self.file.write(_bytes(view)[done:])
+        return True
 
     def _written_before(self, name: str, data: np.ndarray) -> str | None:
         """A small block of the same weight, type and shape written already

@@ -72,10 +72,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import (
-    ModuleOp,
-    UnitAttr,
-)
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -121,7 +118,6 @@ from forge_opt.transforms.tp.rules import (
 from forge_opt.transforms.tp.tied_head import read_rows, tied_table
 
 GRID = "tp"
-
 
 
 @dataclass

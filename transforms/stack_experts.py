@@ -15,6 +15,10 @@ transpose of the value sliced) summed over that axis by one ReduceSum.
 Only addends whose copies hold a matmul on stacked weights (experts, not
 any sum of like terms) are stacked, and only when nothing outside the sum
 reads a copy's values; otherwise the chain stays as it is.
+
+`onnx-to-forge{devices=P}` runs it; one device's program keeps the copies,
+since its module loads each weight by the model's initializer name, which a
+stack of them does not have.
 """
 
 from __future__ import annotations

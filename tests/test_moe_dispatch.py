@@ -150,3 +150,17 @@ def test_experts_the_devices_do_not_divide_are_each_split_as_an_mlp(tmp_path):
     assert all(layer.reason.startswith("its 4 experts do not divide by 8 devices: each expert's") for layer in experts)
     report = check_parallel(QWEN3_MOE, 8, feeds("qwen3_moe"))
     assert report.status == MATCH, report.format()
+
+
+def test_a_plan_asking_for_experts_the_devices_do_not_divide_says_so(tmp_path):
+    import json
+
+    from forge_opt.diagnostics import ForgeOptError
+    from forge_opt.split.api import tensor_parallel
+
+    node = "/model/layers.0/mlp/experts.*/up_proj/MatMul"
+    (tmp_path / "plan.json").write_text(json.dumps({"layers": {node: {"axis": 0}}}))
+    with pytest.raises(ForgeOptError, match=re.escape(f"node '{node}' (tir.matmul): an expert-parallel matmul needs "
+                                                      "its experts (4) to divide by the 8 devices")):
+        tensor_parallel(QWEN3_MOE, tmp_path / "tp", 8, plan=str(tmp_path / "plan.json"),
+                        dims={"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3})

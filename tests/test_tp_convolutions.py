@@ -136,3 +136,17 @@ def test_batch_norms_fold_into_each_devices_blocks():
     assert len(norms) < 52 and not any(isinstance(op.operands[0].owner, Conv2dOp) for op in norms)
     report = check_parallel(MODELS / "mobilenet_v2_opset17.onnx", 2)
     assert report.status == MATCH, report.format()
+
+
+def test_a_bilinear_resize_stays_whole_where_its_input_is():
+    """A bilinear Resize is two matmuls on interpolation matrices the
+    compiler made; on a replicated image they stay replicated (split, they
+    would split the image by pixels, which the channel-split sum it meets
+    gathers again), and are no weights the report warns of."""
+    report = check_parallel(MODELS / "cnn_unet_tiny.onnx", 2)
+    assert report.status == MATCH, report.format()
+    assert report.plan is not None
+    resize = [layer for layer in report.plan.layers if layer.node == "/bilinear/Resize"]
+    assert [layer.case for layer in resize] == ["replicated"] * 2
+    assert "a constant the compiler made for an image" in resize[0].reason and not resize[0].unshared
+    assert len(report.plan.collectives) <= 5 and "warning" not in report.summary

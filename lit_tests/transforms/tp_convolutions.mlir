@@ -127,3 +127,25 @@ func.func @channel_parts(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32> {
 // PART-NOT:   shard.all_gather
 // PART:       shard.all_reduce
 // PART-NOT:   shard.all_gather
+
+// -----
+
+// A matmul of a replicated image by a constant the compiler made (a bilinear
+// Resize's interpolation matrix) stays replicated: split by its columns, the
+// image would be split by pixels. A model's weight on an image whose
+// channels are last (ConvNeXt's Linear) is column-parallel as any Linear.
+// CHECK-LABEL: func.func @image_matmuls
+// PART-LABEL:  func.func @image_matmuls
+func.func @image_matmuls(%x: tensor<1x4x8x8xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x8x8x16xf32>) {
+  %m = tir.constant {value = dense<0.5> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %w = tir.constant {value = dense<1.0> : tensor<4x16xf32>, weight_name = "pwconv"} : tensor<4x16xf32>
+  %up = tir.matmul %x, %m : tensor<1x4x8x8xf32>, tensor<8x16xf32> -> tensor<1x4x8x16xf32>
+  %last = tir.transpose %x perm [0, 2, 3, 1] : tensor<1x4x8x8xf32> -> tensor<1x8x8x4xf32>
+  %y = tir.matmul %last, %w : tensor<1x8x8x4xf32>, tensor<4x16xf32> -> tensor<1x8x8x16xf32>
+  func.return %up, %y : tensor<1x4x8x16xf32>, tensor<1x8x8x16xf32>
+}
+// CHECK:      %up = tir.matmul %x, %m : tensor<1x4x8x8xf32>, tensor<8x16xf32> -> tensor<1x4x8x16xf32>
+// CHECK-NEXT: %last = tir.transpose %x
+// CHECK-NEXT: %[[C:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[W:.*]] = shard.shard %w to %[[C]] : tensor<4x16xf32>
+// CHECK-NEXT: %y = tir.matmul %last, %[[W]]

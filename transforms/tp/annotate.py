@@ -20,6 +20,8 @@ weight elements stay replicated.
   replicated, as Megatron does; so does a Linear whose columns P does not
   divide (or whose rows, where it would be row-parallel), a 3-class head
   say, with its reason in the report (pinned so by the plan, an error).
+  A matmul of a replicated image by a constant the compiler made (a
+  bilinear Resize's interpolation) stays replicated, not split by pixels.
 - A column layer whose output is taken apart by columns, by a `Split` or
   by `Slice`s, in equal parts or not (GPT-2's `c_attn`, Phi-3's `qkv_proj`
   and `gate_up_proj`), is packed: W's columns are permuted so device d
@@ -108,6 +110,7 @@ from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
     TPError,
+    constant_root,
     constant_weight,
     nonnegative_indices,
     reshape_axis,
@@ -153,6 +156,11 @@ def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -
         return False
     differ = [i for i, (x, y) in enumerate(zip(a.get_shape(), b.get_shape())) if x != y]
     return len(differ) == 1 and differ[0] != axis
+
+
+def _model_weight(v: SSAValue) -> bool:
+    root = constant_root(v)
+    return root is not None and root.weight_name is not None
 
 
 def find_layer(op: Operation) -> Layer | None:
@@ -311,7 +319,7 @@ class _Annotator:
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
         fused = fused_parts(layer.op.results[0])
-        router = False
+        router = image = False
         if layer.op in self.whole:
             wanted, layer.reason = REPLICATE, ("the parts of a fused projection whose heads the devices do not "
                                                "divide (multi-query K/V): whole on every device")
@@ -322,6 +330,11 @@ class _Annotator:
             wanted, layer.reason = REPLICATE, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
         elif x == split(last):
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
+        elif x == REPLICATED and len(shape(layer.op.operands[0])) == 4 and not _model_weight(layer.weight):
+            # (a model's Linear on an image, as ConvNeXt's on channels last, reads a model weight)
+            wanted, layer.reason = REPLICATE, ("a constant the compiler made for an image (a Resize's "
+                                               "interpolation): split, its result would be split by pixels")
+            image = True
         elif x == REPLICATED or x.partial:  # a partial input (an Embedding's rows) all-reduced first
             wanted, layer.reason = COLUMN, f"its input is {x}"
             if fused is not None:  # its parts decide (`fuse_column`)
@@ -355,7 +368,7 @@ class _Annotator:
             dim, wanted = None, REPLICATE
         if dim is None:  # (a router is whole by design, as Megatron keeps it)
             layer.unshared = (pin is None and not small and not (x.axis is not None and x.axis < last)
-                              and layer.op not in self.whole and not router)
+                              and layer.op not in self.whole and not router and not image)
             return
         layer.case = wanted
         if wanted == COLUMN and not layer.gather_out and fused is not None:

@@ -38,9 +38,10 @@ def expert_case(op: tir.MatmulOp, x: Sharding, devices: int, pin: Pin | None,
     if not experts % devices and (x == REPLICATED or x.partial or same_experts):
         why = "pinned by the plan" if pin is not None else f"each device {experts // devices} of {experts} experts"
         return EXPERTS, why, 0
-    if pin is not None:
-        raise TPError(f"{describe(op)}: an expert-parallel matmul needs its experts ({experts}) to divide by the "
-                      f"{devices} devices" + ("" if not experts % devices else f", and its input split by them ({x})"))
+    if pin is not None:  # the user asked for this case: say why it cannot be
+        raise TPError(f"{describe(op)}: an expert-parallel matmul needs " + (
+            f"its experts ({experts}) to divide by the {devices} devices" if experts % devices else
+            f"its input whole or split by its experts, not {x}"))
     inputs, outputs = shape(op.rhs)[1:]
     last = len(shape(op.lhs)) - 1
     if (x == REPLICATED or x.partial) and not outputs % devices:

@@ -60,16 +60,21 @@ def shape(v: SSAValue) -> list[int]:
     return list(t.get_shape())
 
 
-def constant_weight(v: SSAValue, rank: int = 2) -> bool:
-    """A 2-d weight (or one of `rank`): a constant, or one laid out by a
-    transpose, reshape or cast of one (`Gemm`'s `transB=1`, PyTorch's
-    `nn.Linear` on 2-d input), or some of its columns or channels, gathered
-    (`fused_parts`, `channel_parts`)."""
+def constant_root(v: SSAValue) -> tir.ConstantOp | None:
+    """The constant `v` is, or is laid out from by a transpose, reshape or
+    cast (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input), or
+    some of whose columns or channels it gathers (`fused_parts`,
+    `channel_parts`)."""
     op = v.owner
     while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp) or (
             isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
         op = op.input.owner
-    return isinstance(op, tir.ConstantOp) and len(shape(v)) == rank
+    return op if isinstance(op, tir.ConstantOp) else None
+
+
+def constant_weight(v: SSAValue, rank: int = 2) -> bool:
+    """A 2-d weight (or one of `rank`): a constant (`constant_root`)."""
+    return constant_root(v) is not None and len(shape(v)) == rank
 
 
 def local_type(t: TensorType, s: Sharding, devices: int) -> TensorType:

@@ -198,9 +198,10 @@ class WeightFile:
 
     def _copy_mapped(self, view: np.ndarray) -> bool:
         """Append `view`'s bytes by the kernel's copy from the weight file it
-        is over (about twice as fast as writing them from the mapping, and
-        never in this process); False where it is over none, or the file
-        system cannot (the caller writes them)."""
+        is over (faster than writing them from the mapping, and never in this
+        process: `benchmarks/README.md`); what the file system refuses to
+        copy is written. False where `view` is over no weight file (the
+        caller writes it)."""
         span = mapped_span(view)
         if span is None or not hasattr(os, "copy_file_range"):
             return False

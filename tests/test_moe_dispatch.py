@@ -164,3 +164,23 @@ def test_a_plan_asking_for_experts_the_devices_do_not_divide_says_so(tmp_path):
                                                       "its experts (4) to divide by the 8 devices")):
         tensor_parallel(QWEN3_MOE, tmp_path / "tp", 8, plan=str(tmp_path / "plan.json"),
                         dims={"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3})
+
+
+def test_device_memory_sizes_the_experts_as_they_will_be_shared():
+    """`--device-memory` measures each P on the program it would run, its
+    experts stacked and split (3 devices: replicated, measured, not an
+    error); a P of 1 keeps one device's program, whose weights load by the
+    model's names: no stack of them."""
+    from forge_opt import import_onnx
+    from forge_opt.check.split import size_devices
+    from forge_opt.transforms.pipelines import run_pipeline
+
+    dims = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+    sizing = size_devices(QWEN3_MOE, 40_000, dims=dims)
+    assert sizing.devices == 4
+    [three] = [line for line in sizing.table if line.startswith("3 ")]
+    assert "no:" not in three, sizing.table
+    module = import_onnx(onnx.load(QWEN3_MOE), dims=dims)
+    run_pipeline(module, "onnx-to-forge{device-memory=100000000}")
+    names = [str(op.parameter_name.data) for op in module.walk() if hasattr(op, "parameter_name")]
+    assert names and not any("experts.*" in n for n in names)

@@ -30,6 +30,7 @@ from forge_opt.transforms.static_cache import StaticKvCachePass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
+from forge_opt.transforms.tp.sharing import sharing_passes
 
 
 def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
@@ -125,9 +126,8 @@ class OnnxToForgePass(ModulePass):
         if devices > 1:
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
             # are then in it too; each device's segments mark their block-float weights (`weight_passes`)
-            annotate = TensorParallelPass(devices, self.min_size, self.plan, self.require_sharded)
-            return [*first, StackExpertsPass(), *data_format_passes(data_format), annotate, TPPartitionPass(),
-                    *lowering_passes()]
+            shared = sharing_passes(devices, self.min_size, self.plan, self.require_sharded)
+            return [*first, *data_format_passes(data_format), *shared, *lowering_passes()]
         return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
 
     @property
@@ -156,7 +156,7 @@ class OnnxToForgePass(ModulePass):
         from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
 
         # measured as it will run: its cache static, in its format
-        before = (OnnxToTirPass, StaticKvCachePass, StackExpertsPass, TirDataFormatPass)
+        before = (OnnxToTirPass, StaticKvCachePass, TirDataFormatPass)
         run_passes([p for p in self.passes(2) if isinstance(p, before)], ctx, op, self.verify_each)
         memory = parse_bytes(str(self.device_memory))
         sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])

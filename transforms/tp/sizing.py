@@ -1,8 +1,8 @@
 """Choose the device count for the user (`device-memory=BYTES`): the
 smallest P, up to `max-devices`, whose per-device share of the parameters
 plus its share of the KV cache fits. Each P is measured on the program it
-would run (annotated and partitioned, as `tensor-parallel` and
-`tp-partition` make it), so replicated layers, padded vocabularies and a
+would run (`sharing_passes`: experts stacked, annotated and
+partitioned), so replicated layers, padded vocabularies and a
 replicated cache count as they will.
 """
 
@@ -24,8 +24,8 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.transforms.data_formats import matmul_weights
 from forge_opt.transforms.static_cache import static_past
-from forge_opt.transforms.tp.annotate import annotate, pairs_as_cache
-from forge_opt.transforms.tp.partition import TPPartitionPass
+from forge_opt.transforms.tp.annotate import pairs_as_cache
+from forge_opt.transforms.tp.sharing import sharing_passes
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -136,8 +136,8 @@ def choose_devices(
         program = module.clone()
         try:
             if p > 1:
-                annotate(program, p, min_size, plan)
-                TPPartitionPass().apply(Context(), program)
+                for sharing in sharing_passes(p, min_size, plan):
+                    sharing.apply(Context(), program)
         except ForgeOptError as e:
             table.append(f"{p:<8} {'':>14} {'':>12} {'':>14}  no: {e}")
             continue

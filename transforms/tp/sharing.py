@@ -1,0 +1,16 @@
+"""How P devices come to share a `tir` program: the one list of passes
+`onnx-to-forge{devices=P}` runs and `device-memory` sizes each P with."""
+
+from __future__ import annotations
+
+from xdsl.passes import ModulePass
+
+from forge_opt.transforms.stack_experts import StackExpertsPass
+from forge_opt.transforms.tp.annotate import TensorParallelPass
+from forge_opt.transforms.tp.partition import TPPartitionPass
+
+
+def sharing_passes(devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False) -> list[ModulePass]:
+    """A mixture's experts stacked, each layer's case chosen, the
+    per-device program made."""
+    return [StackExpertsPass(), TensorParallelPass(devices, min_size, plan, require_sharded), TPPartitionPass()]

@@ -89,7 +89,8 @@ class OnnxToForgePass(ModulePass):
     computes in Forge's Float16_b (`tir-data-format` before lower-split);
     `weight-format=bfp8_b` or `bfp4_b` stores the matmul weights as block
     floats (`mark-weight-formats` last). With
-    `devices=P` (P > 1): onnx-to-tir, tensor-parallel, tp-partition, then
+    `devices=P` (P > 1): onnx-to-tir, then `sharing_passes` (stack-experts,
+    tensor-parallel, tp-partition), then
     the same lowering to Forge calls, of the program every device runs: its
     blocks of the weights are `shard.all_slice`s of the model's
     `forge.parameter`s, the collectives between stay `shard` ops. forge-python

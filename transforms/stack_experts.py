@@ -35,7 +35,7 @@ from xdsl.passes import ModulePass
 from forge_opt.diagnostics import node_name
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr, attr_to_array
-from forge_opt.dialects.tir_base import ints_attr
+from forge_opt.dialects.tir_base import ints_attr, shape_of
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.merge_equal_ops import COMPARED_BYTES
@@ -48,12 +48,6 @@ _ONE_AXIS = (tir.ArgmaxOp, tir.SoftmaxOp, tir.CumsumOp)
 MAX_DEPTH = 200
 _BATCHED = (*_ELEMENTWISE, *_ONE_AXIS, tir.MatmulOp, tir.ReshapeOp, tir.TransposeOp, tir.StridedSliceOp,
             tir.ReduceOp, tir.GatherOp)
-
-
-def _shape(v: SSAValue) -> list[int]:
-    t = v.type
-    assert isinstance(t, TensorType)
-    return list(t.get_shape())
 
 
 @dataclass(frozen=True)
@@ -151,7 +145,7 @@ def _slices(values: tuple[SSAValue, ...]) -> _Slices | None:
     if len(ops) != len(values) or len(ops[0].slices()) != 1 or any(o.input is not ops[0].input for o in ops):
         return None
     [(axis, first, _, _)] = ops[0].slices()
-    size = _shape(ops[0].input)[axis]
+    size = shape_of(ops[0].input.type)[axis]
     for e, o in enumerate(ops):
         [(a, begin, end, stride)] = o.slices()
         if (a, begin, end, stride) != (axis, first + e, first + e + 1, 1) or begin < 0 or end > size:
@@ -162,12 +156,12 @@ def _slices(values: tuple[SSAValue, ...]) -> _Slices | None:
 def _batchable(op: Operation, operands: list[_Node]) -> bool:
     """Whether the op has a batched form for these operands."""
     if isinstance(op, tir.MatmulOp):
-        return op.bias is None and all(len(_shape(v)) >= 2 for v in (op.lhs, op.rhs))
+        return op.bias is None and all(len(shape_of(v.type)) >= 2 for v in (op.lhs, op.rhs))
     if isinstance(op, tir.GatherOp):
         table, indices = (not isinstance(n, _Shared) for n in operands)  # which differ by copy
         # a table per copy read at shared indices, or one table at indices per copy, gathered along axis 0
         # (where the experts' axis of the indices leads the result)
-        return table != indices and (table or op.axis.value.data % len(_shape(op.input)) == 0)
+        return table != indices and (table or op.axis.value.data % len(shape_of(op.input.type)) == 0)
     return True
 
 
@@ -227,17 +221,17 @@ class _Builder:
             name = (f"{reader}.weight" if reader else "experts.weight") if weights else None
             return self.add(tir.ConstantOp(array_to_attr(value), name))
         if isinstance(node, _Slices):
-            rank = len(_shape(node.source))
+            rank = len(shape_of(node.source.type))
             v = node.source
             if node.axis:
                 v = self.add(tir.TransposeOp(v, [node.axis, *(a for a in range(rank) if a != node.axis)]))
-            if node.first or _shape(v)[0] != e:
+            if node.first or shape_of(v.type)[0] != e:
                 v = self.add(tir.StridedSliceOp(v, [0], [node.first], [node.first + e], [1]))
-            return self.add(tir.ReshapeOp(v, [e, *_shape(node.result)]))
+            return self.add(tir.ReshapeOp(v, [e, *shape_of(node.result.type)]))
         assert isinstance(node, _Copies)
         op = node.ops[0]
         out = op.results[0]
-        rank = len(_shape(out))
+        rank = len(shape_of(out.type))
         names = [n for n in map(node_name, node.ops) if n]
         reader = _common_name(names) if len(names) == len(node.ops) else None
         operands = [self.stacked(n, reader) for n in node.operands]
@@ -251,9 +245,9 @@ class _Builder:
         elif isinstance(op, tir.StridedSliceOp):
             props["axes"] = ints_attr([a % rank + 1 for a in op.axes.get_values()])
         elif isinstance(op, tir.ReduceOp):
-            props["axes"] = ints_attr([a % len(_shape(op.input)) + 1 for a in op.axes.get_values()])
+            props["axes"] = ints_attr([a % len(shape_of(op.input.type)) + 1 for a in op.axes.get_values()])
         elif isinstance(op, _ONE_AXIS) or (isinstance(op, tir.GatherOp) and not isinstance(node.operands[0], _Shared)):
-            props["axis"] = IntegerAttr(op.axis.value.data % len(_shape(op.input)) + 1, i64)
+            props["axis"] = IntegerAttr(op.axis.value.data % len(shape_of(op.input.type)) + 1, i64)
         t = out.type
         assert isinstance(t, TensorType)
         result = TensorType(t.element_type, [e, *t.get_shape()])
@@ -262,7 +256,7 @@ class _Builder:
         return self.add(new, *node.ops)
 
     def _aligned(self, v: SSAValue, rank: int) -> SSAValue:
-        dims = _shape(v)
+        dims = shape_of(v.type)
         if len(dims) - 1 == rank:
             return v
         return self.add(tir.ReshapeOp(v, [dims[0], *[1] * (rank + 1 - len(dims)), *dims[1:]]))
@@ -322,10 +316,10 @@ def _is_zero(v: SSAValue) -> bool:
         return False
 
 
-def _stack(end: tir.BinaryOp) -> set[Operation]:
-    """Stack the sum ending at `end` if its terms are copies of an expert;
-    the Adds it replaced (empty if it did not)."""
-    adds, terms = _chain(end)
+def _stack(adds: list[tir.BinaryOp], terms: list[SSAValue]) -> bool:
+    """Stack the sum of `terms` by `adds` (`_chain`) if its terms are
+    copies of an expert; whether it did."""
+    end = adds[0]
     # every term a copy, or all but one (the zeros the sum began from, a shared expert)
     for skip in (None, *range(len(terms))):
         base = None if skip is None else terms[skip]
@@ -340,16 +334,18 @@ def _stack(end: tir.BinaryOp) -> set[Operation]:
         inside.update(adds)
         if any(use.operation not in inside for op in inside - {end} for r in op.results for use in r.uses):
             continue  # a copy's value read elsewhere
+        keep_base = base is not None and not (_is_zero(base) and base.type == end.output.type)
+        if not keep_base and copies[0].type != end.output.type:
+            continue  # the copies broadcast against the rest of the sum (a kept base makes the sum's type)
         b = _Builder(end, len(copies))
-        stacked = b.stacked(node)
-        total = b.add(tir.ReduceOp(ReduceFn.SUM, stacked, [0], False), end)
-        if base is not None and not (_is_zero(base) and base.type == end.output.type):
+        total = b.add(tir.ReduceOp(ReduceFn.SUM, b.stacked(node), [0], False), end)
+        if keep_base:
+            assert base is not None
             total = b.add(tir.BinaryOp(BinaryFn.ADD, base, total), end)
-        if total.type != end.output.type:
-            continue  # (the ops built die unused)
+        assert total.type == end.output.type
         end.output.replace_all_uses_with(total)
-        return set(adds)
-    return set()
+        return True
+    return False
 
 
 def stack_experts(block: Block) -> int:
@@ -360,9 +356,9 @@ def stack_experts(block: Block) -> int:
         if op in done or not _adds(op):
             continue
         assert isinstance(op, tir.BinaryOp)
-        adds, _ = _chain(op)
+        adds, terms = _chain(op)
         done.update(adds)
-        count += bool(_stack(op))
+        count += _stack(adds, terms)
     return count
 
 

@@ -190,10 +190,12 @@ class WeightFile:
                 return same
         self.index(name, data.shape, data.dtype, data.nbytes)
         whole = data.rows() if isinstance(data, WeightBlock) else np.asarray(data, order="C")
-        if whole is not None and self._copy_mapped(whole):
-            return name
-        for band in data.bands() if isinstance(data, WeightBlock) else [np.asarray(data, order="C")]:
-            self.file.write(_bytes(band))
+        if whole is None:  # a block of columns: read a band of rows at a time
+            assert isinstance(data, WeightBlock)
+            for band in data.bands():
+                self.file.write(_bytes(band))
+        elif not self._copy_mapped(whole):
+            self.file.write(_bytes(whole))
         return name
 
     def _copy_mapped(self, view: np.ndarray) -> bool:
@@ -218,8 +220,9 @@ class WeightFile:
         except OSError:
             pass
         self.file.seek(at + done)
-        if done < view.nbytes:
-            self.file.write(_bytes(view)[done:])
+        # the rest from the mapping, a band at a time, each band's pages released once written
+        for band in _row_bands(view.reshape(-1).view(np.uint8)[done:]):
+            self.file.write(_bytes(band))
         return True
 
     def _written_before(self, name: str, data: np.ndarray) -> str | None:

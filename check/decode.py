@@ -228,14 +228,18 @@ class Decode:
                 "(--growing-cache decodes with the cache as exported)")
 
     def cache_length(self, feeds: Feeds) -> int:
-        """The static cache's positions: `--max-length`, by default the
-        prompt (its past and its tokens) and the steps."""
-        o = self.options
-        needed = past_length(feeds, self.pairs) + feeds["input_ids"].shape[1] + o.steps - 1
-        if o.max_length and o.max_length < needed:
-            raise ForgeOptError(f"--max-length {o.max_length}: the prompt and {o.steps} steps write {needed} "
-                                "positions of the cache")
-        return o.max_length or needed + 1
+        return cache_positions(past_length(feeds, self.pairs), feeds["input_ids"].shape[1], self.options.steps,
+                               self.options.max_length)
+
+
+def cache_positions(past: int, tokens: int, steps: int, max_length: int) -> int:
+    """The static cache's positions: `--max-length`, by default the prompt
+    (its `past` and its `tokens`) and the steps."""
+    needed = past + tokens + steps - 1
+    if max_length and max_length < needed:
+        raise ForgeOptError(f"--max-length {max_length}: the prompt and {steps} steps write {needed} "
+                            "positions of the cache")
+    return max_length or needed + 1
 
 
 class Agreement:

@@ -214,19 +214,48 @@ def size_devices(
     dims: Mapping[str, int] | None = None,
     data_format: str = "float32",
     weight_format: str = "",
+    steps: int = 0,
+    max_length: int = 0,
+    growing_cache: bool = False,
 ):
     """`--device-memory BYTES`: the smallest device count whose per-device
     parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
-    the inputs or `shapes`/`dims` give, in these formats."""
+    the inputs or `shapes`/`dims` give, in these formats; for `--decode
+    steps`, with the static cache that decode runs (unless `growing_cache`)."""
     from xdsl.context import Context
 
-    from forge_opt.transforms.data_formats import checked_formats, data_format_passes
-    from forge_opt.transforms.onnx_to_tir import OnnxToTirPass
-    from forge_opt.transforms.pipelines import run_passes
-    from forge_opt.transforms.tp.sizing import choose_devices
+    from forge_opt.transforms.pipelines import OnnxToForgePass
 
-    data, weights = checked_formats(data_format, weight_format)
     loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
-    run_passes([OnnxToTirPass(), *data_format_passes(data)], Context(), module)
-    return choose_devices(module, memory, max_devices, min_size, plan, weights)
+    static_cache = 0
+    if steps and not growing_cache:
+        static = _static_decode(module, loaded.model, steps, max_length)
+        if static is not None:
+            static_cache, static_shapes = static
+            module = import_model(loaded.model, loaded.base, shapes=InputShapes.of(static_shapes))
+    sized = OnnxToForgePass(data_format=data_format, weight_format=weight_format, static_cache=static_cache,
+                            device_memory=memory, max_devices=max_devices, min_size=min_size, plan=plan)
+    return sized.size(Context(), module)
+
+
+def _static_decode(module: ModuleOp, model, steps: int, max_length: int) -> tuple[int, dict] | None:
+    """The positions of the static cache `--decode steps` runs `module`'s
+    decoder with, and the input shapes its program takes; None where the
+    model has no cache to make static (--decode says why)."""
+    from forge_opt.check.decode import cache_pairs, cache_positions
+    from forge_opt.check.static_cache import past_length, to_static
+    from forge_opt.dialects.tir_base import shape_of
+    from forge_opt.interpreters.run import main_func
+    from forge_opt.targets.forge_python import input_names
+    from forge_opt.transforms.static_cache import POSITION
+
+    func = main_func(module)
+    # zeros of the inputs' shapes, taking no memory: to_static gives the static program's
+    feeds = {name: np.broadcast_to(np.zeros((), np.int64), shape_of(arg.type))
+             for name, arg in zip(input_names(func), func.args)}
+    pairs = cache_pairs(feeds, (o.name for o in model.graph.output))
+    if not pairs or "input_ids" not in feeds:
+        return None
+    length = cache_positions(past_length(feeds, pairs), feeds["input_ids"].shape[1], steps, max_length)
+    return length, {name: a.shape for name, a in to_static(feeds, pairs, length).items() if name != POSITION}

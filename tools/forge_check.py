@@ -207,7 +207,8 @@ def _sized(args: argparse.Namespace, inputs, chosen) -> int:
 
     sizing = size_devices(args.model, parse_bytes(args.device_memory), most, inputs,
                           min_size=args.min_size, plan=args.plan, shapes=chosen.shapes, dims=chosen.dims,
-                          data_format=args.data_format, weight_format=args.weight_format or "")
+                          data_format=args.data_format, weight_format=args.weight_format or "",
+                          steps=args.decode or 0, max_length=args.max_length or 0, growing_cache=args.growing_cache)
     print("\n".join([*sizing.table, f"devices: {sizing.devices}"]), file=sys.stderr)
     return sizing.devices
 

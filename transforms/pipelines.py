@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -31,6 +32,9 @@ from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
 from forge_opt.transforms.tp.sharing import sharing_passes
+
+if TYPE_CHECKING:
+    from forge_opt.transforms.tp.sizing import Sizing
 
 
 def verify_after(done: ModulePass | None, module: ModuleOp) -> None:
@@ -154,15 +158,26 @@ class OnnxToForgePass(ModulePass):
         if not self.device_memory:
             run_passes(self.passes(), ctx, op, self.verify_each)
             return
-        from forge_opt.transforms.tp.sizing import SIZING_ATTR, choose_devices, parse_bytes
+        from forge_opt.transforms.tp.sizing import SIZING_ATTR
 
-        # measured as it will run: its cache static, in its format
-        before = (OnnxToTirPass, StaticKvCachePass, TirDataFormatPass)
-        run_passes([p for p in self.passes(2) if isinstance(p, before)], ctx, op, self.verify_each)
-        memory = parse_bytes(str(self.device_memory))
-        sizing = choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])
-        run_passes([p for p in self.passes(sizing.devices) if not isinstance(p, before)], ctx, op, self.verify_each)
+        sizing = self.size(ctx, op)
+        run_passes([p for p in self.passes(sizing.devices) if not isinstance(p, _BEFORE_SIZING)], ctx, op,
+                   self.verify_each)
         op.attributes[SIZING_ATTR] = StringAttr("\n".join([*sizing.table, f"devices: {sizing.devices}"]))
+
+    def size(self, ctx: Context, op: ModuleOp) -> Sizing:
+        """`device-memory`: run the passes before sharing on `op` (the program
+        measured as it will run: its cache static, in its format) and choose
+        the device count. forge-check --device-memory sizes by this too."""
+        from forge_opt.transforms.tp.sizing import choose_devices, parse_bytes
+
+        run_passes([p for p in self.passes(2) if isinstance(p, _BEFORE_SIZING)], ctx, op, self.verify_each)
+        memory = parse_bytes(str(self.device_memory))
+        return choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])
+
+
+#: what onnx-to-forge{device-memory=} runs before it chooses the device count
+_BEFORE_SIZING = (OnnxToTirPass, StaticKvCachePass, TirDataFormatPass)
 
 
 ALL_PASSES: dict[str, type[ModulePass]] = {

@@ -23,6 +23,7 @@ stack of them does not have.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -174,6 +175,12 @@ def _common_name(names: list[str]) -> str:
     return f"{prefix}*{suffix}"
 
 
+def _name_of_all(ops: Sequence[Operation]) -> str | None:
+    """The ONNX node name `ops` share (`experts.*.up`); None unless each has one."""
+    names = [n for n in map(node_name, ops) if n]
+    return _common_name(names) if ops and len(names) == len(ops) else None
+
+
 def _common_start(names: list[str]) -> str:
     n = 0
     while all(len(s) > n and s[n] == names[0][n] for s in names):
@@ -191,9 +198,9 @@ class _Builder:
 
     def add(self, op: Operation, *like: Operation) -> SSAValue:
         """Insert `op`, named for the ops it stands for (`experts.*.up`)."""
-        names = [n for n in map(node_name, like) if n]
-        if like and len(names) == len(like):
-            op.location = name_loc(_common_name(names))
+        name = _name_of_all(like)
+        if name is not None:
+            op.location = name_loc(name)
         hints = [h for h in (o.results[0].name_hint for o in like) if h]
         if like and len(hints) == len(like):  # `experts_0_up_output`, `experts_1_up_output` as `experts_up_output`
             op.results[0].name_hint = _common_name(hints).replace("_*_", "_").replace("*", "")
@@ -232,8 +239,7 @@ class _Builder:
         op = node.ops[0]
         out = op.results[0]
         rank = len(shape_of(out.type))
-        names = [n for n in map(node_name, node.ops) if n]
-        reader = _common_name(names) if len(names) == len(node.ops) else None
+        reader = _name_of_all(node.ops)
         operands = [self.stacked(n, reader) for n in node.operands]
         if isinstance(op, (*_ELEMENTWISE, tir.MatmulOp)):
             # broadcasting aligns from the right: a copy's operand of fewer dims gains 1s after the expert axis

@@ -39,10 +39,22 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
+import onnx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import importing, whole_process
 
 _FORGE_OPT = "from forge_opt.tools.forge_opt import main\nsys.argv = ['forge-opt', sys.argv[1], {args}]\nmain()"
+
+
+def _weight_file(model: Path) -> Path:
+    """The one external-data file the model's weights are in (onnx.save names it
+    after a fresh UUID unless given `location=`)."""
+    index = onnx.load(str(model), load_external_data=False)
+    places = {e.value for t in index.graph.initializer for e in t.external_data if e.key == "location"}
+    if len(places) != 1:
+        sys.exit(f"{model}: expected its weights in one external-data file, found {sorted(places) or 'none'}")
+    return model.parent / places.pop()
 
 
 def main() -> None:
@@ -57,7 +69,7 @@ def main() -> None:
                              "not only in the page cache")
     parser.add_argument("--baseline", type=Path, help="a checkout of forge-opt to compare against")
     args = parser.parse_args()
-    weights = next(args.model.parent.glob("*_data"))
+    weights = _weight_file(args.model)
     data_mb = weights.stat().st_size / 2**20
     dims = ", ".join(f"'--dim', '{d}'" for d in args.dim)
     out = "os.path.join(sys.argv[2], 'out')"

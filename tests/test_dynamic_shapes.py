@@ -163,6 +163,24 @@ def test_the_window_partition_with_a_symbolic_feature_map():
     assert_matches(model, dims={"height": 9, "width": 6})
 
 
+def test_a_range_of_sizes_folds_whole_and_its_nonzero_with_it():
+    """torch's repeat_interleave by a size (SAM's mask decoder): Range over
+    a size read from a shape, Less, NonZero, GatherND. Range's body (a Loop
+    written for opset 11) is not expanded at opset 17; its inputs known,
+    it folds whole, and with it the NonZero that would give run-time sizes."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]), n("Gather", ["s", "zero"], ["rows"], axis=0),
+        n("Range", ["zero", "rows", "one"], ["r"], name="range"), n("Less", ["r", "one"], ["first"]),
+        n("NonZero", ["first"], ["nz"], name="nz"), n("Transpose", ["nz"], ["at"], perm=[1, 0]),
+        n("GatherND", ["x", "at"], ["y"], name="take"),
+    ]
+    consts = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1))]
+    model = make_model(nodes, [_vi("x", [2, 3])], [_vi("y", None)], consts, opset=17)
+    assert "onnx.Range" not in str(import_onnx(model))
+    assert_matches(model)
+
+
 def test_a_shape_only_a_run_gives_names_its_origin():
     model = make_model(
         [helper.make_node("NonZero", ["x"], ["n"], name="nz"), helper.make_node("Relu", ["n"], ["y"], name="relu")],

@@ -164,7 +164,9 @@ class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch):
         if expandable(op, self.opset):
             types = [self.types.get(name) if name else None for name in node.input]
             body = function_body(node, types, self.opset)
-            return None if body is None else expand(node, body, self.opset)
+            if body is not None:
+                return expand(node, body, self.opset)
+            # no body here (Range's Loop, written for another opset): folded whole if its inputs are known
         if op in _KEEP or any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
             return None
         if op in ("Shape", "Size"):

@@ -23,7 +23,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType, f32
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.target import Target
 
 from forge_opt import dtypes
@@ -31,6 +31,8 @@ from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
+from forge_opt.dialects.forge_functions import Call, ForgeRuleError
+from forge_opt.dialects.forge_op import checked_type
 from forge_opt.files import marked, save_npz
 
 _RESERVED = {"forge", "self", "ForgeModule", "torch", "np", "onnx", "os", "CONSTANTS"}
@@ -142,21 +144,28 @@ def _onnx_names(attrs, count: int, prefix: str) -> list[str]:
 def _is_inline_scalar(op: forge.ConstantOp) -> bool:
     """A float32 constant of one number, written as a float literal where
     used: Forge wraps it in `Constant`, a float32 of shape (1,) that reads
-    its number as a float, so an int or another dtype cannot be inline."""
+    its number as a float, so an int or another dtype cannot be inline; nor
+    can a use whose call Forge rejects, or types otherwise, with a (1,)
+    operand there (a Concatenate of rank 3)."""
     if op.value is None:
         return False
     t = op.output.type
-    if not isinstance(t, TensorType) or t.element_type != f32:
+    if not isinstance(t, TensorType) or t.element_type != f32 or math.prod(t.get_shape()) != 1:
         return False
-    return isinstance(t, TensorType) and math.prod(t.get_shape()) == 1 and all(
-        isinstance(u.operation, forge.ForgeOp) and _rank(u.operation) >= max(1, len(t.get_shape()))
-        for u in op.output.uses
-    )
+    return all(isinstance(u.operation, forge.ForgeOp) and _takes_wrapped(u.operation, op.output)
+               for u in op.output.uses)
 
 
-def _rank(user: Operation) -> int:
-    t = user.results[0].type if user.results else None
-    return len(t.get_shape()) if isinstance(t, TensorType) else 0
+def _takes_wrapped(user: forge.ForgeOp, value: SSAValue) -> bool:
+    """Whether Forge types `user` as it is with `value` given as a float
+    (by its rules: a `Constant` of shape (1,))."""
+    call = forge.rule_call(user)
+    shapes = [(1,) if v is value else s for v, s in zip(user.forge_operands(), call.shapes)]
+    try:
+        wrapped = checked_type(Call(call.fn, shapes, call.dtypes, call.keywords))
+    except ForgeRuleError:
+        return False
+    return wrapped == user.results[0].type
 
 
 def _scalar_literal(op: forge.ConstantOp) -> str:

@@ -26,7 +26,7 @@ NonZero stays, and the import says its size is not known.
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -62,18 +62,6 @@ class FixedSizeDispatch(RoundState):
         # a rewritten NonZero's coordinates (or their transpose): the axis they are stacked along, and each
         # coordinate's row as a [1, rows] value
         self.coordinates: dict[str, tuple[int, list[str]]] = {}
-        self._producers: dict[str, NodeProto] | None = None
-        self._consumers: dict[str, list[NodeProto]] | None = None
-
-    def _graph_maps(self) -> tuple[dict[str, NodeProto], dict[str, list[NodeProto]]]:
-        if self._producers is None or self._consumers is None:
-            self._producers, self._consumers = {}, defaultdict(list)
-            for node in self.source.graph.node:
-                for name in node.output:
-                    self._producers[name] = node
-                for name in node.input:
-                    self._consumers[name].append(node)
-        return self._producers, self._consumers
 
     def _dispatch(self, node: NodeProto) -> list[NodeProto] | None:
         """The nodes replacing an expert's NonZero, its scatter or a step

@@ -34,6 +34,7 @@ from forge_opt.dtypes import holds
 from forge_opt.frontends.onnx.dispatch import FixedSizeDispatch
 from forge_opt.frontends.onnx.functions import expand, expandable, function_body
 from forge_opt.frontends.onnx.graph import node_reads
+from forge_opt.frontends.onnx.masked_scatter import FixedSizeMaskedScatter
 from forge_opt.frontends.onnx.round import is_static, static_shape
 from forge_opt.frontends.onnx.sequences import SEQUENCE_OPS, ResolveSequences
 from forge_opt.frontends.onnx.unroll import UnrollControlFlow
@@ -66,11 +67,11 @@ def resolve(inferred: ModelProto, infer: Callable[[ModelProto], ModelProto]) -> 
     return model
 
 
-class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch):
+class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch, FixedSizeMaskedScatter):
     """One in-order walk over the graph; inlined nodes are walked where they
     land. Control flow (`unroll`) and sequences (`sequences`) are
-    resolved by the families' own steps, as is an expert's dispatch
-    (`dispatch`)."""
+    resolved by the families' own steps, as are an expert's dispatch
+    (`dispatch`) and a masked_scatter (`masked_scatter`)."""
 
     def run(self) -> bool:
         work = deque(self.source.graph.node)
@@ -97,11 +98,23 @@ class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch):
             if o.name in self.seqs and o.name not in self.built:
                 self._build_sequence(o.name)
         g.output.extend(src.graph.output)
-        g.node.extend(self.nodes)
-        read = {n for node in self.nodes for n in node_reads(node)} | {o.name for o in src.graph.output}
+        g.node.extend(self._live(self.nodes, {o.name for o in src.graph.output}))
+        read = {n for node in g.node for n in node_reads(node)} | {o.name for o in src.graph.output}
         g.initializer.extend(t for t in src.graph.initializer if t.name in read)
         g.initializer.extend(numpy_helper.from_array(v, name) for name, v in self.made.items() if name in read)
         return out
+
+    @staticmethod
+    def _live(nodes: list[NodeProto], outputs: set[str]) -> list[NodeProto]:
+        """The nodes whose results something reads: what a rewrite left
+        unread (a masked_scatter's NonZero and the count it fed) goes, as
+        onnx-simplifier drops it."""
+        live, kept = set(outputs), []
+        for node in reversed(nodes):
+            if any(name in live for name in node.output):
+                kept.append(node)
+                live.update(node_reads(node))
+        return kept[::-1]
 
     # -- the walk
 
@@ -157,6 +170,8 @@ class _Round(UnrollControlFlow, ResolveSequences, FixedSizeDispatch):
         if op == "Scan" and self.opset >= 9:  # (opset 8's batched form is left alone)
             return self._scan(node)
         dispatched = self._dispatch(node)
+        if dispatched is None:
+            dispatched = self._masked_scatter_nd(node)
         if dispatched is not None:
             return dispatched
         if op in SEQUENCE_OPS or (op == "Identity" and node.input[0] in self.seqs):

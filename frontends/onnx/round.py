@@ -4,6 +4,8 @@ and Squeeze/Unsqueeze written in the model's opset."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TypeProto, numpy_helper
@@ -41,6 +43,19 @@ class RoundState:
         self._axes: dict[int, str] = {}  # one `axes` constant per axis
         self.changed = False
         self._fresh = 0
+        self._producers: dict[str, NodeProto] | None = None
+        self._consumers: dict[str, list[NodeProto]] | None = None
+
+    def _graph_maps(self) -> tuple[dict[str, NodeProto], dict[str, list[NodeProto]]]:
+        """The source graph's node making each value, and those reading it."""
+        if self._producers is None or self._consumers is None:
+            self._producers, self._consumers = {}, defaultdict(list)
+            for node in self.source.graph.node:
+                for name in node.output:
+                    self._producers[name] = node
+                for name in node.input:
+                    self._consumers[name].append(node)
+        return self._producers, self._consumers
 
     def _fold(self, node: NodeProto, values: list[np.ndarray]) -> list[NodeProto]:
         for name, value in zip(node.output, values):

@@ -54,3 +54,20 @@ func.func @two_experts(%x: tensor<2x3xf32>, %route: tensor<2x2x1xf32>) -> tensor
 // FOUR-NEXT: %s = tir.reduce sum %t {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2x2x3xf32> -> tensor<2x3xf32>
 // FOUR-NEXT: %[[S:.*]] = shard.all_reduce %s on @tp grid_axes = [0] : tensor<2x3xf32> -> tensor<2x3xf32>
 // FOUR-NEXT: func.return %[[S]]
+
+// A batched matmul on a table the compiler computed (no weight_name: SAM's
+// relative positions, gathered from a model weight) is not a mixture's
+// experts: computed whole on every device, no collective.
+// CHECK-LABEL: func.func @computed_table
+// FOUR-LABEL: func.func @computed_table
+func.func @computed_table(%q: tensor<4x6x8xf32>) -> tensor<4x6x4xf32> {
+  %t = tir.constant {value = dense<0.5> : tensor<4x8x4xf32>} : tensor<4x8x4xf32>
+  %r = tir.matmul %q, %t : tensor<4x6x8xf32>, tensor<4x8x4xf32> -> tensor<4x6x4xf32>
+  func.return %r : tensor<4x6x4xf32>
+}
+// CHECK-NEXT: %t = tir.constant {value = dense<5.000000e-01> : tensor<4x8x4xf32>} : tensor<4x8x4xf32>
+// CHECK-NEXT: %r = tir.matmul %q, %t : tensor<4x6x8xf32>, tensor<4x8x4xf32> -> tensor<4x6x4xf32>
+// CHECK-NEXT: func.return %r : tensor<4x6x4xf32>
+// FOUR-NEXT: %t = tir.constant {value = dense<5.000000e-01> : tensor<4x8x4xf32>} : tensor<4x8x4xf32>
+// FOUR-NEXT: %r = tir.matmul %q, %t : tensor<4x6x8xf32>, tensor<4x8x4xf32> -> tensor<4x6x4xf32>
+// FOUR-NEXT: func.return %r : tensor<4x6x4xf32>

@@ -166,7 +166,8 @@ def _model_weight(v: SSAValue) -> bool:
 def find_layer(op: Operation) -> Layer | None:
     if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs):
         return Layer(op, "linear")
-    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs, 3):  # weights stacked over experts
+    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs, 3) and _model_weight(op.rhs):
+        # weights stacked over experts; not a table the compiler computed (SAM's relative positions, gathered)
         return Layer(op, "experts")
     if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input):
         return Layer(op, "embedding")
@@ -341,9 +342,9 @@ class _Annotator:
                 if all(whole_parts(fused, self.devices)):
                     wanted, layer.reason = REPLICATE, (
                         f"the heads of each of its {len(fused.parts)} parts do not divide by {self.devices} devices")
-            elif (heads := self._undivided_heads(layer)) is not None:
+            elif (undivided := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
-                wanted, layer.reason = REPLICATE, f"its {heads} heads do not divide by {self.devices} devices"
+                wanted, layer.reason = REPLICATE, undivided
             elif (whole := self._read_whole(layer)) is not None:
                 wanted, layer.reason = REPLICATE, (
                     f"{describe(whole)} repeats its heads whole (query head j reads KV head j mod the KV heads), so "
@@ -422,9 +423,11 @@ class _Annotator:
         axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
         self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])
 
-    def _undivided_heads(self, layer: Layer) -> int | None:
-        """The head count of the reshape to heads after a Linear (past its
-        bias), if the devices do not divide it."""
+    def _undivided_heads(self, layer: Layer) -> str | None:
+        """Why not, where the reshape to heads after a Linear (past its
+        bias) parts its columns by an axis the devices do not divide: the
+        heads of [heads, head_dim], or the first of more parts (SAM's
+        fused [3, heads, head_dim])."""
         v = layer.op.results[0]
         while v.uses.get_length() == 1:
             user = next(iter(v.uses)).operation
@@ -432,10 +435,13 @@ class _Annotator:
                 v = user.output
                 continue
             if isinstance(user, tir.ReshapeOp):
-                b = reshape_axis(shape(v), shape(user.output), len(shape(v)) - 1)
-                heads = shape(user.output)[b] if b is not None else None
-                if heads is not None and heads % self.devices and b != len(shape(user.output)) - 1:
-                    return heads
+                dims = shape(user.output)
+                b = reshape_axis(shape(v), dims, len(shape(v)) - 1)
+                if b is not None and dims[b] % self.devices and b != len(dims) - 1:
+                    if b == len(dims) - 2:
+                        return f"its {dims[b]} heads do not divide by {self.devices} devices"
+                    return (f"{describe(user)} parts its columns as {list(dims[b:])}, whose first axis ({dims[b]}) "
+                            f"does not divide by {self.devices} devices")
             return None
         return None
 

@@ -10,9 +10,11 @@ bytes each device stores and its peak of activations, the verdict.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from forge_opt.check.report import VERDICTS
 from forge_opt.check.split import check_parallel
@@ -25,6 +27,8 @@ DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
 #: an encoder-decoder's: 6 source tokens; a decoder step, 1 new target token over 3 cached
 ENCODE = {"batch_size": 1, "encoder_sequence_length": 6}
 SEQ2SEQ = {**ENCODE, "decoder_sequence_length": 1, "past_decoder_sequence_length": 3}
+#: a 64x64 RGB image
+GLPN = {"batch_size": 1, "num_channels": 3, "height": 64, "width": 64}
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,11 @@ class Entry:
     exporter: str
     layers: int = 0  # for a count per layer (0: not a stack of like layers)
     dims: Mapping[str, int] | None = None  # the sizes of its symbolic dims (a decode step's)
+    inputs: Callable[[], dict[str, np.ndarray]] | None = None  # its inputs, where random ones would not do
 
 
 OPTIMUM = "Optimum `text-generation-with-past`, tiny random config (`{script}`)"
+VISION = "tiny random config (`make_vision_families.py`)"
 SEQ2SEQ_EXPORT = "Optimum `text2text-generation-with-past`'s {part}, tiny random config (`make_seq2seq_families.py`)"
 ENTRIES = [
     Entry("Llama", "Llama-3.x 1B–8B", "llm_llama", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE),
@@ -76,14 +82,32 @@ ENTRIES = [
     Entry("EfficientNet-B0", "EfficientNet", "cnn_efficientnet_b0", "timm, channel multiplier 0.25 (`make_cnns.py`)"),
     Entry("YOLOv8", "YOLOv4 (a YOLO)", "det_yolov8", "ultralytics, n's depth, 1/4 width, no NMS (`make_cnns.py`)"),
     Entry("UNet layers", "SDXL (its UNet)", "cnn_unet_tiny", "torch.onnx.export of a toy UNet (`make_cnns.py`)"),
+    Entry("GLPN", "GLPN", "fam_glpn", f"Optimum `depth-estimation`, {VISION}", dims=GLPN),
+    Entry("SAM vision encoder", "SAM", "fam_sam_vision", f"Optimum `feature-extraction`'s vision_encoder, {VISION}",
+          dims={"batch_size": 1}),
+    Entry("SAM mask decoder", "SAM", "fam_sam_decoder",
+          f"Optimum `feature-extraction`'s prompt_encoder_mask_decoder, {VISION}; 2 points",
+          dims={"batch_size": 1, "point_batch_size": 1, "nb_points_per_image": 2}),
+    Entry("Fuyu", "Fuyu", "fam_fuyu", "torch.onnx.export (TorchScript), tiny random config "
+          "(`make_vision_families.py`); 4 image patches at 4 of 8 tokens; 2 layers: 2 collectives a layer + 2, and "
+          "1 for the patches' projection", inputs=lambda: fuyu_feeds([1, 2, 4, 6])),
 ]
-NOT_TRIED = ["Fuyu", "SAM", "GLPN"]
+NOT_TRIED: list[str] = []
 DEVICES = (2, 4)
+
+
+def fuyu_feeds(placeholders: list[int]) -> dict[str, np.ndarray]:
+    """Fuyu's 8 tokens, its image placeholder (5) at `placeholders`, and its 4 patches."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(6, 128, (1, 8))
+    ids[0, placeholders] = 5
+    return {"input_ids": ids.astype(np.int64), "image_patches": rng.standard_normal((1, 4, 48)).astype(np.float32)}
 
 
 def row(entry: Entry, devices: int) -> str:
     """`| P | collectives | stored bytes | peak activations | verdict |`"""
-    report = check_parallel(MODELS / f"{entry.file}.onnx", devices, dims=entry.dims)
+    inputs = entry.inputs() if entry.inputs is not None else None
+    report = check_parallel(MODELS / f"{entry.file}.onnx", devices, inputs, dims=entry.dims)
     verdict = VERDICTS[report.status]
     if report.plan is None:  # did not compile: why, briefly
         return f"| {devices} | – | – | – | {verdict}: {(report.error or 'no plan').splitlines()[0][:120]} |"
@@ -109,8 +133,7 @@ def page() -> str:
         "|---|---|---|",
         *(f"| {e.family} | {e.listed or '–'} | `{e.file}.onnx`: {e.exporter} |" for e in ENTRIES),
         "",
-        "Not tried yet (no export of ours): " + ", ".join(NOT_TRIED) + ".",
-        "",
+        *([f"Not tried yet (no export of ours): {', '.join(NOT_TRIED)}.", ""] if NOT_TRIED else []),
         "Collectives are per run of the model (2-layer stacks: Megatron's count is 2 per layer + 2, 1 per layer",
         "+ 2 for parallel blocks, 3 per layer + 2 for an encoder-decoder's decoder: self-attention,",
         "cross-attention, MLP). Bytes are device 0's (every device holds alike): what it stores (its blocks",

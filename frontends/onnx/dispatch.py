@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto
 
-from forge_opt.frontends.onnx.round import RoundState, static_shape
+from forge_opt.frontends.onnx.round import RoundState, node_attr, static_shape
 
 #: ops that compute row by row: the row count stays an axis of their result
 _ROW_OPS = frozenset({
@@ -44,13 +43,6 @@ _ROW_OPS = frozenset({
 })
 #: ops that carry a shape vector holding the row count on
 _SIZE_OPS = frozenset({"Concat", "Gather", "Slice", "Unsqueeze", "Squeeze", "Cast", "Identity"})
-
-
-def _attr(node: NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
 
 
 class FixedSizeDispatch(RoundState):
@@ -120,7 +112,7 @@ class FixedSizeDispatch(RoundState):
         valid, rows = self.masked.pop(node.output[0])
         updates = node.input[2]
         rank = len(self.types[updates].tensor_type.shape.dim)
-        axis = _attr(node, "axis", 0) % rank
+        axis = node_attr(node, "axis", 0) % rank
         label = node.name or node.output[0]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         if self.opset >= 16:
@@ -149,15 +141,15 @@ class FixedSizeDispatch(RoundState):
         one), or None to keep the node."""
         axis, rows = self.coordinates[node.input[0]]
         op = node.op_type
-        if op == "Transpose" and list(_attr(node, "perm") or [1, 0]) == [1, 0]:
+        if op == "Transpose" and list(node_attr(node, "perm") or [1, 0]) == [1, 0]:
             self.coordinates[node.output[0]] = (1 - axis, rows)
             return None
         taken: list[str] | None = None
-        if op == "Split" and _attr(node, "axis", 0) % 2 == axis and len(node.output) == len(rows):
-            sizes = self.known.get(node.input[1]) if len(node.input) > 1 and node.input[1] else _attr(node, "split")
+        if op == "Split" and node_attr(node, "axis", 0) % 2 == axis and len(node.output) == len(rows):
+            sizes = self.known.get(node.input[1]) if len(node.input) > 1 and node.input[1] else node_attr(node, "split")
             if sizes is None or all(int(n) == 1 for n in np.asarray(sizes).reshape(-1)):
                 taken = rows
-        elif op == "Gather" and _attr(node, "axis", 0) % 2 == axis and node.input[1] in self.known:
+        elif op == "Gather" and node_attr(node, "axis", 0) % 2 == axis and node.input[1] in self.known:
             index = self.known[node.input[1]]
             if index.ndim == 0:  # the row itself, [rows]
                 return [onnx.helper.make_node("Reshape", [rows[int(index) % len(rows)], self._constant(
@@ -192,9 +184,9 @@ class FixedSizeDispatch(RoundState):
                 indices is None:
             return None
         rank = len(indices)
-        choice = _attr(topk, "axis", -1) % rank
+        choice = node_attr(topk, "axis", -1) % rank
         labels: list[object] | None = ["k" if i == choice else i for i in range(rank)]
-        labels.insert(_attr(node, "axis", -1) % (rank + 1), "expert")
+        labels.insert(node_attr(node, "axis", -1) % (rank + 1), "expert")
         for step in reversed(chain):
             labels = self._labels_after(step, labels)
             if labels is None:
@@ -208,16 +200,16 @@ class FixedSizeDispatch(RoundState):
         if op in ("Cast", "Identity"):
             return labels
         if op == "Transpose":
-            perm = _attr(node, "perm") or list(reversed(range(len(labels))))
+            perm = node_attr(node, "perm") or list(reversed(range(len(labels))))
             return [labels[p] for p in perm]
         if op == "Gather":
-            axis = _attr(node, "axis", 0) % len(labels)
+            axis = node_attr(node, "axis", 0) % len(labels)
             index = self.known.get(node.input[1])
             if index is None or labels[axis] != "expert" or index.size != 1 or index.ndim > 1:
                 return None
             return labels[:axis] + ([] if index.ndim == 0 else ["one expert"]) + labels[axis + 1:]
         if op == "Squeeze":
-            axes = self.known.get(node.input[1]) if len(node.input) > 1 else _attr(node, "axes")
+            axes = self.known.get(node.input[1]) if len(node.input) > 1 else node_attr(node, "axes")
             if axes is None:
                 return None
             gone = {int(a) % len(labels) for a in np.asarray(axes).reshape(-1)}
@@ -267,7 +259,7 @@ class FixedSizeDispatch(RoundState):
     def _scatter_of_rows(self, node: NodeProto, reached: set[str]) -> bool:
         """A scatter whose indices and updates are the rows (along its axis)
         into a tensor they do not reach: into zeros, or adding."""
-        reduction = _attr(node, "reduction", b"none")
+        reduction = node_attr(node, "reduction", b"none")
         reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
         data, indices, updates = node.input[:3]
         if data in reached or indices not in reached or updates not in reached or reduction not in ("none", "add"):
@@ -276,7 +268,7 @@ class FixedSizeDispatch(RoundState):
         if tp is None or not tp.tensor_type.elem_type or not tp.tensor_type.HasField("shape"):
             return False
         dims = tp.tensor_type.shape.dim
-        axis = _attr(node, "axis", 0) % len(dims)
+        axis = node_attr(node, "axis", 0) % len(dims)
         if [i for i, d in enumerate(dims) if not d.HasField("dim_value")] != [axis]:
             return False
         return reduction == "add" or self._zeros(data)
@@ -288,7 +280,7 @@ class FixedSizeDispatch(RoundState):
         node = producers.get(name)
         if node is None or node.op_type != "ConstantOfShape":
             return False
-        value = _attr(node, "value")
+        value = node_attr(node, "value")
         return value is None or not np.any(onnx.numpy_helper.to_array(value))
 
     def _row_by_row(self, node: NodeProto, value: str) -> bool:
@@ -303,7 +295,7 @@ class FixedSizeDispatch(RoundState):
             contracted = rank - 1 if value == node.input[0] else rank - 2
             return contracted not in unknown
         if op in ("Gather", "Split"):
-            return value != node.input[0] or _attr(node, "axis", 0) % rank not in unknown
+            return value != node.input[0] or node_attr(node, "axis", 0) % rank not in unknown
         if op == "Reshape":  # rows kept whole: 1s before the rows, the same row size after, on both sides
             return self._row_size(value) is not None and self._row_size(value) == self._row_size(node.output[0])
         return True

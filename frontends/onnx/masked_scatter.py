@@ -27,14 +27,7 @@ import numpy as np
 import onnx
 from onnx import NodeProto, TensorProto
 
-from forge_opt.frontends.onnx.round import RoundState, static_shape
-
-
-def _ints(node: NodeProto, name: str) -> list[int] | None:
-    for a in node.attribute:
-        if a.name == name:
-            return list(onnx.helper.get_attribute_value(a))
-    return None
+from forge_opt.frontends.onnx.round import RoundState, node_attr, static_shape
 
 
 class FixedSizeMaskedScatter(RoundState):
@@ -83,7 +76,7 @@ class FixedSizeMaskedScatter(RoundState):
         """The mask whose True positions `indices` are: Transpose(NonZero(m), [1, 0])."""
         producers, _ = self._graph_maps()
         transpose = producers.get(indices)
-        if transpose is None or transpose.op_type != "Transpose" or _ints(transpose, "perm") != [1, 0]:
+        if transpose is None or transpose.op_type != "Transpose" or list(node_attr(transpose, "perm", ())) != [1, 0]:
             return None
         nonzero = producers.get(transpose.input[0])
         return nonzero.input[0] if nonzero is not None and nonzero.op_type == "NonZero" else None

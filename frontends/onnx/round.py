@@ -5,6 +5,7 @@ and Squeeze/Unsqueeze written in the model's opset."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import onnx
@@ -22,6 +23,14 @@ def static_shape(tp: TypeProto | None) -> list[int] | None:
     if tp is None or tp.WhichOneof("value") != "tensor_type" or not is_static(tp):
         return None
     return [d.dim_value for d in tp.tensor_type.shape.dim]
+
+
+def node_attr(node: NodeProto, name: str, default: Any = None) -> Any:
+    """The value of `node`'s attribute `name`, or `default`."""
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
 
 
 class RoundState:

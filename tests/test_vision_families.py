@@ -15,8 +15,10 @@ from model_helpers import make_model, value_info
 from onnx import helper, numpy_helper
 
 from forge_opt.check import MATCH, check_model
+from forge_opt.check.decode import check_decode
 from forge_opt.check.split import check_parallel
 from forge_opt.frontends.onnx import resolved_model
+from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.tools.gen_multichip import fuyu_feeds
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -63,7 +65,8 @@ def test_fuyu_puts_its_patches_at_its_placeholders(placeholders):
     """Fuyu's masked_scatter (the patches' embeddings at the placeholder
     tokens) at a fixed size: every placeholder taken, fewer, none."""
     path = MODELS / "fam_fuyu.onnx"
-    assert not {"NonZero", "ScatterND"} & {n.op_type for n in resolved_model(onnx.load(path)).graph.node}
+    step = InputShapes.of(None, {"sequence_length": 8, "past_sequence_length": 3})
+    assert "NonZero" not in {n.op_type for n in resolved_model(onnx.load(path), step).graph.node}
     report = check_model(str(path), fuyu_feeds(placeholders))
     assert report.status == MATCH, report.format()
 
@@ -73,6 +76,15 @@ def test_fuyu_on_two_devices():
     assert report.status == MATCH, report.format()
     # 2 a layer + 2, and the patches' projection gathered before its rows join the tokens'
     assert report.plan is not None and len(report.plan.collectives) == 7, report.summary
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_fuyu_decodes_eight_tokens_after_its_image(devices):
+    """The prompt puts the patches at its placeholders; the steps after have
+    none (their mask all False), from a static cache."""
+    report = check_decode(MODELS / "fam_fuyu.onnx", 8, fuyu_feeds([1, 2, 4, 6]), devices=devices)
+    assert report.status == MATCH, report.format()
+    assert "8/8 tokens equal" in report.format()
 
 
 def test_a_masked_scatter_of_a_mask_not_bool():

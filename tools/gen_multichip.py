@@ -88,20 +88,26 @@ ENTRIES = [
     Entry("SAM mask decoder", "SAM", "fam_sam_decoder",
           f"Optimum `feature-extraction`'s prompt_encoder_mask_decoder, {VISION}; 2 points",
           dims={"batch_size": 1, "point_batch_size": 1, "nb_points_per_image": 2}),
-    Entry("Fuyu", "Fuyu", "fam_fuyu", "torch.onnx.export (TorchScript), tiny random config "
-          "(`make_vision_families.py`); 4 image patches at 4 of 8 tokens; 2 layers: 2 collectives a layer + 2, and "
-          "1 for the patches' projection", inputs=lambda: fuyu_feeds([1, 2, 4, 6])),
+    Entry("Fuyu", "Fuyu", "fam_fuyu", "torch.onnx.export (TorchScript) with its KV cache under Optimum's names, "
+          "tiny random config (`make_vision_families.py`); a step of 8 tokens over 3 cached, 4 image patches at 4 of "
+          "them; 2 layers: 2 collectives a layer + 2, and 1 for the patches' projection (column-parallel, gathered)",
+          inputs=lambda: fuyu_feeds([1, 2, 4, 6])),
 ]
 NOT_TRIED: list[str] = []
 DEVICES = (2, 4)
 
 
 def fuyu_feeds(placeholders: list[int]) -> dict[str, np.ndarray]:
-    """Fuyu's 8 tokens, its image placeholder (5) at `placeholders`, and its 4 patches."""
+    """A step of Fuyu's with 3 positions cached: 8 tokens, its image
+    placeholder (5) at `placeholders`, and its 4 patches."""
     rng = np.random.default_rng(0)
     ids = rng.integers(6, 128, (1, 8))
     ids[0, placeholders] = 5
-    return {"input_ids": ids.astype(np.int64), "image_patches": rng.standard_normal((1, 4, 48)).astype(np.float32)}
+    feeds = {"input_ids": ids.astype(np.int64), "image_patches": rng.standard_normal((1, 4, 48)).astype(np.float32),
+             "attention_mask": np.ones((1, 11), np.int64), "position_ids": np.arange(3, 11, dtype=np.int64)[None]}
+    for name in (f"past_key_values.{i}.{kv}" for i in range(2) for kv in ("key", "value")):
+        feeds[name] = rng.standard_normal((1, 4, 3, 8)).astype(np.float32)
+    return feeds
 
 
 def row(entry: Entry, devices: int) -> str:
@@ -126,8 +132,8 @@ def page() -> str:
         "compiles it for P devices (`README.md`, \"Models too big for one device: tensor parallelism\") and",
         "compares the run with onnxruntime. Decoders are checked on a decode step (1 sequence, 4 new tokens",
         "over 3 cached; an encoder-decoder's, 1 new token over 3 cached and 6 source tokens); their",
-        "`--decode 8` runs are in `tests/test_llm_decoders.py`, `tests/test_llm_families.py` and",
-        "`tests/test_seq2seq_families.py`.",
+        "`--decode 8` runs are in `tests/test_llm_decoders.py`, `tests/test_llm_families.py`,",
+        "`tests/test_seq2seq_families.py` and (Fuyu's, after its image) `tests/test_vision_families.py`.",
         "",
         "| family | on TT-Forge-ONNX's multi-chip list as | export |",
         "|---|---|---|",

@@ -12,7 +12,7 @@ exports the family, with torch.onnx.export (TorchScript) where it does not.
   convolutional neck) on a 128x128 image, and the prompt encoder with the
   mask decoder (a two-way transformer of 2 layers, width 32, 4 heads);
 - Fuyu (a decoder reading image patches, which Optimum does not export):
-  torch.onnx.export of `FuyuForCausalLM` on 8 tokens and 4 patches of
+  torch.onnx.export of `FuyuForCausalLM` with its KV cache, 4 patches of
   4x4x3, its Persimmon decoder of 2 layers (width 32, 4 heads, QK-norm);
   the patches' embeddings replace the image placeholder tokens (id 5) by
   `masked_scatter`.
@@ -27,8 +27,9 @@ height, width]; output `predicted_depth`), `fam_sam_vision.onnx` (input
 `image_positional_embeddings`) and `fam_sam_decoder.onnx` (inputs
 `input_points`, `input_labels`, `image_embeddings`,
 `image_positional_embeddings`; outputs `iou_scores`, `pred_masks`) and
-`fam_fuyu.onnx` (inputs `input_ids` [1, 8], `image_patches` [1, 4, 48];
-output `logits`).
+`fam_fuyu.onnx` (inputs `input_ids` [1, sequence_length], `image_patches`
+[1, 4, 48], `attention_mask`, `position_ids`, `past_key_values.{i}.{key,value}`;
+outputs `logits`, `present.{i}.{key,value}`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import sys
 import torch  # pyright: ignore[reportMissingImports]  (optional: only to remake the models)
 import transformers as t  # pyright: ignore[reportMissingImports]
 from make_llm_families import HERE, export  # (run as a script: this folder is on the path)
+from transformers.cache_utils import DynamicCache  # pyright: ignore[reportMissingImports]
 
 
 def glpn():
@@ -64,23 +66,40 @@ def fuyu():
                                           text_config={"model_type": "persimmon", **text}))
 
 
-class _Logits(torch.nn.Module):
-    """Fuyu's logits from its tokens and patches, without a cache."""
+class _WithPast(torch.nn.Module):
+    """Fuyu's logits and its cache from its tokens, patches and cache, under
+    Optimum's names (`past_key_values.{i}.{key,value}` in, `present.*` out):
+    Optimum exports no Fuyu, so its decoders' interface is written here."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, image_patches):
-        return self.model(input_ids=input_ids, image_patches=image_patches, use_cache=False).logits
+    def forward(self, input_ids, image_patches, attention_mask, position_ids, *past):
+        cache = DynamicCache()
+        for i in range(len(past) // 2):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        out = self.model(input_ids=input_ids, image_patches=image_patches, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+        return (out.logits, *(t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)))
 
 
 def export_fuyu(model, _task, files) -> None:
-    ids = torch.randint(6, 128, (1, 8))
-    ids[0, :4] = 5  # the placeholders the 4 patches go to
-    torch.onnx.export(_Logits(model.eval()), (ids, torch.randn(1, 4, 48)), HERE / files["model.onnx"],
-                      input_names=["input_ids", "image_patches"], output_names=["logits"], opset_version=17,
-                      dynamo=False)
+    layers, heads, head_dim, tokens, cached = 2, 4, 8, 8, 3
+    ids = torch.randint(6, 128, (1, tokens))
+    ids[0, 1:5] = 5  # the placeholders the 4 patches go to
+    past = [torch.randn(1, heads, cached, head_dim) for _ in range(2 * layers)]
+    pasts = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    presents = [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    dynamic = {"input_ids": {1: "sequence_length"}, "position_ids": {1: "sequence_length"},
+               "attention_mask": {1: "past_sequence_length + sequence_length"}, "logits": {1: "sequence_length"},
+               **{n: {2: "past_sequence_length"} for n in pasts},
+               **{n: {2: "past_sequence_length + sequence_length"} for n in presents}}
+    feeds = (ids, torch.randn(1, 4, 48), torch.ones(1, cached + tokens, dtype=torch.int64),
+             torch.arange(cached, cached + tokens).unsqueeze(0), *past)
+    torch.onnx.export(_WithPast(model.eval()), feeds, HERE / files["model.onnx"], opset_version=17, dynamo=False,
+                      input_names=["input_ids", "image_patches", "attention_mask", "position_ids", *pasts],
+                      output_names=["logits", *presents], dynamic_axes=dynamic)
     print(f"wrote {files['model.onnx']}")
 
 

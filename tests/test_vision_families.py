@@ -19,16 +19,12 @@ from forge_opt.check.decode import check_decode
 from forge_opt.check.split import check_parallel
 from forge_opt.frontends.onnx import resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-from forge_opt.tools.gen_multichip import fuyu_feeds
+from forge_opt.tools.gen_multichip import ENTRIES, fuyu_feeds
 
 MODELS = Path(__file__).parent / "data" / "models"
-GLPN = {"batch_size": 1, "num_channels": 3, "height": 64, "width": 64}
-SAM_DECODER = {"batch_size": 1, "point_batch_size": 1, "nb_points_per_image": 2}
-FAMILIES = {  # file: its sizes, its collectives on 2 devices
-    "fam_glpn": (GLPN, 22),
-    "fam_sam_vision": ({"batch_size": 1}, 7),
-    "fam_sam_decoder": (SAM_DECODER, 19),
-}
+FAMILIES = {"fam_glpn": 22, "fam_sam_vision": 7, "fam_sam_decoder": 19}  # file: its collectives on 2 devices
+#: the sizes docs/multichip.md checks each at
+DIMS = {e.file: e.dims for e in ENTRIES if e.file in FAMILIES}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -36,16 +32,15 @@ def test_one_device_matches_without_the_cpu(name):
     """SAM's mask decoder repeats its image embedding by a size (Range,
     NonZero, GatherND as torch exports repeat_interleave), which folds once
     the sizes are known: no --fallback."""
-    report = check_model(str(MODELS / f"{name}.onnx"), dims=FAMILIES[name][0])
+    report = check_model(str(MODELS / f"{name}.onnx"), dims=DIMS[name])
     assert report.status == MATCH, report.format()
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_two_devices_match_each_holding_about_half(name):
-    dims, collectives = FAMILIES[name]
-    report = check_parallel(MODELS / f"{name}.onnx", 2, dims=dims)
+    report = check_parallel(MODELS / f"{name}.onnx", 2, dims=DIMS[name])
     assert report.status == MATCH, report.format()
-    assert report.plan is not None and len(report.plan.collectives) == collectives, report.summary
+    assert report.plan is not None and len(report.plan.collectives) == FAMILIES[name], report.summary
     stored = report.plan.devices[0].stored_bytes
     assert stored <= (1 / 2 + 0.1) * os.path.getsize(MODELS / f"{name}.onnx")
 
@@ -55,7 +50,7 @@ def test_a_table_the_compiler_gathered_is_not_a_mixture_of_experts():
     table gathered from a model weight, batched like stacked experts' weights:
     computed on every device, not split as experts and gathered after (11
     collectives, 4 of them for the tables)."""
-    report = check_parallel(MODELS / "fam_sam_vision.onnx", 2, dims={"batch_size": 1})
+    report = check_parallel(MODELS / "fam_sam_vision.onnx", 2, dims=DIMS["fam_sam_vision"])
     assert "expert" not in report.summary
     assert "parts its columns as [3, 4, 8], whose first axis (3) does not divide by 2 devices" in report.summary
 

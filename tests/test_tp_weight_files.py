@@ -103,6 +103,36 @@ def test_a_block_of_rows_is_copied_by_the_kernel(monkeypatch, tmp_path, refused)
     assert copies == [4 * 6 * 4, 8 * 6 * 4]
 
 
+def test_a_kernel_copy_that_fails_fails_the_write(monkeypatch, tmp_path):
+    """The kernel's copies run on a thread of their own: one that fails (not
+    a refusal, which is written instead) is raised when the file is closed,
+    not lost with a hole in the device's weights."""
+    import os
+
+    from forge_opt.dialects.elements import attr_to_array
+    from forge_opt.frontends.onnx import load_model
+    from forge_opt.frontends.onnx.values import tensor_attr
+    from forge_opt.split.parallel import weight_file
+
+    onnx.save(make_model([helper.make_node("Identity", ["w"], ["y"])], [],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 6])],
+                         [numpy_helper.from_array(f32(8, 6), "w")]),
+              str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=0)
+    model, base = load_model(tmp_path / "m.onnx")
+    view = attr_to_array(tensor_attr(model.graph.initializer[0], base, "w"))
+
+    def copy_file_range(*args):
+        raise MemoryError("the kernel's copy failed")
+
+    monkeypatch.setattr(os, "copy_file_range", copy_file_range)
+    (tmp_path / "dev").mkdir()
+    f = weight_file.WeightFile(tmp_path / "dev")
+    f.add("whole", view)
+    with pytest.raises(MemoryError, match="the kernel's copy failed"):
+        f.close()
+    assert not (tmp_path / "dev" / "weights.onnx").exists()
+
+
 def test_each_devices_weights_are_external_data_of_its_blocks(tmp_path):
     folder = tmp_path / "tp"
     tensor_parallel(linear_model(2), folder, 2)

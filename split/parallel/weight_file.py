@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +122,7 @@ def add_together(files: list[WeightFile], names: list[str], blocks: list[WeightB
     for rows in _row_bands(blocks[0].x):
         for f, b, out in zip(files, blocks, kept):
             band = np.ascontiguousarray(rows[b.columns()])
-            f.file.write(_bytes(band))
+            f.write(_bytes(band))
             if out is not None:
                 out[at:at + len(band)] = band
         at += len(rows)
@@ -149,12 +151,19 @@ class Place:
 
 
 class WeightFile:
-    """`dev/weights.bin` and its index, `dev/weights.onnx` (on close)."""
+    """`dev/weights.bin` and its index, `dev/weights.onnx` (on close).
+
+    Each parameter's bytes go at the offset its index entry gives. The
+    kernel's copies (`_copy_mapped`) run on a thread of their own while this
+    one gathers and writes the next blocks: on 2 cores the two overlap
+    (`benchmarks/README.md`)."""
 
     def __init__(self, dev: Path):
         self.dev = dev
         (dev / "weights.bin").unlink(missing_ok=True)  # never written through a link to an older file
-        self.file = open(dev / "weights.bin", "xb")  # noqa: SIM115 (closed by close())
+        self.fd = os.open(dev / "weights.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.end = 0  # where the next bytes go
+        self.copies: list[Future] = []  # the kernel's copies under way
         self.tensors: list[onnx.TensorProto] = []
         self.names: dict[object, str] = {}  # the value a block is of, its name
         self.small: dict[tuple, list[str]] = {}  # small blocks written, by weight, type and shape
@@ -193,37 +202,33 @@ class WeightFile:
         if whole is None:  # a block of columns: read a band of rows at a time
             assert isinstance(data, WeightBlock)
             for band in data.bands():
-                self.file.write(_bytes(band))
+                self.write(_bytes(band))
         elif not self._copy_mapped(whole):
-            self.file.write(_bytes(whole))
+            self.write(_bytes(whole))
         return name
+
+    def write(self, data: memoryview) -> None:
+        """Append `data`."""
+        _write_at(self.fd, data, self.end)
+        self.end += data.nbytes
 
     def _copy_mapped(self, view: np.ndarray) -> bool:
         """Append `view`'s bytes by the kernel's copy from the weight file it
         is over (faster than writing them from the mapping, and never in this
-        process: `benchmarks/README.md`); what the file system refuses to
-        copy is written. False where `view` is over no weight file (the
-        caller writes it)."""
+        process: `benchmarks/README.md`), on the copying thread; False where
+        `view` is over no weight file (the caller writes it)."""
         span = mapped_span(view)
         if span is None or not hasattr(os, "copy_file_range"):
             return False
-        source, offset = span
-        self.file.flush()
-        at = self.file.tell()
-        done = 0
-        try:
-            while done < view.nbytes:
-                n = os.copy_file_range(source, self.file.fileno(), view.nbytes - done, offset + done, at + done)
-                if n == 0:  # (the source shorter than its index said: write what the mapping holds)
-                    break
-                done += n
-        except OSError:
-            pass
-        self.file.seek(at + done)
-        # the rest from the mapping, a band at a time, each band's pages released once written
-        for band in _row_bands(view.reshape(-1).view(np.uint8)[done:]):
-            self.file.write(_bytes(band))
+        self.copies.append(_copier().submit(_copy_range, span, view, self.fd, self.end))
+        self.end += view.nbytes
         return True
+
+    def settle(self) -> None:
+        """Wait for the kernel's copies under way; the first one's error, if one failed."""
+        copies, self.copies = self.copies, []
+        for copy in copies:
+            copy.result()
 
     def _written_before(self, name: str, data: np.ndarray) -> str | None:
         """A small block of the same weight, type and shape written already
@@ -259,7 +264,7 @@ class WeightFile:
 
     def _read(self, place: Place) -> np.ndarray:
         """A parameter's bytes as written, read back from the file."""
-        self.file.flush()
+        self.settle()
         count = int(np.prod(place.shape, dtype=np.int64))
         data = np.fromfile(self.dev / "weights.bin", dtype=place.dtype, count=count, offset=place.offset)
         return data.reshape(place.shape)
@@ -270,16 +275,50 @@ class WeightFile:
         over itself. One parameter in memory at a time."""
         place = self.places[name]
         out = np.asarray(laid_out(self._read(place), steps), order="C")
-        self.file.seek(place.offset)
-        self.file.write(_bytes(out))
-        self.file.seek(0, os.SEEK_END)
+        _write_at(self.fd, _bytes(out), place.offset)
         del place.tensor.dims[:]
         place.tensor.dims.extend(out.shape)
 
     def close(self) -> None:
-        self.file.close()
+        try:
+            self.settle()
+        finally:
+            os.close(self.fd)
         graph = onnx.helper.make_graph([], "weights", [], [], self.tensors)
         save_onnx(onnx.helper.make_model(graph), self.dev / "weights.onnx")
+
+
+@cache
+def _copier() -> ThreadPoolExecutor:
+    """The thread the kernel's copies run on, made at the first."""
+    return ThreadPoolExecutor(1, thread_name_prefix="weight-copy")
+
+
+def _copy_range(span: tuple[int, int], view: np.ndarray, fd: int, at: int) -> None:
+    """`view`'s bytes at `at` in `fd`, by the kernel's copy from `span` (the
+    weight file and offset it is over); what the file system refuses to copy
+    is written from the mapping, a band at a time, each band's pages
+    released once written."""
+    source, offset = span
+    done = 0
+    try:
+        while done < view.nbytes:
+            n = os.copy_file_range(source, fd, view.nbytes - done, offset + done, at + done)
+            if n == 0:  # (the source shorter than its index said: write what the mapping holds)
+                break
+            done += n
+    except OSError:
+        pass
+    for band in _row_bands(view.reshape(-1).view(np.uint8)[done:]):
+        _write_at(fd, _bytes(band), at + done)
+        done += band.nbytes
+
+
+def _write_at(fd: int, data: memoryview, at: int) -> None:
+    """All of `data` (bytes) at offset `at` of `fd`."""
+    while len(data):
+        n = os.pwrite(fd, data, at)
+        data, at = data[n:], at + n
 
 
 def _digest(data: np.ndarray) -> bytes:

@@ -81,10 +81,10 @@ class _WithPast(torch.nn.Module):
             cache.update(past[2 * i], past[2 * i + 1], i)
         out = self.model(input_ids=input_ids, image_patches=image_patches, attention_mask=attention_mask,
                          position_ids=position_ids, past_key_values=cache, use_cache=True)
-        return (out.logits, *(t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)))
+        return (out.logits, *(x for layer in out.past_key_values.layers for x in (layer.keys, layer.values)))
 
 
-def export_fuyu(model, _task, files) -> None:
+def export_fuyu(model) -> None:
     layers, heads, head_dim, tokens, cached = 2, 4, 8, 8, 3
     ids = torch.randint(6, 128, (1, tokens))
     ids[0, 1:5] = 5  # the placeholders the 4 patches go to
@@ -97,17 +97,17 @@ def export_fuyu(model, _task, files) -> None:
                **{n: {2: "past_sequence_length + sequence_length"} for n in presents}}
     feeds = (ids, torch.randn(1, 4, 48), torch.ones(1, cached + tokens, dtype=torch.int64),
              torch.arange(cached, cached + tokens).unsqueeze(0), *past)
-    torch.onnx.export(_WithPast(model.eval()), feeds, HERE / files["model.onnx"], opset_version=17, dynamo=False,
+    torch.onnx.export(_WithPast(model.eval()), feeds, HERE / "fam_fuyu.onnx", opset_version=17, dynamo=False,
                       input_names=["input_ids", "image_patches", "attention_mask", "position_ids", *pasts],
                       output_names=["logits", *presents], dynamic_axes=dynamic)
-    print(f"wrote {files['model.onnx']}")
+    print("wrote fam_fuyu.onnx")
 
 
-MODELS = {
-    "glpn": (glpn, "depth-estimation", {"model.onnx": "fam_glpn.onnx"}),
-    "sam": (sam, "feature-extraction", {"vision_encoder.onnx": "fam_sam_vision.onnx",
-                                        "prompt_encoder_mask_decoder.onnx": "fam_sam_decoder.onnx"}),
-    "fuyu": (fuyu, "", {"model.onnx": "fam_fuyu.onnx"}),
+MODELS = {  # name: the model, how it is exported
+    "glpn": (glpn, lambda m: export(m, "depth-estimation", {"model.onnx": "fam_glpn.onnx"})),
+    "sam": (sam, lambda m: export(m, "feature-extraction", {
+        "vision_encoder.onnx": "fam_sam_vision.onnx", "prompt_encoder_mask_decoder.onnx": "fam_sam_decoder.onnx"})),
+    "fuyu": (fuyu, export_fuyu),
 }
 
 
@@ -124,9 +124,9 @@ def randomized(model):
 
 def main(names: list[str]) -> None:
     for name in names or MODELS:
-        make, task, files = MODELS[name]
+        make, exported = MODELS[name]
         torch.manual_seed(0)
-        (export if task else export_fuyu)(randomized(make()), task, files)
+        exported(randomized(make()))
 
 
 if __name__ == "__main__":

@@ -1,27 +1,36 @@
-"""Outputs the oracle cannot reproduce itself: ill-conditioned at the inputs.
+"""Outputs the oracle cannot reproduce itself: ill-conditioned at the inputs,
+position by position.
 
 With random weights a detector scores hundreds of candidates alike, and
 TopK, ArgMax or NonMaxSuppression choose among ties that the last rounding
 bit decides: onnxruntime with its graph optimizations on can differ from
-itself with them off as much as a correct program does. Such an output is
-neither a match nor a mismatch. An output in doubt (`in_doubt`) is called
-ill-conditioned when one of the oracle's own runs under a rounding-level
-change fails the same comparison against the oracle, by at least a tenth of
-the program's own error (`unstable_outputs`): onnxruntime with its graph
-optimizations on, and onnxruntime on the float inputs nudged by
-`NUDGE_ULPS` units in the last place (seeded random signs). A device
-sub-model's ArgMax that chose a value the oracle ties with the largest is
-so too (`near_tied_argmax`). For a split, an output is also ill-conditioned
-when each device sub-model matches onnxruntime on the inputs the run gave
-it and the split on onnxruntime alone matches the model (`AMPLIFIED`): the
-rest is onnxruntime itself, amplifying rounding. `judge_doubts` gives the
-verdict: `ILL_CONDITIONED` when every output in doubt is so, never 0.
+itself with them off as much as a correct program does. Such a position is
+neither a match nor a mismatch. At each position of an output in doubt
+(`in_doubt`) that still fails (`OutputResult.off`), the oracle's own runs
+under a rounding-level change are asked (`unstable_outputs`): onnxruntime
+with its graph optimizations on, onnxruntime on the float inputs nudged by
+`NUDGE_ULPS` units in the last place (seeded random signs), and the float64
+run (or float32, for a float16 export). The position is ill-conditioned where one of them fails the same rule
+there, by at least a tenth of the program's own error (for an index: in a
+row where it chooses otherwise), or where an ArgMax behind the output chose a value
+onnxruntime's own run ties with the largest (`near_tied_rows`). An output is
+ill-conditioned when every position that fails is; a position the variants
+reproduce and the program does not is a mismatch, however many others are
+ill-conditioned. An output that fails as a whole (its run-time size, its PCC
+alone) is judged as a whole: ill-conditioned when a variant fails the rule
+by the same order.
+
+For a split, an output is also ill-conditioned when each device sub-model
+matches onnxruntime on the inputs the run gave it and the split on
+onnxruntime alone matches the model (`AMPLIFIED`): the rest is onnxruntime
+itself, amplifying rounding. `judge_doubts` gives the verdict:
+`ILL_CONDITIONED` when every output in doubt is so, never 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +39,7 @@ from onnx import ModelProto, NodeProto, numpy_helper
 
 from forge_opt.check.compare import REDUCED_PCC, OutputResult
 from forge_opt.check.report import ILL_CONDITIONED, MISMATCH
+from forge_opt.check.wide import WideRun
 from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.frontends.onnx.values import with_external_data
 
@@ -40,6 +50,8 @@ SAME_ORDER = 0.1
 #: why an output of a split is ill-conditioned when its device sub-models each match onnxruntime
 AMPLIFIED = ("onnxruntime's own sub-models on the host turn the device sub-models' values, each within the "
              "tolerance of onnxruntime's on the same inputs, into it")
+#: what the near-tie probe is called in the report
+NEAR_TIE = f"an ArgMax among values onnxruntime's own run ties to within {NUDGE_ULPS} units in the last place"
 
 
 def nudged(feeds: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
@@ -63,56 +75,193 @@ def in_doubt(r: OutputResult) -> bool:
     (float32 onnxruntime far from float64 is what a tie makes too; a
     near-constant map's rounding keeps a PCC near 1)."""
     return (not r.ok and (not r.reason or r.reason.startswith("shape"))) or \
-        (r.ok and r.budget == "float64" and r.pcc < REDUCED_PCC)
+        (r.ok and r.budget in ("float64", "float32") and r.pcc < REDUCED_PCC)
+
+
+@dataclass
+class Probed:
+    """What the oracle's variants showed: the outputs ill-conditioned at
+    every position that fails (with what showed it), and the results with
+    each probed output's ill-conditioned positions counted (`ill`) and the
+    positions no variant reproduces left `off`."""
+
+    ill: dict[str, str]
+    results: list[OutputResult]
 
 
 def unstable_outputs(
     model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], oracle: Sequence[np.ndarray],
-    results: list[OutputResult], compare: Callable[[str, np.ndarray, np.ndarray], OutputResult],
-) -> dict[str, str]:
-    """Of `results`' outputs in doubt (`in_doubt`), those one of the
-    oracle's own variant runs does not reproduce either: each with what
-    showed it. `compare(name, want, got)` is the check's own rule."""
+    results: list[OutputResult], got: Mapping[str, np.ndarray],
+    compare: Callable[[str, np.ndarray, np.ndarray], OutputResult], wide: WideRun | None = None,
+) -> Probed:
+    """`results`' outputs in doubt (`in_doubt`) probed by the oracle's own
+    variant runs, position by position (the module's docstring). `got` is
+    the program's outputs; `compare(name, want, got)` the check's own rule
+    (for an output judged as a whole); `wide` the model's wide run (`wide.WideRun`)."""
     failing = [r for r in results if in_doubt(r)]
     if not failing:
-        return {}
+        return Probed({}, results)
     names = [o.name for o in model.graph.output]
-    variants = [("onnxruntime with its graph optimizations on", lambda: onnxruntime_outputs(
-        model, base, feeds, optimized=True))]
+    variants: list[tuple[str, Callable[[], list | None]]] = [
+        ("onnxruntime with its graph optimizations on",
+         lambda: onnxruntime_outputs(model, base, feeds, optimized=True))]
     if any(x.dtype.kind == "f" for x in feeds.values()):
         variants.append((f"onnxruntime on the float inputs moved by {NUDGE_ULPS} units in the last place",
                          lambda: onnxruntime_outputs(model, base, nudged(feeds))))
-    found: dict[str, str] = {}
+    flipped = _ties_flipped(model, base, feeds)
+    if flipped is not None:
+        variants.append(flipped)
+    if wide is not None:
+        variants.append(("the model run wider", lambda: wide.outputs))
+    whole: dict[str, str] = {}  # outputs judged as a whole, ill-conditioned
+    left = {r.name: r.off.copy() for r in failing if r.off is not None}  # positions no probe has explained yet
+    shown: dict[str, dict[str, int]] = {name: {} for name in left}  # per output: how many positions each probe showed
+    for r in failing:
+        if r.name in left and not np.issubdtype(np.asarray(oracle[names.index(r.name)]).dtype, np.floating):
+            i = names.index(r.name)
+            _explain(left[r.name], shown[r.name], NEAR_TIE,
+                     near_tied_rows(model, base, feeds, r.name, np.asarray(oracle[i]), np.asarray(got[r.name])))
     for how, run in variants:
+        if all(r.name in whole or (r.name in left and not left[r.name].any()) for r in failing):
+            break
         try:
             outputs = run()
         except Exception:  # (the variant cannot run: it shows nothing)
             continue
+        if outputs is None:
+            continue
         for r in failing:
-            if r.name in found:
-                continue
             i = names.index(r.name)
-            own = compare(r.name, np.asarray(oracle[i]), np.asarray(outputs[i]))
-            if not own.ok and own.max_abs_error >= SAME_ORDER * r.max_abs_error:
-                found[r.name] = f"{how} differs from it by {own.max_abs_error:.3e} (this program: " \
-                                f"{r.max_abs_error:.3e})"
-        if len(found) == len(failing):
-            break
-    return found
+            want, other = np.asarray(oracle[i]), np.asarray(outputs[i])
+            if r.name in left:
+                _explain(left[r.name], shown[r.name], how, _moved(r, want, other, np.asarray(got[r.name])))
+            elif r.name not in whole:
+                own = compare(r.name, want, other.astype(want.dtype) if other.shape == want.shape else other)
+                if not own.ok and own.max_abs_error >= SAME_ORDER * r.max_abs_error:
+                    whole[r.name] = f"{how} differs from it by {own.max_abs_error:.3e} (this program: " \
+                                    f"{r.max_abs_error:.3e})"
+    ill = dict(whole)
+    probed = []
+    for r in results:
+        if r.name in left:
+            count = int(r.off.sum() - left[r.name].sum()) if r.off is not None else 0
+            r = replace(r, off=left[r.name], ill=count)
+            if not left[r.name].any():
+                ill[r.name] = _positions(count, r.off.size if r.off is not None else 0, shown[r.name])
+        probed.append(r)
+    return Probed(ill, probed)
+
+
+def _ties_flipped(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]
+                  ) -> tuple[str, Callable[[], list]] | None:
+    """A variant of the oracle for what depends on a near-tie (a Gather by an
+    ArgMax): the model run with each ArgMax (ArgMin) of its graph choosing,
+    at each row whose best two scores onnxruntime ties to within NUDGE_ULPS
+    units in the last place, the second; None where no row is so tied."""
+    chosen = [n for n in model.graph.node if n.op_type in ("ArgMax", "ArgMin")
+              and _attrs(n).get("select_last_index", 0) == 0]
+    if not chosen:
+        return None
+    probe = ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n.input[0]) for n in chosen)
+    try:
+        scores = onnxruntime_outputs(probe, base, feeds)
+    except Exception:  # (the probe cannot run: it shows nothing)
+        return None
+    given: dict[str, np.ndarray] = {}
+    for node, s in zip(chosen, scores):
+        if s.dtype.kind != "f" or s.ndim == 0:
+            continue
+        attrs = _attrs(node)
+        axis = attrs.get("axis", 0) % s.ndim
+        rows = np.moveaxis(s if node.op_type == "ArgMax" else -s, axis, -1).astype(np.float64)
+        order = np.argsort(-rows, axis=-1, kind="stable")
+        best, second = order[..., 0], order[..., 1] if rows.shape[-1] > 1 else order[..., 0]
+        top = np.take_along_axis(rows, best[..., None], -1)[..., 0]
+        runner = np.take_along_axis(rows, second[..., None], -1)[..., 0]
+        tied = top - runner <= NUDGE_ULPS * np.spacing(np.abs(top).astype(s.dtype)).astype(np.float64)
+        index = np.where(tied, second, best).astype(np.int64)
+        given[node.output[0]] = np.expand_dims(index, axis) if attrs.get("keepdims", 1) else index
+    if not given or not any(np.any(v != _argbest(s, n)) for n, s in zip(chosen, scores)
+                            if (v := given.get(n.output[0])) is not None):
+        return None
+    variant = ModelProto()
+    variant.CopyFrom(model)
+    kept = [n for n in variant.graph.node if not (n.op_type in ("ArgMax", "ArgMin") and n.output[0] in given)]
+    del variant.graph.node[:]
+    variant.graph.node.extend(kept)
+    variant.graph.input.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT64, list(v.shape))
+                               for name, v in given.items())
+    kept_info = [v for v in variant.graph.value_info if v.name not in given]
+    del variant.graph.value_info[:]
+    variant.graph.value_info.extend(kept_info)
+    return ("onnxruntime with each ArgMax choosing the second of values it ties to within "
+            f"{NUDGE_ULPS} units in the last place", lambda: onnxruntime_outputs(variant, base, {**feeds, **given}))
+
+
+def _argbest(scores: np.ndarray, node: NodeProto) -> np.ndarray:
+    attrs = _attrs(node)
+    axis = attrs.get("axis", 0) % scores.ndim
+    pick = np.argmax if node.op_type == "ArgMax" else np.argmin
+    return pick(scores, axis=axis, keepdims=bool(attrs.get("keepdims", 1)))
+
+
+def _attrs(node: NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _explain(left: np.ndarray, shown: dict[str, int], how: str, moved: np.ndarray | None) -> None:
+    """Mark the positions of `left` a probe explains (`moved`), counting them under `how`."""
+    if moved is None:
+        return
+    explained = left & moved
+    if explained.any():
+        shown[how] = shown.get(how, 0) + int(explained.sum())
+        left &= ~explained
+
+
+def _moved(r: OutputResult, want: np.ndarray, other: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """The positions where a variant run `other` is as far from the oracle
+    `want` as the program `got` is: an index chosen otherwise, or a float
+    beyond the output's tolerance by at least SAME_ORDER of the program's
+    error there; for an index of rank 2 or more, every entry of a row the
+    variant chose otherwise. A variant of another run-time size moves every
+    position."""
+    if other.shape != want.shape:
+        return np.ones(want.shape, bool)
+    if not np.issubdtype(want.dtype, np.floating):
+        # indices come in rows (TopK's k along the last axis, NMS's [batch, class, box]): a tie that reorders
+        # a row can move each of its entries
+        chosen = want != other
+        return np.broadcast_to(chosen.any(axis=-1, keepdims=True), want.shape) if want.ndim > 1 else chosen
+    w, v, g = (a.astype(np.float64) for a in (want, other, got))
+    with np.errstate(invalid="ignore", over="ignore"):
+        theirs = np.where(np.isnan(w) & np.isnan(v), 0.0, np.abs(v - w))
+        ours = np.abs(g - w)
+        return ~np.isfinite(theirs) | ((theirs > r.tolerance) & (theirs >= SAME_ORDER * np.nan_to_num(ours, nan=0.0)))
+
+
+def _positions(count: int, size: int, shown: dict[str, int]) -> str:
+    """How an output ill-conditioned position by position is described."""
+    how = "; ".join(f"{label} ({n})" for label, n in shown.items())
+    return f"{count:,} of {size:,} positions differ, each where {how} differs from it as much"
 
 
 def judge_doubts(
     status: int, results: list[OutputResult], verify: Callable[[], tuple[list[str], str]] | None,
-    unstable: Callable[[], dict[str, str]],
+    unstable: Callable[[list[OutputResult]], Probed],
 ) -> tuple[int, str, list[OutputResult], dict[str, str], str]:
     """The verdict of a check with outputs in doubt: its status, why (the
     device sub-models that differ), the results (an ill-conditioned output
     is no match), the ill-conditioned outputs with what showed each, and
-    what was verified. `unstable` asks the oracle's probes
-    (`unstable_outputs`); `verify`, where the check ran a split, gives the
-    device sub-models that differ on their own inputs and a line saying what
-    was verified."""
-    ill = unstable()
+    what was verified. `unstable` probes the results with the oracle's own
+    variants (`unstable_outputs`); `verify`, where the check ran a split,
+    gives the device sub-models that differ on their own inputs and a line
+    saying what was verified."""
+    probed = unstable(results)
+    ill, results = dict(probed.ill), probed.results
     checked = None  # what verify found, asked once
     # a split whose device sub-models each match onnxruntime on their own inputs: an output still in doubt is
     # what the host's onnxruntime sub-models made of device values within the tolerance
@@ -163,14 +312,13 @@ def _argmax_behind(model: ModelProto, name: str) -> NodeProto | None:
     return node if attrs.get("select_last_index", 0) == 0 else None
 
 
-def near_tied_argmax(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], name: str,
-                     want: np.ndarray, got: np.ndarray) -> str | None:
-    """Why output `name`, an ArgMax's indices, differs only by choosing among
-    values onnxruntime's own run ties to within NUDGE_ULPS units in the last
-    place (YOLO's class scores, alike with random weights): each index the
-    program chose where it differs is such a near-maximum. None otherwise."""
+def near_tied_rows(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], name: str,
+                   want: np.ndarray, got: np.ndarray) -> np.ndarray | None:
+    """Where output `name`, an ArgMax's indices, chose a value onnxruntime's
+    own run ties with the largest to within NUDGE_ULPS units in the last
+    place (YOLO's class scores, alike with random weights): a mask of its
+    positions; None where the output is not such an ArgMax's."""
     node = _argmax_behind(model, name)
-    want, got = np.asarray(want).reshape(-1), np.asarray(got).reshape(-1)
     if node is None or want.shape != got.shape:
         return None
     from forge_opt.check.bisect import onnxruntime_all_values
@@ -182,14 +330,10 @@ def near_tied_argmax(model: ModelProto, base: Path | None, feeds: dict[str, np.n
     if scores is None or scores.dtype.kind != "f" or attrs.get("axis", 0) not in (-1, scores.ndim - 1):
         return None
     rows = scores.reshape(-1, scores.shape[-1])
-    if rows.shape[0] != want.size:
+    chosen = got.reshape(-1)
+    if rows.shape[0] != chosen.size:
         return None
-    differ = np.nonzero(want != got)[0]
-    if not differ.size or got[differ].min() < 0 or got[differ].max() >= rows.shape[1]:
-        return None
-    best = rows[differ].max(axis=1)
-    chosen = rows[differ, got[differ]]
-    if not np.all(chosen >= best - NUDGE_ULPS * np.spacing(best)):
-        return None
-    return (f"at each of its {differ.size} differing positions this program's {node.op_type} chose a value "
-            f"onnxruntime's own run ties with the largest to within {NUDGE_ULPS} units in the last place")
+    inside = (chosen >= 0) & (chosen < rows.shape[1])
+    best = rows.max(axis=1)
+    value = rows[np.arange(chosen.size), np.where(inside, chosen, 0)]
+    return (inside & (value >= best - NUDGE_ULPS * np.spacing(best))).reshape(got.shape)

@@ -113,7 +113,7 @@ class Programs:
             self.report = parallel_report(written)
 
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
-            per_device = run_mpi(folder, feeds, o.devices) if o.mpi else run_parallel(folder, feeds)
+            per_device = run_mpi(folder, feeds, o.devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
             return agreed(written, per_device, "the decode step's program")
 
         return parallel
@@ -125,7 +125,7 @@ class Decode:
     loop feeding its own outputs forward. A match: every step's token equal
     to the oracle's and its logits within tolerance."""
 
-    takes = frozenset({"steps", "devices", "mpi", "plan", "min_size", "require_sharded", "data_format",
+    takes = frozenset({"steps", "devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
                        "weight_format", "max_length", "growing_cache"})
     failed = "the program failed on Forge"
     forge_python = ""

@@ -16,8 +16,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt import dtypes
 from forge_opt.check.compare import OutputResult, compare_output, compare_reduced, within_budget
-from forge_opt.check.float64 import float64_outputs
 from forge_opt.check.options import Tolerances
+from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
 from forge_opt.execution.oracle import check_feeds
@@ -85,7 +85,14 @@ def read_inputs(path: str) -> dict[str, np.ndarray]:
         raise ForgeOptError(f"{path}: one array, not an .npz file of one array per input by name "
                             "(np.savez(path, input_ids=..., attention_mask=...))")
     with data:
-        return {k: data[k] for k in data.files}
+        arrays = {}
+        for k in data.files:
+            try:
+                arrays[k] = data[k]
+            except ValueError:  # numpy refuses pickled (object) arrays without allow_pickle
+                raise ForgeOptError(f"{path}: input '{k}' is an array of Python objects; give numbers "
+                                    "(np.savez(path, x=np.asarray(x, np.float32)))") from None
+        return arrays
 
 
 def frozen(model, inputs, freeze: tuple[str, ...]):
@@ -144,21 +151,25 @@ def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, sh
     return {n: np.asarray(inputs[n]) for n in names}, notes
 
 
+#: what a float64 run widens: a float32 model's outputs
+FLOAT32 = frozenset({np.dtype(np.float32)})
+
+
 def compare_outputs(
     model: onnx.ModelProto,
     expected: Sequence[np.ndarray],
     got: Mapping[str, np.ndarray],
     tolerances: Tolerances,
     *,
-    base: Path | None = None,
-    feeds: Mapping[str, np.ndarray] | None = None,
+    wide: WideRun | None = None,
     reduced: bool = False,
 ) -> list[OutputResult]:
     """Each of the model's outputs the run returned, compared with the
     oracle's; the verdict (`report.verdict`) counts the ones missing. With
-    `feeds`, a float32 output that fails the fixed rules is measured against
-    a float64 run of the model (`compare.within_budget`). `reduced`: the
-    program computes in a reduced format (`compare.compare_reduced`)."""
+    `wide`, the model's wide run, a float output it widens that fails the
+    fixed rules is measured against it position by position
+    (`compare.within_budget`). `reduced`: the program computes in a reduced
+    format (`compare.compare_reduced`)."""
     names = [o.name for o in model.graph.output]
     if reduced:
         return [compare_reduced(name, want, got[name], min_pcc=tolerances.min_pcc, atol=tolerances.atol)
@@ -170,30 +181,32 @@ def compare_outputs(
         for name, want in zip(names, expected)
         if name in got
     ]
-    if feeds is not None and any(not r.ok and _float32(r, names, expected) for r in results):
-        exact, _ = float64_outputs(model, base, dict(feeds))
+    if wide is not None and any(not r.ok and _widened(r, names, expected, wide.widened) for r in results):
+        exact = wide.outputs
         if exact is not None:
-            return measured(model, results, expected, got, exact)
+            return measured(model, results, expected, got, exact, tolerances.min_pcc, wide.widened)
     return results
 
 
 def measured(model: onnx.ModelProto, results: list[OutputResult], oracle: Sequence[np.ndarray],
-             got: Mapping[str, np.ndarray], exact: Sequence[np.ndarray]) -> list[OutputResult]:
-    """`results`, each float32 output that failed the fixed rules given its
-    budget (`compare.within_budget`): its distance to the float64 run
-    `exact` against float32 onnxruntime's (`oracle`'s) own."""
+             got: Mapping[str, np.ndarray], exact: Sequence[np.ndarray], min_pcc: float | None = None,
+             widened: set[np.dtype] | frozenset[np.dtype] = FLOAT32) -> list[OutputResult]:
+    """`results`, each output of a `widened` type that failed the fixed
+    rules given its budget position by position (`compare.within_budget`):
+    its distance to the wide run `exact` against onnxruntime's (`oracle`'s)
+    own."""
     names = [o.name for o in model.graph.output]
     out = []
     for r in results:
-        if not r.ok and _float32(r, names, oracle):
+        if not r.ok and _widened(r, names, oracle, widened):
             i = names.index(r.name)
-            r = within_budget(r, oracle[i], got[r.name], exact[i])
+            r = within_budget(r, oracle[i], got[r.name], exact[i], min_pcc=min_pcc)
         out.append(r)
     return out
 
 
-def _float32(result: OutputResult, names: list[str], expected: Sequence[np.ndarray]) -> bool:
-    return np.asarray(expected[names.index(result.name)]).dtype == np.float32
+def _widened(result: OutputResult, names: list[str], expected: Sequence[np.ndarray], widened) -> bool:
+    return np.asarray(expected[names.index(result.name)]).dtype in widened
 
 
 #: ops that move a dequantized value without computing anything new

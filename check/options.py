@@ -11,6 +11,7 @@ import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL, OutputResult, compare_output, compare_reduced
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.mpi import MPI_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class CheckOptions:
     stem: str = _flag("--emit", "")  # the emitted module's file name without .py (names its constants)
     devices: int = _flag("--devices", 1)  # tensor-parallel on this many devices
     mpi: bool = _flag("--mpi", False)  # one MPI process per device
+    timeout: float = _flag("--timeout", MPI_TIMEOUT)  # seconds a device may keep the others waiting in a collective
     plan: str = _flag("--plan", "")  # a JSON file pinning layers' tensor-parallel cases
     min_size: int = _flag("--min-size", 0)  # layers of fewer weight elements stay replicated
     require_sharded: bool = _flag("--require-sharded", False)
@@ -85,4 +87,9 @@ class CheckOptions:
         that a check in `mode` does not take."""
         for f in fields(self):
             if "flag" in f.metadata and f.name not in takes and getattr(self, f.name) != f.default:
+                if f.name == "max_length" and not self.steps:
+                    raise ForgeOptError("--max-length sizes the KV cache of a decode: it goes with --decode N")
+                if f.name == "timeout" and not self.mpi:
+                    raise ForgeOptError("--timeout bounds how long MPI processes wait for each other: it goes with "
+                                        "--mpi")
                 raise ForgeOptError(f"{f.metadata['flag']} does not combine with {mode}")

@@ -3,7 +3,10 @@ oracle, the notes of the run."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from forge_opt.check.bisect import Divergence, LayerError, format_layers
 from forge_opt.check.compare import OutputResult, compared_verdict
@@ -71,6 +74,7 @@ def format_results(results: list[OutputResult]) -> list[str]:
         p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
         lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {budget:>8} "
                      f"{p:>10}  {verdict}")
+    lines.extend(line for o in results for line in _positions(o))
     failed = [o for o in results if not o.ok]
     rtols = [o.accepting_rtol for o in failed if o.accepting_rtol == o.accepting_rtol]
     if len(failed) > 1 and len(rtols) == len(failed):
@@ -78,6 +82,26 @@ def format_results(results: list[OutputResult]) -> list[str]:
     else:
         lines.extend(f"{o.name}: --rtol {o.accepting_rtol:.1e} would accept it"
                      for o in failed if o.accepting_rtol == o.accepting_rtol)
+    return lines
+
+
+def _positions(o: OutputResult) -> list[str]:
+    """What the verdict of output `o` rests on, position by position: how
+    many positions the float64 budget or the oracle's variants excused, and
+    where the rest differ."""
+    size = math.prod(o.shape)
+    lines = []
+    if o.excused:
+        lines.append(f"{o.name}: {o.excused:,} of {size:,} positions beyond the tolerance are within the budget there "
+                     "(as far from the model run wider as onnxruntime's own error allows)")
+    wrong = int(o.off.sum()) if o.off is not None and not o.ok else 0
+    if wrong and o.off is not None:
+        first = tuple(int(i) for i in np.argwhere(o.off)[0])
+        said = f"{o.name}: {wrong:,} of {size:,} positions are off, the first at {list(first)}"
+        if o.ill:
+            said += f" (onnxruntime's own variants agree with it there; they differ from it at {o.ill:,} other " \
+                    f"position{'s' if o.ill > 1 else ''}, ill-conditioned)"
+        lines.append(said)
     return lines
 
 

@@ -22,8 +22,9 @@ from forge_opt.check.conditioning import in_doubt, judge_doubts, unstable_output
 from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
 from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
+from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.oracle import Expected, expected_outputs
+from forge_opt.execution.oracle import Expected, expected_outputs, two_sizes_note
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.split.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
@@ -83,6 +84,7 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
                                        strategy.module())
             # the oracle runs the model the user gave: a freeze is the user's, a split's resolution is ours
             reference = expected_outputs(loaded.model, loaded.base, feeds)
+            notes += two_sizes_note(loaded.model, feeds)
             try:
                 ran = strategy.run(prepared, feeds, reference, Path(tmp))
             except ForgeCallError as e:
@@ -104,10 +106,10 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
     """The report of a run: every output compared, the verdict, and outputs
     in doubt judged (`conditioning.judge_doubts`)."""
     results = ran.results
+    wide = WideRun(model, loaded.base, feeds)
     if results is None:
         tolerances = options.tolerances
-        results = compare_outputs(model, reference.outputs, ran.got, tolerances, base=loaded.base, feeds=feeds,
-                                  reduced=options.reduced)
+        results = compare_outputs(model, reference.outputs, ran.got, tolerances, wide=wide, reduced=options.reduced)
         status, why = verdict(results, len(reference.outputs), ran.returned)
     else:
         status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
@@ -116,10 +118,10 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
     ill: dict[str, str] = {}
     if status in (MATCH, MISMATCH) and not ran.problems and not why and ran.results is None and \
             reference.oracle == "onnxruntime" and any(in_doubt(r) for r in results):
-        compared = results
         status, why, results, ill, verified = judge_doubts(
-            status, compared, ran.verify,
-            lambda: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, options.rule()))
+            status, results, ran.verify,
+            lambda compared: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, ran.got,
+                                              options.rule(), None if options.reduced else wide))
         if verified:
             notes.append(verified)
     return CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,

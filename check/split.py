@@ -13,7 +13,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
-from forge_opt.check.conditioning import near_tied_argmax, unstable_outputs
+from forge_opt.check.conditioning import unstable_outputs
 from forge_opt.check.driver import Loaded, load_checked
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
@@ -45,7 +45,7 @@ class Fallback:
     MPI process each, which must all return the same outputs."""
 
     mode = "--fallback"
-    takes = frozenset({"freeze", "devices", "mpi", "min_device_ops"})
+    takes = frozenset({"freeze", "devices", "mpi", "timeout", "min_device_ops"})
     failed = "a device sub-model failed on Forge"
     forge_python = ""
 
@@ -71,7 +71,7 @@ class Fallback:
         layout = describe_split(folder / "split")
         record: list = []  # each device sub-model's outputs and onnxruntime's on its inputs
         if mpi:  # a split's outputs have no split axis: each process's must be the same
-            got, differ = assemble(plan, run_mpi(folder / "split", feeds, devices))
+            got, differ = assemble(plan, run_mpi(folder / "split", feeds, devices, self.options.timeout))
         else:
             got, differ = run_split(folder / "split", feeds, record=None if devices > 1 else record), []
         count = len(plan.graphs)
@@ -83,7 +83,8 @@ class Fallback:
         if not re.search(r"\btt\b", layout):
             summary += "; nothing runs on the device: this checks the split, not a Forge program"
         if devices > 1:
-            summary += f"; each device sub-model tensor-parallel on {devices} devices" + (" (MPI)" if mpi else "")
+            summary += f"; each device sub-model tensor-parallel on {devices} devices" + (
+                f" (MPI, --timeout {self.options.timeout:g} s)" if mpi else "")
         return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"), verify=verify)
 
     def verify(self, record: list, cpu: dict[str, np.ndarray], oracle: dict[str, np.ndarray]
@@ -105,13 +106,10 @@ class Fallback:
             results = [rule(n, np.asarray(want), np.asarray(got)) for n, got, want in zip(names, device, expected)]
             if all(r.ok for r in results):
                 continue
-            unstable = unstable_outputs(model, base, feeds, expected, results, rule)
-            for r, got, want in zip(results, device, expected):
+            unstable = unstable_outputs(model, base, feeds, expected, results, dict(zip(names, device)), rule).ill
+            for r in results:
                 if r.ok:
                     continue
-                tied = None if r.name in unstable else near_tied_argmax(model, base, feeds, r.name, want, got)
-                if tied is not None:
-                    unstable[r.name] = tied
                 if r.name in unstable:  # an ArgMax over near-tied scores on the device: no verdict either
                     unsure.append(f"{label}: output '{r.name}' is ill-conditioned at its inputs: {unstable[r.name]}")
                 else:
@@ -131,7 +129,8 @@ class Parallel:
     process) or with one MPI process per device; every device must return
     the same outputs."""
 
-    takes = frozenset({"devices", "mpi", "plan", "min_size", "require_sharded", "data_format", "weight_format"})
+    takes = frozenset({"devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
+                       "weight_format"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
@@ -154,9 +153,14 @@ class Parallel:
                                require_sharded=o.require_sharded, shapes=prepared.sizes.shapes,
                                dims=prepared.sizes.dims, base=prepared.base, data_format=o.data_format,
                                weight_format=o.weight_format)
-        per_device = run_mpi(folder / "tp", feeds, o.devices) if o.mpi else run_parallel(folder / "tp", feeds)
+        if o.mpi:
+            per_device = run_mpi(folder / "tp", feeds, o.devices, o.timeout)
+        else:
+            per_device = run_parallel(folder / "tp", feeds)
         got, differ = assemble(plan, per_device)
-        return Ran(got, summary=parallel_report(plan), problems=_differ(differ, "the devices"), plan=plan)
+        summary = parallel_report(plan) + (f"\nrun under MPI, one process per device (--timeout {o.timeout:g} s)"
+                                           if o.mpi else "")
+        return Ran(got, summary=summary, problems=_differ(differ, "the devices"), plan=plan)
 
 
 def check_fallback(
@@ -222,13 +226,17 @@ def size_devices(
     parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
     the inputs or `shapes`/`dims` give, in these formats; for `--decode
     steps`, with the static cache that decode runs (unless `growing_cache`)."""
+    import tempfile
+
     from xdsl.context import Context
 
+    from forge_opt.split.parallel import tensor_parallel
     from forge_opt.transforms.pipelines import OnnxToForgePass
+    from forge_opt.transforms.tp.sizing import choose_devices
 
     loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
-    static_cache = 0
+    static_cache, static_shapes = 0, {}
     if steps and not growing_cache:
         static = _static_decode(module, loaded.model, steps, max_length)
         if static is not None:
@@ -236,7 +244,28 @@ def size_devices(
             module = import_model(loaded.model, loaded.base, shapes=InputShapes.of(static_shapes))
     sized = OnnxToForgePass(data_format=data_format, weight_format=weight_format, static_cache=static_cache,
                             device_memory=memory, max_devices=max_devices, min_size=min_size, plan=plan)
-    return sized.size(Context(), module)
+    sizing = sized.size(Context(), module)
+    # the estimate counts the program's weights; what a device stores is what the writer writes (the
+    # constants its modules compute, a block each segment declares): each count chosen is written to see
+    sizes = static_shapes if static_cache else {**loaded.sizes.shapes}
+    while sizing.devices > 1:
+        with tempfile.TemporaryDirectory() as tmp:
+            written = tensor_parallel(loaded.model, Path(tmp) / "tp", sizing.devices, min_size=min_size, plan=plan,
+                                      shapes=sizes, dims=None if static_cache else loaded.sizes.dims,
+                                      base=loaded.base, data_format=data_format, weight_format=weight_format,
+                                      static_cache=static_cache)
+        stored = max(d.stored_bytes for d in written.devices)
+        cache = sizing.cache
+        if stored + cache <= memory:
+            break
+        sizing.table.append(f"{sizing.devices:<8} {stored:>14,} {cache:>12,} {stored + cache:>14,}  no: as the "
+                            "writer stores it")
+        if sizing.devices == max_devices:
+            raise ForgeOptError(f"no device count up to {max_devices} fits the model in {memory:,} bytes per device "
+                                "(raise --max-devices or the memory):\n" + "\n".join(sizing.table))
+        sizing = choose_devices(module, memory, max_devices, min_size, plan, sized.formats[1],
+                                start=sizing.devices + 1, table=sizing.table)
+    return sizing
 
 
 def _static_decode(module: ModuleOp, model, steps: int, max_length: int) -> tuple[int, dict] | None:

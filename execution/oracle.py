@@ -11,8 +11,10 @@ does not accept are an input error before anything runs: onnxruntime would
 refuse them, and a fallback oracle that took them anyway would bless a
 program for inputs the model never sees.
 
-Nothing is written beside the model: external data is handed to
-onnxruntime as memory-mapped initializers.
+Nothing is written beside the model: onnxruntime reads its external data
+from the model's folder (`session.model_external_initializers_file_folder_path`),
+as it would from the model's own path, whatever the working directory, and
+at the cost of its own run.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import ModelProto, TensorProto
+from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.shapes import dim_size, is_known, symbol_names
-from forge_opt.frontends.onnx.values import initializer_array, with_external_data
+from forge_opt.frontends.onnx.values import with_external_data
 
 
 class InputError(ForgeOptError):
@@ -90,31 +92,52 @@ def check_feeds(
 
 
 def _check_symbols(declared: list[onnx.ValueInfoProto], feeds: Mapping[str, np.ndarray], what: str) -> None:
-    """One size per symbolic dim across the inputs, and a dim named by
-    arithmetic of others (Optimum's `past_sequence_length +
-    sequence_length`) of the size it computes: an attention mask one
-    column short is the user's, named, not an index error deep in a run."""
-    sizes: dict[str, tuple[int, str]] = {}
-    later = []
+    """A dim named by arithmetic of others (Optimum's `past_sequence_length
+    + sequence_length`) of the size it computes, where each of those has one
+    size: an attention mask one column short is the user's, named, not an
+    index error deep in a run. A symbol given two sizes is not refused:
+    onnxruntime runs it (Optimum's first call of a merged seq2seq decoder
+    gives `encoder_sequence_length` 8 in the mask and 0 in the empty past);
+    `symbol_sizes` tells the report."""
+    sizes = symbol_sizes(declared, feeds)
+    single = {symbol: next(iter(seen.values())) for symbol, seen in sizes.items() if len(set(seen.values())) == 1}
     for info in declared:
         if info.name not in feeds or not info.type.tensor_type.HasField("shape"):
             continue
-        shape = np.shape(feeds[info.name])
-        for d, size in zip(info.type.tensor_type.shape.dim, shape):
-            if not d.dim_param:
+        for d, size in zip(info.type.tensor_type.shape.dim, np.shape(feeds[info.name])):
+            parts = symbol_names(d.dim_param) if d.dim_param else []
+            if parts == [d.dim_param] or not all(p in single for p in parts):
                 continue
-            if symbol_names(d.dim_param) != [d.dim_param]:
-                later.append((d.dim_param, size, info.name))
-            elif d.dim_param in sizes and sizes[d.dim_param][0] != size:
-                first, name = sizes[d.dim_param]
-                raise InputError(f"inputs '{name}' and '{info.name}' of {what} give {d.dim_param} two sizes, "
-                                 f"{first} and {size}")
-            else:
-                sizes.setdefault(d.dim_param, (size, info.name))
-    for symbol, size, name in later:
-        want = dim_size(symbol, {k: v for k, (v, _) in sizes.items()})
-        if want is not None and want != size:
-            raise InputError(f"input '{name}' of {what} is {size} along '{symbol}', which the other inputs make {want}")
+            want = dim_size(d.dim_param, single)
+            if want is not None and want != size:
+                raise InputError(f"input '{info.name}' of {what} is {size} along '{d.dim_param}', which the other "
+                                 f"inputs make {want}")
+
+
+def symbol_sizes(declared: list[onnx.ValueInfoProto], feeds: Mapping[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    """Each named symbolic dim of the inputs (an identifier: `?`, `-1` or an
+    empty name is an unknown size of its own, as onnxruntime reads it), with
+    the size each input given gives it."""
+    sizes: dict[str, dict[str, int]] = {}
+    for info in declared:
+        if info.name not in feeds or not info.type.tensor_type.HasField("shape"):
+            continue
+        for d, size in zip(info.type.tensor_type.shape.dim, np.shape(feeds[info.name])):
+            if d.dim_param.isidentifier():
+                sizes.setdefault(d.dim_param, {}).setdefault(info.name, int(size))
+    return sizes
+
+
+def two_sizes_note(model: ModelProto, feeds: Mapping[str, np.ndarray]) -> list[str]:
+    """The report's lines for each symbol the inputs give more than one size
+    (each input is compiled at its own shape)."""
+    notes = []
+    for symbol, seen in symbol_sizes(graph_inputs(model), feeds).items():
+        if len(set(seen.values())) > 1:
+            given = ", ".join(f"{size} ({name})" for name, size in seen.items())
+            notes.append(f"inputs: the symbol '{symbol}' takes more than one size, {given}; each input is compiled "
+                         "at the shape given")
+    return notes
 
 
 def _dims(dims) -> str:
@@ -196,10 +219,8 @@ def onnxruntime_outputs(
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = threads
-    mapped = _external_initializers(model, base)
-    if mapped:
-        names = list(mapped)
-        options.add_external_initializers(names, [ort.OrtValue.ortvalue_from_numpy(mapped[n]) for n in names])
+    if base is not None:  # the model is given as bytes: its external data paths are relative to its folder
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(base))
     loading = True
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -209,11 +230,3 @@ def onnxruntime_outputs(
         if _lacks(e, model, loading):
             raise _Unsupported(str(e)) from None
         raise ForgeOptError(f"onnxruntime refuses the model or its inputs: {e}") from None
-
-
-def _external_initializers(model: ModelProto, base: Path | None) -> dict[str, np.ndarray]:
-    """Each external initializer as an array over the mapped file (read-only,
-    never copied), for `add_external_initializers`."""
-    return {t.name: initializer_array(t, base) for t in model.graph.initializer
-            if t.data_location == TensorProto.EXTERNAL}
-

@@ -76,16 +76,36 @@ class ThreadMember:
 
 
 class MpiMember:
-    """This process's device in an MPI job (mpi4py's COMM_WORLD)."""
+    """This process's device in an MPI job (mpi4py's COMM_WORLD). With
+    `progress`, a file this device rewrites as it enters each collective
+    (`reached`; `{rank}` in its name is the device): its process id and how many it has entered, which the
+    launcher reads to name a device the others wait for."""
 
-    def __init__(self, comm=None):
+    def __init__(self, comm=None, progress: str | None = None):
         from mpi4py import MPI  # the `distributed` extra
 
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self._sum = MPI.SUM
+        self.progress = None if progress is None else progress.replace("{rank}", str(self.rank))
+        self.entered = 0
+        self.reached("started")
+
+    def reached(self, what: str) -> None:
+        """Say where this device is: `started`, each collective it enters,
+        `done`. One short line, rewritten in place (no fsync: the launcher on
+        this machine reads the page cache)."""
+        if self.progress is None:
+            return
+        import os
+
+        if what not in ("started", "done"):
+            self.entered += 1
+        with open(self.progress, "w") as f:
+            f.write(f"{os.getpid()} {self.entered} {what}\n")
 
     def all_reduce(self, x: np.ndarray) -> np.ndarray:
+        self.reached("all_reduce")
         x = np.ascontiguousarray(x)
         if x.dtype.kind == "V":  # bfloat16 is no MPI type: gathered as bits, summed as the threads sum
             return rank_order_sum(list(self._gathered(x)))
@@ -94,6 +114,7 @@ class MpiMember:
         return out
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
+        self.reached("all_gather")
         return np.concatenate(list(self._gathered(np.ascontiguousarray(x))), axis=axis)
 
     def _gathered(self, x: np.ndarray) -> np.ndarray:
@@ -106,10 +127,13 @@ class MpiMember:
 
     def from_host(self, compute: Callable[[], Any]) -> Any:
         """What the host computes (process 0, once), on every device."""
-        return self.comm.bcast(compute() if self.rank == 0 else None, root=0)
+        value = compute() if self.rank == 0 else None
+        self.reached("broadcast")
+        return self.comm.bcast(value, root=0)
 
     def from_each(self, value: Any) -> list[Any]:
         """Every device's `value`, in rank order, on every device."""
+        self.reached("all_gather")
         return self.comm.allgather(value)
 
 

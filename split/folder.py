@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,8 +134,37 @@ def write_infos(folder: Path, plan: Plan, host: dict[str, np.ndarray]) -> Plan:
     return read_split(folder)[0]
 
 
-#: what a split or a plan writes into its folder, and what `--force` removes of an older one
-_OURS = re.compile(r"graph_infos\.json|graph_(ir_)?\d+.*|data\d+_.*|weights\.bin|dev\d+|host_outputs\.npz|\..*\.tmp")
+def _listed(folder: Path) -> list[str]:
+    """The entries of `folder` its `graph_infos.json` names: the plan
+    itself, each sub-model and module (their first path component: a
+    device's folder, a context folder, a branch's split), the data files
+    its sub-models read, the host's outputs. Nothing when there is no plan
+    its reader takes: then every file there is the user's."""
+    try:
+        plan = Plan.from_json(json.loads((folder / INFOS).read_text()), str(folder / INFOS))
+    except (OSError, ValueError, ForgeOptError):
+        return []
+    names = {INFOS, HOST_OUTPUTS}
+    ranks = range(plan.device_count if plan.is_parallel else 1)
+    for graph in plan.graphs:
+        paths = [graph.model_path, graph.module_path, graph.context_dir, *graph.sub_folders().values()]
+        for path in (p.replace("{rank}", str(r)) for p in paths if p is not None for r in ranks):
+            parts = Path(path).parts
+            if parts and not Path(path).is_absolute() and ".." not in parts:
+                names.add(parts[0])
+                if len(parts) == 1 and path.endswith(".onnx"):
+                    names.update(_data_files(folder / path))
+    return sorted(names)
+
+
+def _data_files(model_path: Path) -> set[str]:
+    """The external data files a sub-model beside them reads."""
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # protobuf's errors have no common base: an unreadable sub-model names no data
+        return set()
+    return {e.value for t in model.graph.initializer for e in t.external_data
+            if e.key == "location" and "/" not in e.value and "\\" not in e.value and e.value not in ("", ".", "..")}
 
 
 def check_folder(folder: Path, base: Path | None, force: bool, advice: str) -> None:
@@ -153,9 +181,10 @@ def check_folder(folder: Path, base: Path | None, force: bool, advice: str) -> N
 
 def clear_folder(folder: Path) -> None:
     """Remove the split or plan an older run left in `folder` (what
-    `--force` replaces), so nothing of it is run or written through."""
+    `--force` replaces), so nothing of it is run or written through: only
+    what its `graph_infos.json` names, never a file of the user's."""
     if folder.is_dir():
-        remove_tree_entries(folder, [p.name for p in folder.iterdir() if _OURS.fullmatch(p.name)])
+        remove_tree_entries(folder, _listed(folder))
 
 
 @dataclass(frozen=True)
@@ -255,7 +284,15 @@ def read_split(folder: Path) -> tuple[Plan, list[SplitGraph]]:
     for graph in graphs:
         where = f"{path}: graphs[{graph.index}]"
         for rank in range(plan.device_count if plan.is_parallel else 1):
-            for p in (graph.on(rank).model_path, graph.on(rank).module_path):
+            on = graph.on(rank)
+            for field, p in (("model_path", on.model_path), ("module_path", on.module_path),
+                             ("context_dir", on.context_dir),
+                             *((f"{role} folder", folder / sub) for role, sub in graph.entry.sub_folders().items())):
+                if p is not None:
+                    _inside(folder, p, f"{where}: {field}")
+            for p in (on.model_path, on.module_path):
+                if p is not None and p.is_dir():
+                    raise ForgeOptError(f"{where}: {p} is a folder, not a file")
                 if p is not None and not p.is_file():
                     raise ForgeOptError(f"{where}: the file {p} does not exist")
         if not plan.is_parallel:  # a plan's segments are Forge modules over a weights file: no graph to compare
@@ -266,6 +303,17 @@ def read_split(folder: Path) -> tuple[Plan, list[SplitGraph]]:
     if any(o.file for o in plan.outputs or []) and not (folder / HOST_OUTPUTS).is_file():
         raise ForgeOptError(f"{path}: an output is in {HOST_OUTPUTS}, which is not in {folder}")
     return plan, graphs
+
+
+def _inside(folder: Path, path: Path, where: str) -> None:
+    """Refuse a path of a plan that leaves its folder: absolute, through
+    `..`, or through a symbolic link out of it. A plan is data a user may be
+    given with a model; nothing it names is read or written elsewhere."""
+    relative = path.relative_to(folder) if path.is_relative_to(folder) else None
+    if relative is None or ".." in relative.parts:
+        raise ForgeOptError(f"{where} {path} is outside the folder {folder}: a plan's paths are relative to it")
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ForgeOptError(f"{where} {path} leads outside the folder {folder} (through a symbolic link)")
 
 
 def host_weights(g: SplitGraph, values: dict[str, np.ndarray]) -> None:

@@ -4,10 +4,15 @@ MPI job: `mpiexec -n P` processes of `tools/tp_run.py`, one per device
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,49 +20,125 @@ import numpy as np
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import load_arrays, save_arrays
 
-#: seconds an MPI run may take before forge-check stops waiting for it
-MPI_TIMEOUT = 600
+#: seconds a device may take to reach the collective the other devices wait in (`--timeout`)
+MPI_TIMEOUT = 600.0
+#: how often the launcher reads the devices' progress
+_POLL = 0.2
 
 
-def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int) -> list[dict[str, np.ndarray]]:
+@dataclass
+class _Progress:
+    """Where a device said it was (`MpiMember.reached`): its process, the
+    collectives it entered, the last thing it reached."""
+
+    pid: int
+    entered: int
+    what: str
+
+
+def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
+            timeout: float = MPI_TIMEOUT) -> list[dict[str, np.ndarray]]:
     """Run the plan or split in `folder` with `mpiexec -n P` (one process
-    per device, `tools/tp_run.py`); each process's outputs."""
+    per device, `tools/tp_run.py`); each process's outputs. A device that
+    has not reached the collective the others wait in `timeout` seconds
+    after the first of them entered it ends the run, and the error names
+    it; so does a device that ended early, however it ended."""
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
     if mpiexec is None:
         raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")
+    if not timeout > 0:
+        raise ForgeOptError(f"--timeout {timeout}: give a number of seconds above 0")
     with tempfile.TemporaryDirectory() as tmp:  # the inputs and outputs: never in the user's folder
-        save_arrays(Path(tmp) / "inputs.npz", feeds)
+        at = Path(tmp)
+        save_arrays(at / "inputs.npz", feeds)
         command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
-                   "--inputs", str(Path(tmp) / "inputs.npz"), "--output", str(Path(tmp) / "outputs_{rank}.npz"),
-                   "--error", str(Path(tmp) / "error_{rank}.txt")]
+                   "--inputs", str(at / "inputs.npz"), "--output", str(at / "outputs_{rank}.npz"),
+                   "--error", str(at / "error_{rank}.txt"), "--progress", str(at / "progress_{rank}.txt")]
+        with open(at / "stdout.txt", "w") as out, open(at / "stderr.txt", "w") as err:
+            job = subprocess.Popen(command, stdout=out, stderr=err, text=True, start_new_session=True)
+            late = _wait(job, at, devices, timeout)
+        stdout, stderr = (at / "stdout.txt").read_text(), (at / "stderr.txt").read_text()
+        progress = _progress(at, devices)
+        if late:
+            raise ForgeOptError(late + _where(progress))
+        missing = [rank for rank in range(devices) if not (at / f"outputs_{rank}.npz").is_file()]
+        if job.returncode != 0 or missing:
+            said = [at / f"error_{rank}.txt" for rank in range(devices)]
+            raise ForgeOptError(_failure(job.returncode, stdout, stderr, missing,
+                                         [p.read_text().strip() for p in said if p.is_file()], progress))
+        return [load_arrays(at / f"outputs_{rank}.npz") for rank in range(devices)]
+
+
+def _wait(job: subprocess.Popen, at: Path, devices: int, timeout: float) -> str:
+    """Wait for the job; end it (its whole process group) when a device has
+    kept the others waiting in a collective for `timeout` seconds, and say
+    which ("" when it ended by itself)."""
+    waiting_since: float | None = None
+    while job.poll() is None:
+        time.sleep(_POLL)
+        progress = _progress(at, devices)
+        ahead = max((p.entered for p in progress.values()), default=0)
+        behind = [rank for rank in range(devices)
+                  if rank not in progress or (progress[rank].entered < ahead and progress[rank].what != "done")]
+        if not behind or ahead == 0:
+            waiting_since = None
+            continue
+        waiting_since = waiting_since or time.monotonic()
+        if time.monotonic() - waiting_since >= timeout:
+            with_them = [rank for rank in range(devices) if rank not in behind]
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            late = ", ".join(map(str, behind))
+            return (f"the MPI run was stopped: device{'s' if len(behind) > 1 else ''} {late} did not reach "
+                    f"collective {ahead} within --timeout {timeout:g} s, where device"
+                    f"{'s' if len(with_them) > 1 else ''} {', '.join(map(str, with_them))} waited")
+    return ""
+
+
+def _progress(at: Path, devices: int) -> dict[int, _Progress]:
+    """Each device's last word on where it is, for those that said one."""
+    found = {}
+    for rank in range(devices):
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=MPI_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise ForgeOptError(f"the MPI run did not finish in {MPI_TIMEOUT} s ({' '.join(command)})") from None
-        missing = [rank for rank in range(devices) if not (Path(tmp) / f"outputs_{rank}.npz").is_file()]
-        if done.returncode != 0 or missing:
-            said = [(Path(tmp) / f"error_{rank}.txt") for rank in range(devices)]
-            raise ForgeOptError(_failure(done, missing, [p.read_text().strip() for p in said if p.is_file()]))
-        return [load_arrays(Path(tmp) / f"outputs_{rank}.npz") for rank in range(devices)]
+            pid, entered, what = (at / f"progress_{rank}.txt").read_text().split()
+            found[rank] = _Progress(int(pid), int(entered), what)
+        except (OSError, ValueError):  # not written yet, or caught mid-write
+            continue
+    return found
 
 
-def _failure(done: subprocess.CompletedProcess, missing: list[int], said: list[str]) -> str:
+def _where(progress: dict[int, _Progress]) -> str:
+    return "".join(f"\ndevice {rank}: {p.entered} collective{'' if p.entered == 1 else 's'} entered, last {p.what}"
+                   for rank, p in sorted(progress.items()))
+
+
+def _failure(code: int, stdout: str, stderr: str, missing: list[int], said: list[str],
+             progress: dict[int, _Progress]) -> str:
     """Why an MPI run failed: each device that said so (in its error file,
     `said`, or on stderr), in its own line; else how mpiexec saw its
     processes end (exit status or signal, which MPICH's launcher prints to
-    standard output); and the devices that ended without their outputs."""
-    named = said or [line for line in done.stderr.splitlines() if line.startswith("tp_run (device ")]
-    ended = [line.strip() for line in (done.stdout + done.stderr).splitlines()
+    standard output), each named by device through the process ids the
+    devices reported; and the devices that ended without their outputs."""
+    named = said or [line for line in stderr.splitlines() if line.startswith("tp_run (device ")]
+    ended = [line.strip() for line in (stdout + stderr).splitlines()
              if "BAD TERMINATION" in line or "EXIT STATUS" in line or "signal" in line.lower()]
-    lines = named or ended or [line for line in done.stderr.strip().splitlines() if line.strip()][-5:]
+    by_pid = {p.pid: rank for rank, p in progress.items()}
+    for pid in map(int, re.findall(r"PID (\d+)", stdout + stderr)):
+        if pid in by_pid:
+            ended.append(f"device {by_pid[pid]} (process {pid}) ended abnormally")
+    lines = named or ended or [line for line in stderr.strip().splitlines() if line.strip()][-5:]
     if missing:
+        unfinished = [rank for rank in missing if rank not in progress or progress[rank].what != "done"]
         lines.append(f"device{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: no outputs "
                      "(the process ended before the run completed)")
-    how = f"exit {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
-    return f"the MPI run failed ({how}):\n" + "\n".join(lines)
+        if unfinished and not named:
+            lines.append(f"device{'s' if len(unfinished) > 1 else ''} {', '.join(map(str, unfinished))} never "
+                         "reached the end of the run")
+    how = f"exit {code}" if code >= 0 else f"signal {-code}"
+    return f"the MPI run failed ({how}):\n" + "\n".join(lines) + _where(progress)
 
 
-def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = MPI_TIMEOUT) -> dict[str, np.ndarray]:
     """`forge-split run --mpi`: the outputs of the plan or split in
     `folder`, run with one MPI process per device it is for."""
     from forge_opt.split.folder import read_split
@@ -69,4 +150,4 @@ def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.n
         raise ForgeOptError(f"{folder}: a split for one device has nothing to run under MPI "
                             "(forge-split MODEL --devices P writes one for several)")
     # a split's outputs have no split axis: each process's must then be the same
-    return agreed(plan, run_mpi(folder, inputs, devices), str(folder))
+    return agreed(plan, run_mpi(folder, inputs, devices, timeout), str(folder))

@@ -348,9 +348,15 @@ def assemble(plan: Plan, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[
             whole[name] = np.concatenate([d[name] for d in per_device], axis=axis)
         else:
             whole[name] = value
-            if any(not np.array_equal(d[name], value) for d in per_device[1:]):
+            if any(not _same(d[name], value) for d in per_device[1:]):
                 differ.append(name)
     return whole, differ
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal values, NaN where both have NaN (a replicated output computed alike)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc"))
 
 
 def agreed(plan: Plan, per_device: list[dict[str, np.ndarray]], what: str) -> dict[str, np.ndarray]:

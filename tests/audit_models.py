@@ -74,3 +74,38 @@ def tanh_loop() -> onnx.ModelProto:
     return onnx_model([helper.make_node("Loop", ["n", "", "h0"], ["h"], name="loop", body=body)],
                       [vi("n", [], TensorProto.INT64), vi("h0", [1, 8])], [vi("h", [1, 8])],
                       [numpy_helper.from_array(rand(8, 8) * np.float32(0.3), "Wl")])
+
+
+def near_ties(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The audit's `mk_illcond.py` data: inputs x [256, 16] and weights whose
+    score columns 0 and 7 differ by about 3e-7, so that float32 and float64
+    (and onnxruntime's variants) choose between them otherwise on some rows."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((256, 16)).astype(np.float32)
+    x[:, 0] = np.abs(x[:, 0]) + 3
+    w = (rng.standard_normal((16, 8)) * 0.3).astype(np.float32)
+    w[0, 0] = 3.0
+    w[:, 7] = w[:, 0] + (rng.standard_normal(16) * 3e-7).astype(np.float32)
+    table = rng.standard_normal((8, 32)).astype(np.float32)
+    w2 = (rng.standard_normal((16, 32)) * 0.3).astype(np.float32)
+    return {"x": x}, {"W": w, "E": table, "W2": w2}
+
+
+def argmax_model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """idx = ArgMax(x·W) over near-tied scores."""
+    return onnx_model([helper.make_node("MatMul", ["x", "W"], ["s"], name="score"),
+                       helper.make_node("ArgMax", ["s"], ["idx"], axis=1, keepdims=0, name="am")],
+                      [vi("x", [256, 16])], [vi("idx", [256], TensorProto.INT64)],
+                      [numpy_helper.from_array(weights["W"], "W")])
+
+
+def gather_model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """y = Gather(E, ArgMax(x·W)) + x·W2: a float output whose tied rows
+    take another table row."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["s"], name="score"),
+             helper.make_node("ArgMax", ["s"], ["idx"], axis=1, keepdims=0, name="am"),
+             helper.make_node("Gather", ["E", "idx"], ["emb"], axis=0, name="gather"),
+             helper.make_node("MatMul", ["x", "W2"], ["lin"], name="lin"),
+             helper.make_node("Add", ["emb", "lin"], ["y"], name="add")]
+    return onnx_model(nodes, [vi("x", [256, 16])], [vi("y", [256, 32])],
+                      [numpy_helper.from_array(v, k) for k, v in weights.items()])

@@ -132,3 +132,85 @@ def test_a_model_with_external_data_checks_from_any_folder(tmp_path, monkeypatch
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert check_model(tmp_path / "m.onnx").status == MATCH
+
+
+def _external(tmp_path, nodes, inputs, initializers) -> Path:
+    model = make_model(nodes, inputs, [value_info("y", [1, 8])], initializers)
+    tmp_path.mkdir()
+    onnx.save(model, str(tmp_path / "model.onnx"), save_as_external_data=True, location="model.onnx_data",
+              size_threshold=0)
+    return tmp_path / "model.onnx"
+
+
+def test_the_oracle_reads_external_data_it_was_not_handed(tmp_path, monkeypatch):
+    """Issue 51, item 2: an export's external initializers that onnxruntime
+    drops (one no node reads) or that a subgraph holds were handed over by
+    name or not at all: onnxruntime then refused the model ("Failed to
+    find existing initializer", or a data path relative to the working
+    folder) and the check fell back to onnx.reference, or stopped. It now
+    reads the data from the model's folder, from any working folder."""
+    from forge_opt.check.split import check_fallback
+
+    rng = np.random.default_rng(0)
+    w, unused, inner = (numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), n)
+                        for n in ("w", "unused", "inner"))
+    plain = _external(tmp_path / "a", [helper.make_node("MatMul", ["x", "w"], ["y"])], [value_info("x", [1, 8])],
+                      [w, unused])
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "inner"], ["t"])], "then", [],
+                             [value_info("t", [1, 8])], [inner])
+    other = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["e"])], "else", [], [value_info("e", [1, 8])])
+    branched = _external(tmp_path / "b", [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                         [value_info("x", [1, 8]), value_info("c", [], TensorProto.BOOL)], [w])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    report = check_model(plain)
+    assert report.status == MATCH and report.oracle == "onnxruntime", report.format()
+    x = rng.standard_normal((1, 8)).astype(np.float32)
+    report = check_fallback(str(branched), {"x": x, "c": np.array(True)})
+    assert report.status == MATCH and report.oracle == "onnxruntime", report.error or report.format()
+
+
+def _ppocr_classifier():
+    """PP-OCR's text-direction classifier's input as paddle2onnx writes it,
+    `x [-1, 3, ?, ?]`: `?` names no symbol, each is an unknown of its own."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "fc"], ["l"]),
+             helper.make_node("Softmax", ["l"], ["y"], axis=-1)]
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
+               numpy_helper.from_array(rng.standard_normal((8, 2)).astype(np.float32), "fc")]
+    return make_model(nodes, [value_info("x", [-1, 3, "?", "?"])], [value_info("y", [-1, 2])], weights, opset=11)
+
+
+def test_an_unnamed_size_written_as_a_question_mark_is_its_own():
+    """Issue 51, item 5: 'inputs 'x' and 'x' of the model give ? two sizes,
+    48 and 192' for the 48x192 images onnxruntime runs."""
+    x = np.random.default_rng(1).standard_normal((1, 3, 48, 192)).astype(np.float32)
+    report = check_model(_ppocr_classifier(), {"x": x})
+    assert report.status == MATCH, report.error or report.format()
+    assert not any("takes more than one size" in n for n in report.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["t5_decoder_merged", "whisper_decoder_merged"])
+def test_a_merged_decoders_first_call_checks_with_an_empty_encoder_past(name):
+    """Issue 51, item 5: Optimum's first call of a merged seq2seq decoder
+    gives `encoder_sequence_length` 8 in the encoder's states (and mask) and
+    0 in the empty past; onnxruntime runs it, and the report says so."""
+    from forge_opt.check.split import check_fallback
+
+    model = onnx.load(str(MODELS / f"{name}.onnx"), load_external_data=False)
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in model.graph.input:
+        shape = [d.dim_value or (0 if i.name.startswith("past") and "sequence" in d.dim_param else
+                                 8 if d.dim_param == "encoder_sequence_length" else 1)
+                 for d in i.type.tensor_type.shape.dim]
+        kind = i.type.tensor_type.elem_type
+        feeds[i.name] = (np.zeros(shape, bool) if kind == TensorProto.BOOL else np.ones(shape, np.int64)
+                         if kind == TensorProto.INT64 else rng.standard_normal(shape).astype(np.float32))
+    report = check_fallback(str(MODELS / f"{name}.onnx"), feeds)
+    assert report.status == MATCH, report.error or report.format()
+    assert any("the symbol 'encoder_sequence_length' takes more than one size" in n for n in report.notes)

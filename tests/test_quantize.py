@@ -43,6 +43,22 @@ def test_quantize_rounds_ties_to_even_and_saturates(elem, zero):
     assert_matches(model, {"x": x})
 
 
+def test_quantize_divides_by_a_scale_that_is_no_power_of_two():
+    """Issue 51, item 4: at (k + 1/2)·scale and the float32 values either
+    side of it, x / scale rounds otherwise than x · (1 / scale) would; the
+    program divides, as ONNX and onnxruntime do, to the same step."""
+    scale = np.float32(6 / 255)
+    k = np.arange(-128, 127, dtype=np.float32)
+    tie = ((k + np.float32(0.5)) * scale).astype(np.float32)
+    x = np.concatenate([tie, np.nextafter(tie, np.float32(np.inf)), np.nextafter(tie, np.float32(-np.inf))])
+    assert np.any(np.round(x / scale) != np.round(x * (np.float32(1) / scale)))  # the case is there
+    params = [numpy_helper.from_array(np.array(scale, np.float32), "scale"),
+              numpy_helper.from_array(np.array(128, np.uint8), "zero")]
+    model = _model([helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])],
+                   [_vi("x", [x.size])], [_vi("y", [x.size], TensorProto.UINT8)], params)
+    assert_matches(model, {"x": x})
+
+
 @pytest.mark.parametrize("block", [0, 2])
 def test_dequantize_per_axis_and_blocked(block):
     rng = np.random.default_rng(0)

@@ -74,7 +74,7 @@ def test_forge_check_devices_with_fallback(tmp_path, capsys):
         forge_check([str(path), "--devices", "2", "--fallback", "--mpi"])
     assert done.value.code == 0
     out = capsys.readouterr()
-    assert "each device sub-model tensor-parallel on 2 devices (MPI)" in out.err
+    assert "each device sub-model tensor-parallel on 2 devices (MPI, --timeout 600 s)" in out.err
     assert out.out.strip().endswith("match")
 
 
@@ -147,7 +147,7 @@ def test_mpi_processes_that_disagree_are_a_mismatch(monkeypatch):
     from forge_opt.check.report import MISMATCH
     from forge_opt.split.runner import run_split
 
-    def two_processes(folder, feeds, devices):
+    def two_processes(folder, feeds, devices, timeout):
         outputs = run_split(folder, feeds)
         return [outputs, {name: value + 1 for name, value in outputs.items()}]
 

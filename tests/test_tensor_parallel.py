@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -330,7 +331,6 @@ def test_forge_check_device_flags_as_a_user_gives_them(tmp_path, capsys):
 
 
 def test_tp_run_names_a_bad_inputs_file(tmp_path):
-    import subprocess
 
     tensor_parallel(linear_model(1), tmp_path / "tp", 2)
     done = subprocess.run(
@@ -345,11 +345,11 @@ def test_tp_run_names_a_bad_inputs_file(tmp_path):
     "fault, message",
     [
         ("raise", "tp_run (device 1): error: RuntimeError: injected on device 1"),
-        ("kill", "signal 9"),  # a rank killed by a signal: MPI ends the job, and says how
+        ("kill", "device 1 (process"),  # a rank killed by a signal: MPI ends the job; named by its process id
         ("weights", "tp_run (device 1): error:"),  # a corrupt weights file
         # audit 12 and 27: a module that exits, cleanly or at once, ends the job too, named
         ("exit", "tp_run (device 1): error: the run called sys.exit(0) before it completed"),
-        ("_exit", "no outputs (the process ended before the run completed)"),
+        ("_exit", "tp_run (device 1): error: the run called os._exit(0) before it completed"),
     ],
 )
 def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message):
@@ -376,6 +376,44 @@ def test_a_fault_on_one_device_ends_the_mpi_run_quickly(tmp_path, fault, message
         run_mpi(folder, x, 2)
     assert time.monotonic() - start < 10
     assert message in str(failed.value)
+
+
+def _inject(folder: Path, code: str) -> None:
+    module = folder / "dev1" / "segment_0.py"
+    head = "    def forward(self, x):\n"
+    module.write_text(module.read_text().replace(head, f"{head}        {code}\n"))
+
+
+def test_a_device_that_keeps_the_others_waiting_ends_the_run_within_its_timeout(tmp_path):
+    """Audit H1: device 1 sleeping before the all-reduce device 0 waits in
+    kept the job 600 s and named nothing."""
+    import time
+
+    needs_mpiexec()
+    folder = tmp_path / "tp"
+    tensor_parallel(linear_model(2), folder, 2)
+    _inject(folder, "import time; time.sleep(300)")
+    x = {"x": np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)}
+    start = time.monotonic()
+    with pytest.raises(ForgeOptError, match="device 1 did not reach collective 1 within --timeout 3 s, where device "
+                                            "0 waited"):
+        run_mpi(folder, x, 2, timeout=3)
+    assert time.monotonic() - start < 3 + 10
+
+
+def test_tp_run_under_plain_mpiexec_fails_when_a_device_exits_early(tmp_path):
+    """Audit M1 (earlier F27): os._exit(0) in one rank gave exit 0 and no word."""
+    needs_mpiexec()
+    folder = tmp_path / "tp"
+    tensor_parallel(linear_model(2), folder, 2)
+    _inject(folder, "import os; os._exit(0)")
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    assert mpiexec is not None
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
+                           "--inputs", str(tmp_path / "x.npz")], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "tp_run (device 1): error: the run called os._exit(0)" in done.stderr
 
 
 def _gemm_model(trans_a: int, trans_b: int, alpha: float, beta: float) -> onnx.ModelProto:

@@ -9,9 +9,12 @@ import sys
 import traceback
 from pathlib import Path
 
+import numpy as np
+
 from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL, check_tolerances
 from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.mpi import MPI_TIMEOUT
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,12 +36,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{REDUCED_PCC}, Forge's own, with a reduced --data-format or --weight-format)",
     )
     parser.add_argument(
-        "--data-format", choices=PROGRAM_FORMATS, default="float32",
+        "--data-format", choices=[str(f) for f in PROGRAM_FORMATS], default="float32",
         help="compile the program's values in this format (bfloat16: Forge's Float16_b, inputs cast to it); "
         "judged by PCC against float32 onnxruntime, with the relative L2 error and largest difference",
     )
     parser.add_argument(
-        "--weight-format", choices=list(FORMATS),
+        "--weight-format", choices=[str(f) for f in FORMATS],
         help="store the matmul weights in this format: the data format's (the default) or a block float "
         "(bfp8_b, bfp4_b: tt-mlir's experimental-weight-dtype), emulated bit for bit",
     )
@@ -72,6 +75,9 @@ def main(argv: list[str] | None = None) -> None:
         help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)",
     )
     parser.add_argument("--mpi", action="store_true", help="with --devices: run one MPI process per device (mpiexec)")
+    parser.add_argument("--timeout", type=float, default=MPI_TIMEOUT, metavar="S",
+                        help="with --mpi: end the run when a device has not reached, S seconds after the first "
+                        "device entered it, a collective the others wait in, naming it (default %(default)g)")
     parser.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
     parser.add_argument("--device-memory", metavar="BYTES",
                         help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
@@ -109,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     from forge_opt.check.report import NOT_COMPILED
 
     try:
-        report = _check(args)
+        with np.errstate(all="ignore"):  # a model's own inf and NaN, as onnxruntime computes them: silently
+            report = _check(args)
     except ForgeOptError as e:
         print(f"forge-check: error: {e}", file=sys.stderr)
         sys.exit(NOT_COMPILED)
@@ -146,7 +153,7 @@ def _check(args: argparse.Namespace):
 
     check_tolerances(args.rtol, args.atol, MIN_PCC if args.pcc is None else args.pcc)
     if args.emit:
-        _check_emit_path(args.emit)  # before the run: its verdict is not lost to a bad path
+        _check_emit_path(args.emit, args.model)  # before the run: its verdict is not lost to a bad path
     inputs = None
     if args.inputs:
         from forge_opt.check.driver import read_inputs
@@ -168,7 +175,7 @@ def _check(args: argparse.Namespace):
         freeze=tuple(args.freeze), bisect=args.bisect, layers=args.layers,
         stem=Path(args.emit).stem if args.emit else "",
         devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
-        require_sharded=args.require_sharded, steps=args.decode or 0,
+        require_sharded=args.require_sharded, steps=args.decode or 0, timeout=args.timeout,
         data_format=args.data_format, weight_format=args.weight_format or "", max_length=args.max_length or 0,
         growing_cache=args.growing_cache,
     ).with_pcc(args.pcc)
@@ -213,11 +220,16 @@ def _sized(args: argparse.Namespace, inputs, chosen) -> int:
     return sizing.devices
 
 
-def _check_emit_path(path: str) -> None:
+def _check_emit_path(path: str, model: str) -> None:
     """`--emit FILE` names a file that can be written: in a folder that
-    exists and takes files, not a folder itself."""
+    exists and takes files, not a folder itself, nor the model's files."""
     import os
 
+    from forge_opt.files import overwritten_input
+
+    read = overwritten_input(path, model)
+    if read:
+        raise ForgeOptError(f"--emit {path}: is {read}, which the check reads; name another file")
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise ForgeOptError(f"--emit {path}: is a folder; name the module's file")

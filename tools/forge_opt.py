@@ -99,6 +99,10 @@ class ForgeOptMain(xDSLOptMain):
         if self.args.output_file is None:
             return sys.stdout
         # the output replaces the file only once the whole run succeeded (`run`): a failed compile leaves it
+        from forge_opt.files import overwritten_input
+
+        if self.args.input_file and (read := overwritten_input(self.args.output_file, self.args.input_file)):
+            raise ForgeOptError(f"-o {self.args.output_file}: is {read}, which forge-opt reads; name another file")
         folder = os.path.dirname(os.path.abspath(self.args.output_file))
         if not os.path.isdir(folder):
             raise ForgeOptError(f"{self.args.output_file}: the folder {folder} does not exist")

@@ -26,6 +26,7 @@ import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, check_tolerances
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.split.mpi import MPI_TIMEOUT
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 
@@ -217,6 +218,9 @@ def _run(argv: list[str]) -> int:
                         "(debugging the compiler; a check of what ships runs the converted modules)")
     p.add_argument("--mpi", action="store_true",
                    help="a plan or a split for several devices: run one MPI process per device (mpiexec)")
+    p.add_argument("--timeout", type=float, default=MPI_TIMEOUT, metavar="S",
+                   help="with --mpi: end the run when a device has not reached, S seconds after the first device "
+                   "entered it, a collective the others wait in, naming it (default %(default)g)")
     p.add_argument("--rtol", type=float, default=RTOL,
                    help=f"tolerance relative to each output's scale (default {RTOL})")
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
@@ -246,12 +250,14 @@ def _run(argv: list[str]) -> int:
     if plan and args.check and not args.model and args.mode == "device":
         raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode to compare with: give --model MODEL "
                             "(the whole model, run on onnxruntime)")
+    if args.timeout != MPI_TIMEOUT and not args.mpi:
+        raise ForgeOptError("--timeout bounds how long MPI processes wait for each other: it goes with --mpi")
     if args.mpi:
         if args.mode == "cpu" or args.recompile:
             raise ForgeOptError("--mpi runs the converted modules on the devices: leave out --mode cpu and --recompile")
         from forge_opt.split.mpi import run_split_mpi
 
-        outputs = run_split_mpi(folder, inputs)
+        outputs = run_split_mpi(folder, inputs, args.timeout)
     else:
         outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile, loop_seconds=args.loop_seconds)
     if not args.check:
@@ -292,7 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = [a for a in argv if a != "--debug"]
     command = {"convert": _convert, "run": _run}.get(argv[0] if argv else "", _split)
     try:
-        code = command(argv[1:] if command is not _split else argv)
+        with np.errstate(all="ignore"):  # a model's own inf and NaN, as onnxruntime computes them: silently
+            code = command(argv[1:] if command is not _split else argv)
     except ForgeOptError as e:
         print(f"forge-split: error: {e}", file=sys.stderr)
         code = NOT_COMPILED

@@ -9,11 +9,20 @@ a plan's split outputs, a split's outputs whole."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import load_arrays, save_arrays, write_text
+
+
+class _OsExit(SystemExit):
+    """os._exit called during the run."""
+
+
+def _exit_said(code: int) -> None:
+    raise _OsExit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,17 +33,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--error", metavar="FILE",
                    help="where a device that fails writes why ({rank} is the device): mpiexec may end the job "
                         "before a failing device's last words on stderr are passed on")
+    p.add_argument("--progress", metavar="FILE",
+                   help="where each device says which collective it has reached ({rank} is the device), for a "
+                        "launcher to name a device the others wait for")
     args = p.parse_args(argv)
     from forge_opt.interpreters.shard import MpiMember
     from forge_opt.split.folder import read_split
     from forge_opt.split.runner import run_parallel, run_split
 
-    member = MpiMember()
+    member = MpiMember(progress=args.progress)
     if args.output and member.size > 1 and "{rank}" not in args.output:
         if member.rank == 0:
             print(f"tp_run: error: --output {args.output}: name each device's file with {{rank}} "
                   "(every device would write the same file)", file=sys.stderr, flush=True)
         return 2
+    real_exit = os._exit
+    os._exit = _exit_said  # a module's os._exit ends the job with a word, not silently with its status
     try:
         inputs = load_arrays(args.inputs)
         folder = Path(args.folder)
@@ -45,11 +59,17 @@ def main(argv: list[str] | None = None) -> int:
             outputs = run_split(folder, inputs, member=member)
         if args.output:
             save_arrays(args.output.replace("{rank}", str(member.rank)), outputs)
+        # every device completed: one that ended early without a word (os._exit, a signal) fails the job here
+        # instead of leaving it to exit 0
+        member.reached("done")
+        member.comm.Barrier()
     except BaseException as e:
         # Any way one device ends early (an error, a module calling sys.exit, Ctrl-C) ends every
         # device: the others would wait in their next collective forever. MPI_Abort ends the job, as
         # `python -m mpi4py` does for an uncaught exception.
-        if isinstance(e, SystemExit):
+        if isinstance(e, _OsExit):
+            what = f"the run called os._exit({e.code!r}) before it completed"
+        elif isinstance(e, SystemExit):
             what = f"the run called sys.exit({e.code!r}) before it completed"
         elif isinstance(e, ForgeOptError | OSError):
             what = str(e)
@@ -61,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             write_text(args.error.replace("{rank}", str(member.rank)), said + "\n")
         member.comm.Abort(2)
         return 2
+    finally:
+        os._exit = real_exit
     if member.rank == 0:
         split = {name for name, t in plan.tensors.items() if t.split_axis is not None}
         for name, value in outputs.items():

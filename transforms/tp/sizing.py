@@ -122,17 +122,20 @@ SIZING_ATTR = "tensor_parallel.sizing"
 class Sizing:
     devices: int
     table: list[str]
+    cache: int = 0  # the KV cache bytes a device holds at `devices`
 
 
 def choose_devices(
     module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = "",
-    weight_format: DataFormat = DataFormat.FLOAT32,
+    weight_format: DataFormat = DataFormat.FLOAT32, start: int = 1, table: list[str] | None = None,
 ) -> Sizing:
-    """The smallest P whose per-device bytes fit in `memory`, for `module`
-    as onnx-to-tir leaves it (in its data format), its matmul weights in
-    `weight_format`; the table of every P tried."""
-    table = [f"{'devices':<8} {'parameters':>14} {'kv cache':>12} {'per device':>14}  fits {memory:,} bytes"]
-    for p in range(1, max_devices + 1):
+    """The smallest P from `start` whose per-device bytes fit in `memory`,
+    for `module` as onnx-to-tir leaves it (in its data format), its matmul
+    weights in `weight_format`; the table of every P tried (added to
+    `table`, a search resumed)."""
+    table = table if table is not None else \
+        [f"{'devices':<8} {'parameters':>14} {'kv cache':>12} {'per device':>14}  fits {memory:,} bytes"]
+    for p in range(start, max_devices + 1):
         program = module.clone()
         try:
             if p > 1:
@@ -145,7 +148,7 @@ def choose_devices(
         fits = params + cache <= memory
         table.append(f"{p:<8} {params:>14,} {cache:>12,} {params + cache:>14,}  {'yes' if fits else 'no'}")
         if fits:
-            return Sizing(p, table)
+            return Sizing(p, table, cache)
     raise ForgeOptError(
         f"no device count up to {max_devices} fits the model in {memory:,} bytes per device "
         f"(raise --max-devices or the memory):\n" + "\n".join(table)

@@ -495,9 +495,10 @@ def measure_plan(name: str, path: Path, devices: int = 2) -> Tally:
 
 
 def measure_split(name: str, path: Path) -> Tally:
-    """A split (`--fallback`), as forge-check judges it, and a mutant of it:
-    its first converted module computes a neighbour of its first swappable
-    op."""
+    """A split (`--fallback`) as forge-check judges it, and a mutant of it:
+    the first converted module that computes something these inputs reach
+    computes a neighbour of its first swappable op, judged by forge-check's
+    own `--fallback` (which verifies each device sub-model on its inputs)."""
     from forge_opt.check.driver import model_feeds
     from forge_opt.check.split import check_fallback
     from forge_opt.split.api import convert, run_split, split_model
@@ -518,19 +519,17 @@ def measure_split(name: str, path: Path) -> Tally:
             kind = next((k for k in re.findall(r"forge\.op\.(\w+)\(", text) if k in NEIGHBOUR), None)
             if kind is None:
                 continue
-            from forge_opt.files import write_text
-
-            write_text(module, text.replace(f"forge.op.{kind}(", f"forge.op.{NEIGHBOUR[kind]}(", 1))
-            # the edit is the user's: the module must still be taken as converted from its sub-model
+            edit = (f"forge.op.{kind}(", f"forge.op.{NEIGHBOUR[kind]}(")
+            module.write_text(text.replace(*edit, 1))
             got = run_split(folder, feeds)
+            module.write_text(text)
             wrong = f"{name} split: {module.relative_to(folder)} {kind}->{NEIGHBOUR[kind]}"
             tally.mutants += 1
             if all(np.array_equal(got[n], original[n], equal_nan=got[n].dtype.kind == "f") for n in got):
                 tally.equivalent += 1  # (a branch these inputs do not take)
                 tally.equivalents.append(wrong)
-                write_text(module, text)
                 continue
-            status = judged(path, feeds, got)
+            status = _fallback_with(path, feeds, module.relative_to(folder), edit)
             if status == MATCH:
                 tally.false_matches.append(wrong)
             elif status == ILL_CONDITIONED:
@@ -539,6 +538,26 @@ def measure_split(name: str, path: Path) -> Tally:
                 tally.killed += 1
             break
     return tally
+
+
+def _fallback_with(path: Path, feeds: dict[str, np.ndarray], module: Path, edit: tuple[str, str]) -> int:
+    """forge-check --fallback's status where its split's converted `module`
+    (relative to the split) has `edit` made: the user's edit of what ships,
+    which its run and its verification both see."""
+    import forge_opt.check.split as check
+    from forge_opt.split.api import convert
+
+    def edited(folder, *args, **kwargs):
+        written = convert(folder, *args, **kwargs)
+        target = Path(folder) / module
+        target.write_text(target.read_text().replace(*edit, 1))
+        return written
+
+    check.convert = edited
+    try:
+        return check.check_fallback(str(path), feeds).status
+    finally:
+        check.convert = convert
 
 
 def measure_any(name: str, source) -> Tally:

@@ -10,18 +10,22 @@ goal (issue 51) is at most 3 times the time and 1.5 times the memory.
 Inputs are made once, as forge-check makes random ones (seed 0), and saved
 for both processes: the same feeds for the oracle alone and for the check.
 
-The model is built locally, not checked in (1.7 GB): the float16 LLaMA of
-benchmarks/tp_scale.py's recipe (about 0.85B parameters with its untied
-head), as Optimum exports it with `--dtype fp16`,
+The model is built locally, not checked in (1.4 GB): the float16 LLaMA of
+benchmarks/tp_scale.py's recipe at 12 layers (0.67B parameters with its
+untied head), as Optimum exports it with `--dtype fp16` (the export venv of
+tests/data/models/make_llm_decoders.py),
 
     transformers.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
         num_hidden_layers=12, num_attention_heads=32, num_key_value_heads=8)
     -> LlamaForCausalLM(config).half().save_pretrained(DIR)
     optimum-cli export onnx --model DIR --task text-generation-with-past --dtype fp16 OUT
 
-(`model.onnx` and `model.onnx_data` as Optimum writes them). Run it from
-another folder than the model's: a check must read external data where
-the model is.
+    onnx.save(onnx.load(OUT/model.onnx), MODEL.onnx, save_as_external_data=True,
+              location="model.onnx_data")
+
+(the `model.onnx` and `model.onnx_data` Optimum writes over 2 GiB). The
+script runs both processes from another folder than the model's: a check
+must read external data where the model is.
 """
 
 from __future__ import annotations

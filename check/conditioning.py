@@ -56,13 +56,15 @@ NEAR_TIE = f"an ArgMax among values onnxruntime's own run ties to within {NUDGE_
 
 def nudged(feeds: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
     """`feeds` with every float value moved by NUDGE_ULPS units in its last
-    place, up or down at random; the other inputs as they are."""
+    place, up or down at random (a 16-bit float by one: its unit is already
+    4,096 times float32's); the other inputs as they are."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, x in feeds.items():
         if x.dtype.kind == "f":
             signs = rng.choice(np.array([-1, 1], x.dtype), size=x.shape)
-            out[name] = (x + signs * NUDGE_ULPS * np.spacing(x)).astype(x.dtype)
+            units = NUDGE_ULPS if x.dtype.itemsize >= 4 else 1
+            out[name] = (x + signs * units * np.spacing(x)).astype(x.dtype)
         else:
             out[name] = x
     return out

@@ -121,13 +121,10 @@ def _widen_graph(graph: GraphProto, base: Path | None, widen: dict[int, int], in
         name = t.name
         t.name = f"{name}.narrow"
         casts.append(helper.make_node("Cast", [t.name], [name], to=widen[t.data_type], name=f"{name}.widen"))
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend([*casts, *nodes])
     for info in [*graph.input, *graph.output, *graph.value_info]:
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type in widen:
             info.type.tensor_type.elem_type = widen[info.type.tensor_type.elem_type]
-    for node in nodes:
+    for node in graph.node:
         for a in node.attribute:
             if a.type == AttributeProto.TENSOR and a.t.data_type in widen:
                 a.t.CopyFrom(numpy_helper.from_array(initializer_array(a.t, base).astype(
@@ -144,3 +141,7 @@ def _widen_graph(graph: GraphProto, base: Path | None, widen: dict[int, int], in
                 _widen_graph(a.g, base, widen, set())
             for g in a.graphs:
                 _widen_graph(g, base, widen, set())
+    if casts:  # (protobuf copies what a repeated field takes: the nodes are edited in place first)
+        nodes = list(graph.node)
+        del graph.node[:]
+        graph.node.extend([*casts, *nodes])

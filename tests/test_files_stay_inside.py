@@ -165,3 +165,31 @@ def test_an_object_array_in_the_inputs_is_named(tmp_path, capsys):
 def test_max_length_without_decode_names_decode(capsys):
     code, err = _forge_check([str(MODELS / "llm_llama.onnx"), "--max-length", "20"], capsys)
     assert code == NOT_COMPILED and "goes with --decode N" in err
+
+
+def test_a_loop_body_folder_outside_the_split_is_refused(tmp_path, capsys):
+    """P1: a run-time Loop's body split (`loop.body.folder`) is a plan path too."""
+    from audit_models import tanh_loop
+
+    model = tmp_path / "loop.onnx"
+    onnx.save(tanh_loop(), str(model))
+    folder = tmp_path / "split"
+    assert _forge_split([str(model), "-o", str(folder)], capsys)[0] == 0
+    plan = json.loads((folder / "graph_infos.json").read_text())
+    entry = next(g for g in plan["graphs"] if "loop" in g)
+    entry["loop"]["body"]["folder"] = "../outside_body"
+    (folder / "graph_infos.json").write_text(json.dumps(plan))
+    code, err = _forge_split(["run", str(folder), "--inputs", str(tmp_path / "x.npz")], capsys)
+    assert code == NOT_COMPILED and "body folder" in err and "outside the folder" in err, err
+
+
+def test_an_infinite_input_says_no_numpy_warning(tmp_path, capsys):
+    """U5: numpy's RuntimeWarnings (an inf through a matmul) reached the user."""
+    import warnings
+
+    np.savez(tmp_path / "x.npz", x=np.full((1, 4, 8), np.inf, np.float32))
+    onnx.save(mlp(), str(tmp_path / "mlp.onnx"))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        _forge_check([str(tmp_path / "mlp.onnx"), "--inputs", str(tmp_path / "x.npz")], capsys)
+    assert not [w for w in said if issubclass(w.category, RuntimeWarning)]

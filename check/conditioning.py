@@ -9,10 +9,12 @@ neither a match nor a mismatch. At each position of an output in doubt
 (`in_doubt`) that still fails (`OutputResult.off`), the oracle's own runs
 under a rounding-level change are asked (`unstable_outputs`): onnxruntime
 with its graph optimizations on, onnxruntime on the float inputs nudged by
-`NUDGE_ULPS` units in the last place (seeded random signs), and the float64
-run (or float32, for a float16 export). The position is ill-conditioned where one of them fails the same rule
-there, by at least a tenth of the program's own error (for an index: in a
-row where it chooses otherwise), or where an ArgMax behind the output chose a value
+`NUDGE_ULPS` units in the last place (seeded random signs), onnxruntime
+with each ArgMax choosing the second of two near-tied scores (what a Gather
+by it reads), and the wide run (`wide.py`). The position is
+ill-conditioned where one of them fails the same rule there, by at least a
+tenth of the program's own error (for an index: in a row where it chooses
+otherwise), or where an ArgMax behind the output chose a value
 onnxruntime's own run ties with the largest (`near_tied_rows`). An output is
 ill-conditioned when every position that fails is; a position the variants
 reproduce and the program does not is a mismatch, however many others are
@@ -37,11 +39,10 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, numpy_helper
 
-from forge_opt.check.compare import REDUCED_PCC, OutputResult
+from forge_opt.check.compare import BUDGET_FACTOR, REDUCED_PCC, OutputResult
 from forge_opt.check.report import ILL_CONDITIONED, MISMATCH
-from forge_opt.check.wide import WideRun
+from forge_opt.check.wide import WideRun, wide_outputs
 from forge_opt.execution.oracle import onnxruntime_outputs
-from forge_opt.frontends.onnx.values import with_external_data
 
 #: units in the last place each float input is moved by (up or down, at random)
 NUDGE_ULPS = 4
@@ -50,8 +51,9 @@ SAME_ORDER = 0.1
 #: why an output of a split is ill-conditioned when its device sub-models each match onnxruntime
 AMPLIFIED = ("onnxruntime's own sub-models on the host turn the device sub-models' values, each within the "
              "tolerance of onnxruntime's on the same inputs, into it")
-#: what the near-tie probe is called in the report
-NEAR_TIE = f"an ArgMax among values onnxruntime's own run ties to within {NUDGE_ULPS} units in the last place"
+#: what the near-tie probes are called in the report
+NEAR_TIE = "an ArgMax among values onnxruntime's own run ties to within their rounding"
+TIES_FLIPPED = "onnxruntime with each ArgMax and TopK choosing the other of two values tied to within their rounding"
 
 
 def nudged(feeds: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
@@ -110,9 +112,8 @@ def unstable_outputs(
     if any(x.dtype.kind == "f" for x in feeds.values()):
         variants.append((f"onnxruntime on the float inputs moved by {NUDGE_ULPS} units in the last place",
                          lambda: onnxruntime_outputs(model, base, nudged(feeds))))
-    flipped = _ties_flipped(model, base, feeds)
-    if flipped is not None:
-        variants.append(flipped)
+    ties = _TiesFlipped(model, base, feeds)
+    variants += [(TIES_FLIPPED, ties.outputs), (TIES_FLIPPED + ", paired from the last", lambda: ties.outputs(True))]
     if wide is not None:
         variants.append(("the model run wider", lambda: wide.outputs))
     whole: dict[str, str] = {}  # outputs judged as a whole, ill-conditioned
@@ -154,60 +155,115 @@ def unstable_outputs(
     return Probed(ill, probed)
 
 
-def _ties_flipped(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]
-                  ) -> tuple[str, Callable[[], list]] | None:
-    """A variant of the oracle for what depends on a near-tie (a Gather by an
-    ArgMax): the model run with each ArgMax (ArgMin) of its graph choosing,
-    at each row whose best two scores onnxruntime ties to within NUDGE_ULPS
-    units in the last place, the second; None where no row is so tied."""
-    chosen = [n for n in model.graph.node if n.op_type in ("ArgMax", "ArgMin")
-              and _attrs(n).get("select_last_index", 0) == 0]
-    if not chosen:
-        return None
-    probe = ModelProto()
-    probe.CopyFrom(model)
-    del probe.graph.output[:]
-    probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n.input[0]) for n in chosen)
-    try:
-        scores = onnxruntime_outputs(probe, base, feeds)
-    except Exception:  # (the probe cannot run: it shows nothing)
-        return None
-    given: dict[str, np.ndarray] = {}
-    for node, s in zip(chosen, scores):
-        if s.dtype.kind != "f" or s.ndim == 0:
-            continue
-        attrs = _attrs(node)
-        axis = attrs.get("axis", 0) % s.ndim
-        rows = np.moveaxis(s if node.op_type == "ArgMax" else -s, axis, -1).astype(np.float64)
-        order = np.argsort(-rows, axis=-1, kind="stable")
-        best, second = order[..., 0], order[..., 1] if rows.shape[-1] > 1 else order[..., 0]
-        top = np.take_along_axis(rows, best[..., None], -1)[..., 0]
-        runner = np.take_along_axis(rows, second[..., None], -1)[..., 0]
-        tied = top - runner <= NUDGE_ULPS * np.spacing(np.abs(top).astype(s.dtype)).astype(np.float64)
-        index = np.where(tied, second, best).astype(np.int64)
-        given[node.output[0]] = np.expand_dims(index, axis) if attrs.get("keepdims", 1) else index
-    if not given or not any(np.any(v != _argbest(s, n)) for n, s in zip(chosen, scores)
-                            if (v := given.get(n.output[0])) is not None):
-        return None
-    variant = ModelProto()
-    variant.CopyFrom(model)
-    kept = [n for n in variant.graph.node if not (n.op_type in ("ArgMax", "ArgMin") and n.output[0] in given)]
-    del variant.graph.node[:]
-    variant.graph.node.extend(kept)
-    variant.graph.input.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT64, list(v.shape))
-                               for name, v in given.items())
-    kept_info = [v for v in variant.graph.value_info if v.name not in given]
-    del variant.graph.value_info[:]
-    variant.graph.value_info.extend(kept_info)
-    return ("onnxruntime with each ArgMax choosing the second of values it ties to within "
-            f"{NUDGE_ULPS} units in the last place", lambda: onnxruntime_outputs(variant, base, {**feeds, **given}))
+class _TiesFlipped:
+    """The oracle for what depends on a near-tie (a Gather by an ArgMax or a
+    TopK): the model run with each ArgMax (ArgMin) of its graph choosing, at
+    each row whose best two scores onnxruntime ties to within NUDGE_ULPS
+    units in the last place (or as close as the scores' own rounding puts
+    them: BUDGET_FACTOR times onnxruntime's distance to the wide run there),
+    the second, and each sorted TopK with such neighbours in its order (the
+    k-th and the next among them) swapped in pairs, paired from the first or
+    (`backwards`) from the last of a run of them. The scores are probed once
+    for both."""
+
+    def __init__(self, model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]):
+        self.model, self.base, self.feeds = model, base, feeds
+        self.nodes = [n for n in model.graph.node if (n.op_type in ("ArgMax", "ArgMin") and
+                                                      _attrs(n).get("select_last_index", 0) == 0) or
+                      (n.op_type == "TopK" and _attrs(n).get("sorted", 1) == 1)]
+        self._probed: list | None = None
+
+    def outputs(self, backwards: bool = False) -> list | None:
+        """The model's outputs with its near-ties chosen otherwise; None where nothing is so tied."""
+        if not self.nodes:
+            return None
+        given: dict[str, np.ndarray] = {}
+        tied = False
+        for node, (scores, k, exact) in zip(self.nodes, self._probe()):
+            tied |= _flip(node, scores, k, exact, backwards, given)
+        if not tied:
+            return None
+        variant = ModelProto()
+        variant.CopyFrom(self.model)
+        kept = [n for n in variant.graph.node if not set(n.output) & given.keys()]
+        del variant.graph.node[:]
+        variant.graph.node.extend(kept)
+        kept_info = [v for v in variant.graph.value_info if v.name not in given]
+        del variant.graph.value_info[:]
+        variant.graph.value_info.extend(kept_info)
+        variant.graph.input.extend(
+            onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+            for name, v in given.items())
+        return onnxruntime_outputs(variant, self.base, {**self.feeds, **given})
+
+    def _probe(self) -> list[tuple[np.ndarray, int, np.ndarray | None]]:
+        """Each node's scores, its k (1 for an ArgMax) and the scores of the wide run."""
+        if self._probed is None:
+            values, exact = _probed(self.model, self.base, self.feeds, [x for n in self.nodes for x in n.input[:2]])
+            self._probed = [(values[n.input[0]], int(np.asarray(values[n.input[1]]).reshape(-1)[0])
+                             if n.op_type == "TopK" else 1, exact.get(n.input[0])) for n in self.nodes]
+        return self._probed
 
 
-def _argbest(scores: np.ndarray, node: NodeProto) -> np.ndarray:
+def _probed(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], names: list[str]
+            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The values `names` take on onnxruntime, and in the wide run where it
+    runs (a feed is its own)."""
+    inner = [x for x in dict.fromkeys(names) if x not in feeds]
+    values, exact = {x: feeds[x] for x in names if x in feeds}, {x: feeds[x] for x in names if x in feeds}
+    if inner:
+        probe = ModelProto()
+        probe.CopyFrom(model)
+        del probe.graph.output[:]
+        probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(x) for x in inner)
+        values.update(zip(inner, onnxruntime_outputs(probe, base, feeds)))
+        wide = wide_outputs(probe, base, feeds)[0]
+        exact.update(zip(inner, wide) if wide is not None else ())
+    return values, exact
+
+
+def _tie_band(scores: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
+    """How far below each score another counts as tied with it: NUDGE_ULPS
+    units in its last place, or as close as the scores' own rounding puts
+    them (BUDGET_FACTOR times onnxruntime's distance to the wide run)."""
+    band = NUDGE_ULPS * np.spacing(np.abs(scores)).astype(np.float64)
+    if exact is not None and np.shape(exact) == scores.shape:
+        with np.errstate(invalid="ignore", over="ignore"):  # each score's own: a floor would tie them all
+            own = np.abs(scores.astype(np.float64) - np.asarray(exact, np.float64))
+        band = np.maximum(band, BUDGET_FACTOR * np.nan_to_num(own, nan=0.0, posinf=0.0))
+    return band
+
+
+def _flip(node: NodeProto, s: np.ndarray, k: int, exact: np.ndarray | None, backwards: bool,
+          given: dict[str, np.ndarray]) -> bool:
+    """Into `given`, `node`'s results with its near-ties chosen otherwise
+    (`_TiesFlipped`); whether it had any."""
     attrs = _attrs(node)
-    axis = attrs.get("axis", 0) % scores.ndim
-    pick = np.argmax if node.op_type == "ArgMax" else np.argmin
-    return pick(scores, axis=axis, keepdims=bool(attrs.get("keepdims", 1)))
+    axis = attrs.get("axis", -1 if node.op_type == "TopK" else 0)
+    if s.dtype.kind != "f" or s.ndim == 0 or s.shape[axis] < 2:
+        return False
+    axis %= s.ndim
+    largest = node.op_type == "ArgMax" or (node.op_type == "TopK" and attrs.get("largest", 1))
+    rows = np.moveaxis(s if largest else -s, axis, -1).astype(np.float64)
+    order = np.argsort(-rows, axis=-1, kind="stable")[..., :k + 1]  # the first of equal values first
+    values = np.take_along_axis(rows, order, -1)
+    band = np.take_along_axis(np.moveaxis(_tie_band(s, exact), axis, -1), order[..., :-1], -1)
+    near = values[..., :-1] - values[..., 1:] <= band
+    swapped = np.zeros(near.shape, bool)
+    steps = range(near.shape[-1] - 1, -1, -1) if backwards else range(near.shape[-1])
+    for j in steps:  # neighbours swapped in pairs, each value in one pair at most
+        before = j + 1 if backwards else j - 1
+        swapped[..., j] = near[..., j] & ~(swapped[..., before] if 0 <= before < near.shape[-1] else False)
+    flipped = order.copy()
+    flipped[..., :-1][swapped], flipped[..., 1:][swapped] = order[..., 1:][swapped], order[..., :-1][swapped]
+    index = flipped[..., :k]
+    if node.op_type == "TopK":
+        given[node.output[0]] = np.moveaxis(np.take_along_axis(np.moveaxis(s, axis, -1), index, -1), -1, axis)
+        given[node.output[1]] = np.moveaxis(index, -1, axis).astype(np.int64)
+    else:
+        index = index[..., 0].astype(np.int64)
+        given[node.output[0]] = np.expand_dims(index, axis) if attrs.get("keepdims", 1) else index
+    return bool(swapped.any())
 
 
 def _attrs(node: NodeProto) -> dict:
@@ -310,32 +366,29 @@ def _argmax_behind(model: ModelProto, name: str) -> NodeProto | None:
             return None
     if node is None:
         return None
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    return node if attrs.get("select_last_index", 0) == 0 else None
+    return node if _attrs(node).get("select_last_index", 0) == 0 else None
 
 
 def near_tied_rows(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], name: str,
                    want: np.ndarray, got: np.ndarray) -> np.ndarray | None:
     """Where output `name`, an ArgMax's indices, chose a value onnxruntime's
-    own run ties with the largest to within NUDGE_ULPS units in the last
-    place (YOLO's class scores, alike with random weights): a mask of its
-    positions; None where the output is not such an ArgMax's."""
+    own run ties with the largest (`_tie_band`: YOLO's class scores, alike
+    with random weights): a mask of its positions; None where the output is
+    not such an ArgMax's."""
     node = _argmax_behind(model, name)
     if node is None or want.shape != got.shape:
         return None
-    from forge_opt.check.bisect import onnxruntime_all_values
-
-    scores = feeds.get(node.input[0])
-    if scores is None:
-        scores = onnxruntime_all_values(with_external_data(model, base), feeds).get(node.input[0])
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    if scores is None or scores.dtype.kind != "f" or attrs.get("axis", 0) not in (-1, scores.ndim - 1):
+    values, exact = _probed(model, base, feeds, [node.input[0]])
+    scores = values.get(node.input[0])
+    if scores is None or scores.dtype.kind != "f" or _attrs(node).get("axis", 0) not in (-1, scores.ndim - 1):
         return None
-    rows = scores.reshape(-1, scores.shape[-1])
+    rows = scores.reshape(-1, scores.shape[-1]).astype(np.float64)
+    band = _tie_band(scores, exact.get(node.input[0])).reshape(rows.shape)
     chosen = got.reshape(-1)
     if rows.shape[0] != chosen.size:
         return None
     inside = (chosen >= 0) & (chosen < rows.shape[1])
-    best = rows.max(axis=1)
-    value = rows[np.arange(chosen.size), np.where(inside, chosen, 0)]
-    return (inside & (value >= best - NUDGE_ULPS * np.spacing(best))).reshape(got.shape)
+    every = np.arange(chosen.size)
+    best = rows.argmax(axis=1)
+    value = rows[every, np.where(inside, chosen, 0)]
+    return (inside & (value >= rows[every, best] - band[every, best])).reshape(got.shape)

@@ -14,10 +14,11 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.conditioning import unstable_outputs
-from forge_opt.check.driver import Loaded, load_checked
+from forge_opt.check.driver import Loaded, compare_outputs, load_checked
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
+from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx import import_model, resolved_model
@@ -103,10 +104,12 @@ class Fallback:
         unsure = []
         for label, names, device, model, base, feeds in record:
             expected = expected_outputs(model, base, feeds).outputs
-            results = [rule(n, np.asarray(want), np.asarray(got)) for n, got, want in zip(names, device, expected)]
+            got, wide = dict(zip(names, device)), WideRun(model, base, feeds)
+            # the sub-model's outputs in order, as the model declares them: the rule, then the budget
+            results = compare_outputs(model, expected, got, self.options.tolerances, wide=wide)
             if all(r.ok for r in results):
                 continue
-            unstable = unstable_outputs(model, base, feeds, expected, results, dict(zip(names, device)), rule).ill
+            unstable = unstable_outputs(model, base, feeds, expected, results, got, rule, wide).ill
             for r in results:
                 if r.ok:
                     continue

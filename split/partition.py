@@ -200,13 +200,18 @@ def make_partition(
             subs[maker].outputs.append(x)
     types = _type_of(model)
     # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes); a
-    # tensor of known element type and rank that no device sub-model reads keeps its run-time sizes too
-    # (a detector's boxes: one run's count of them is no type)
+    # tensor that no device sub-model reads keeps its run-time sizes too, its rank learned from a run where
+    # ONNX cannot infer it (a detector's boxes, a mask Loop's masks: one run's count of them is no type)
     on_device = {x for sub in subs if sub.device == DEVICE for x in sub.inputs}
     untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs)
                if x not in graph_inputs and _untyped(types.get(x)) and (x in on_device or _unranked(types.get(x)))]
     if untyped:
-        types.update(_types_from_run(model, base, list(dict.fromkeys(untyped))))
+        learned = _types_from_run(model, base, list(dict.fromkeys(untyped)))
+        for x, t in learned.items():
+            if x not in on_device:  # the host reads it: a run gives its element type and rank, no size
+                for d in t.tensor_type.shape.dim:
+                    d.Clear()
+        types.update(learned)
     tensors: dict[str, Tensor] = {}
     for sub in subs:
         for x in (*sub.inputs, *sub.outputs):

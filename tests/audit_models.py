@@ -109,3 +109,14 @@ def gather_model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
              helper.make_node("Add", ["emb", "lin"], ["y"], name="add")]
     return onnx_model(nodes, [vi("x", [256, 16])], [vi("y", [256, 32])],
                       [numpy_helper.from_array(v, k) for k, v in weights.items()])
+
+
+def topk_gather_model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """y = Gather(E, TopK(x·W, 2).indices): the two best of near-tied scores,
+    in an order rounding decides, choose the rows of a table."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["s"], name="score"),
+             helper.make_node("TopK", ["s", "k"], ["v", "i"], axis=1, name="topk"),
+             helper.make_node("Gather", ["E", "i"], ["y"], axis=0, name="gather")]
+    inits = [numpy_helper.from_array(weights["W"], "W"), numpy_helper.from_array(weights["E"], "E"),
+             numpy_helper.from_array(np.array([2], np.int64), "k")]
+    return onnx_model(nodes, [vi("x", [256, 16])], [vi("y", [256, 2, 32])], inits)

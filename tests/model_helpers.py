@@ -92,3 +92,34 @@ def relu_topk_sigmoid(y_shape=(2, 3)) -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None if y_shape is None else list(y_shape))],
         [numpy_helper.from_array(np.array([3], np.int64), "k")],
     )
+
+
+class RoundsOtherwise:
+    """A check strategy (`check.run.Strategy`) for a program that computes
+    the model exactly but rounds its inputs otherwise: onnxruntime on them
+    moved by a few units in the last place (`seed` picks the signs), with
+    `wrong` added to some outputs. What a correct program that rounds in
+    another order returns, and, with `wrong`, one that does not."""
+
+    mode = "a test's program"
+    takes = frozenset()
+    failed = "the test's program failed"
+    forge_python = ""
+
+    def __init__(self, wrong: dict[str, float] | None = None, seed: int = 1):
+        self.wrong, self.seed = wrong or {}, seed
+
+    def prepare(self, loaded):
+        return loaded
+
+    def module(self):
+        return None
+
+    def run(self, prepared, feeds, reference, folder):
+        from forge_opt.check.conditioning import nudged
+        from forge_opt.check.run import Ran
+        from forge_opt.execution.oracle import onnxruntime_outputs
+
+        names = [o.name for o in prepared.model.graph.output]
+        outputs = onnxruntime_outputs(prepared.model, None, nudged(feeds, seed=self.seed))
+        return Ran({n: o + self.wrong.get(n, 0) for n, o in zip(names, outputs)})

@@ -7,18 +7,14 @@ otherwise returns."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
-from model_helpers import make_model, value_info
+from model_helpers import RoundsOtherwise, make_model, value_info
 from onnx import TensorProto, helper
 
-from forge_opt.check.conditioning import nudged
-from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import ILL_CONDITIONED, MATCH, MISMATCH
-from forge_opt.check.run import Ran, run_check
+from forge_opt.check.run import run_check
 from forge_opt.execution.oracle import onnxruntime_outputs
 
 
@@ -34,31 +30,6 @@ def _topk_beside_a_product() -> onnx.ModelProto:
     )
 
 
-class _RoundsOtherwise:
-    """A program that computes the model exactly but rounds its inputs
-    otherwise (onnxruntime on them moved by a few units in the last place),
-    with `wrong` added to some outputs."""
-
-    mode = "a test's program"
-    takes = frozenset()
-    failed = "the test's program failed"
-    forge_python = ""
-
-    def __init__(self, wrong: dict[str, float] | None = None):
-        self.wrong = wrong or {}
-
-    def prepare(self, loaded: Loaded) -> Loaded:
-        return loaded
-
-    def module(self):
-        return None
-
-    def run(self, prepared: Loaded, feeds, reference, folder: Path) -> Ran:
-        names = [o.name for o in prepared.model.graph.output]
-        outputs = onnxruntime_outputs(prepared.model, None, nudged(feeds, seed=1))
-        return Ran({n: o + self.wrong.get(n, 0) for n, o in zip(names, outputs)})
-
-
 def _ties(spread: int) -> dict[str, np.ndarray]:
     """64 values within `spread` units in the last place of 1.0, shuffled."""
     steps = np.random.default_rng(3).permutation(64) % (spread + 1)
@@ -66,7 +37,7 @@ def _ties(spread: int) -> dict[str, np.ndarray]:
 
 
 def test_a_top_k_among_ties_is_ill_conditioned_not_a_match_or_a_mismatch():
-    report = run_check(_topk_beside_a_product(), CheckOptions(_ties(2)), _RoundsOtherwise())
+    report = run_check(_topk_beside_a_product(), CheckOptions(_ties(2)), RoundsOtherwise())
     assert report.status == ILL_CONDITIONED, report.format()
     assert set(report.ill_conditioned) == {"indices"}
     text = report.format()
@@ -76,15 +47,15 @@ def test_a_top_k_among_ties_is_ill_conditioned_not_a_match_or_a_mismatch():
 
 
 def test_a_real_error_beside_a_tie_is_still_a_mismatch():
-    report = run_check(_topk_beside_a_product(), CheckOptions(_ties(2)), _RoundsOtherwise({"doubled": 0.5}))
+    report = run_check(_topk_beside_a_product(), CheckOptions(_ties(2)), RoundsOtherwise({"doubled": 0.5}))
     assert report.status == MISMATCH, report.format()
     assert "indices" in report.ill_conditioned and "doubled" not in report.ill_conditioned
 
 
 def test_well_separated_values_leave_nothing_to_doubt():
     x = {"x": np.linspace(0, 63, 64, dtype=np.float32)[None, :]}
-    assert run_check(_topk_beside_a_product(), CheckOptions(x), _RoundsOtherwise()).status == MATCH
-    report = run_check(_topk_beside_a_product(), CheckOptions(x), _RoundsOtherwise({"indices": 1}))
+    assert run_check(_topk_beside_a_product(), CheckOptions(x), RoundsOtherwise()).status == MATCH
+    report = run_check(_topk_beside_a_product(), CheckOptions(x), RoundsOtherwise({"indices": 1}))
     assert report.status == MISMATCH and not report.ill_conditioned, report.format()
 
 

@@ -288,3 +288,23 @@ def test_a_loop_reading_what_no_graph_gives_is_named(tmp_path):
     (tmp_path / "split" / "graph_infos.json").write_text(json.dumps(infos))
     with pytest.raises(ForgeOptError, match="the host reads 'nowhere' to run its Loop, which is neither an input"):
         read_split(tmp_path / "split")
+
+
+def test_a_value_only_the_host_reads_takes_no_size_from_a_run(tmp_path):
+    """Issue 51 (torchvision's Mask R-CNN: 'input res_append.7 of the model has
+    shape [100, 320, 320], where the model takes [52, 320, 320]'): a value
+    whose type ONNX cannot infer (there, the masks a run-time Loop appends)
+    took its sizes from the run that learned its rank, so a run keeping
+    another count of masks was refused. A value only the host reads keeps
+    the element type and rank a run gives, and no sizes (here, after an op
+    of another domain, everything runs on the host)."""
+    from forge_opt.split.api import split_model
+
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft", name="gelu"),  # ONNX cannot type it
+             helper.make_node("Relu", ["g"], ["r"], name="relu")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [vi("x", TensorProto.FLOAT, [2, 3])], [vi("r", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    _, plan = split_model(model, tmp_path / "split")
+    assert plan.tensors["r"].shape == [-1, -1]

@@ -312,7 +312,8 @@ def test_an_op_of_another_domain_runs_on_the_cpu(tmp_path):
 def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path):
     """The model declares its outputs with no type and ONNX cannot infer a
     com.microsoft op's: the split learns the types from onnxruntime's run
-    (as AutoSplit runs its sub-models) and keeps the op's part on the CPU."""
+    (as AutoSplit runs its sub-models) and keeps the op's part on the CPU.
+    The host reads them: their element type and rank, not one run's sizes."""
     from forge_opt.check.split import check_fallback
 
     nodes = [
@@ -326,7 +327,7 @@ def test_an_untyped_output_of_another_domain_takes_its_type_from_a_run(tmp_path)
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
     _, plan = split_model(model, tmp_path / "split")
     assert [g.device for g in plan.graphs] == ["tt", "cpu"]
-    assert plan.tensors["y"].to_json() == {"shape": [2, 8], "dtype": "float32", "attr": "output"}
+    assert plan.tensors["y"].to_json() == {"shape": [-1, -1], "dtype": "float32", "attr": "output"}
     report = check_fallback(model)
     assert report.ok, report.format()
 

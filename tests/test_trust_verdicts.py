@@ -80,7 +80,7 @@ def test_a_near_constant_sigmoid_map_matches_and_a_wrong_one_does_not():
     closer to the exact values than onnxruntime; a Relu swapped for a Sigmoid
     mid-network is not."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from checker_trust import deep_cnn_sigmoid  # pyright: ignore[reportMissingImports]
+    from trust_models import deep_cnn_sigmoid  # pyright: ignore[reportMissingImports]
 
     model = deep_cnn_sigmoid()
     report = check_model(model)
@@ -108,7 +108,8 @@ def test_the_checker_measurement_finds_no_false_verdict_on_a_sample():
     benchmarks/checker_trust.py (its full run is in benchmarks/README.md),
     judged by forge-check's driver, the models with near-ties among them."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from checker_trust import measure, qdq_cnn, tie_models  # pyright: ignore[reportMissingImports]
+    from checker_trust import measure  # pyright: ignore[reportMissingImports]
+    from trust_models import qdq_cnn, tie_models  # pyright: ignore[reportMissingImports]
 
     for name, source in [("tiny_cnn", MODELS / "tiny_cnn_opset17.onnx"), ("qdq_cnn", qdq_cnn()), *tie_models()]:
         tally = measure(name, source)

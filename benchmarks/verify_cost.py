@@ -42,6 +42,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import importing, whole_process
 
+from forge_opt.files import save_arrays
+
 _ORACLE = ("import numpy as np\nfrom forge_opt.execution.oracle import onnxruntime_outputs\n"
            "from forge_opt.frontends.onnx import load_model\n"
            "model, base = load_model(sys.argv[1])\n"
@@ -72,7 +74,7 @@ def main() -> None:
     model = args.model.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         inputs = Path(tmp) / "inputs.npz"
-        np.savez(inputs, **feeds(model, args.dim))
+        save_arrays(inputs, feeds(model, args.dim))
         bodies = {"onnxruntime alone (oracle)": _ORACLE, "forge-check": _CHECK}
         if args.baseline is not None:
             prefix = importing(args.baseline, Path(tmp) / "baseline")

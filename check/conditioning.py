@@ -112,7 +112,7 @@ def unstable_outputs(
     if any(x.dtype.kind == "f" for x in feeds.values()):
         variants.append((f"onnxruntime on the float inputs moved by {NUDGE_ULPS} units in the last place",
                          lambda: onnxruntime_outputs(model, base, nudged(feeds))))
-    ties = _TiesFlipped(model, base, feeds)
+    ties = TiesFlipped(model, base, feeds)
     variants += [(TIES_FLIPPED, ties.outputs), (TIES_FLIPPED + ", paired from the last", lambda: ties.outputs(True))]
     if wide is not None:
         variants.append(("the model run wider", lambda: wide.outputs))
@@ -155,7 +155,7 @@ def unstable_outputs(
     return Probed(ill, probed)
 
 
-class _TiesFlipped:
+class TiesFlipped:
     """The oracle for what depends on a near-tie (a Gather by an ArgMax or a
     TopK): the model run with each ArgMax (ArgMin) of its graph choosing, at
     each row whose best two scores onnxruntime ties to within NUDGE_ULPS
@@ -237,7 +237,7 @@ def _tie_band(scores: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
 def _flip(node: NodeProto, s: np.ndarray, k: int, exact: np.ndarray | None, backwards: bool,
           given: dict[str, np.ndarray]) -> bool:
     """Into `given`, `node`'s results with its near-ties chosen otherwise
-    (`_TiesFlipped`); whether it had any."""
+    (`TiesFlipped`); whether it had any."""
     attrs = _attrs(node)
     axis = attrs.get("axis", -1 if node.op_type == "TopK" else 0)
     if s.dtype.kind != "f" or s.ndim == 0 or s.shape[axis] < 2:

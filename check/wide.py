@@ -27,8 +27,8 @@ from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.frontends.onnx.values import initializer_array
 
 #: each float type, and the one a run of a model computing in it is widened to
-WIDER = {TensorProto.FLOAT: TensorProto.DOUBLE, TensorProto.FLOAT16: TensorProto.FLOAT,
-         TensorProto.BFLOAT16: TensorProto.FLOAT}
+WIDER: dict[int, int] = {TensorProto.FLOAT: TensorProto.DOUBLE, TensorProto.FLOAT16: TensorProto.FLOAT,
+                         TensorProto.BFLOAT16: TensorProto.FLOAT}
 #: ops whose integer `to`/`dtype` attribute names the element type they make
 _TYPED = {"Cast": "to", "EyeLike": "dtype", "RandomNormal": "dtype", "RandomUniform": "dtype",
           "RandomNormalLike": "dtype", "RandomUniformLike": "dtype", "Bernoulli": "dtype"}
@@ -40,7 +40,7 @@ def widened_types(model: ModelProto) -> dict[int, int]:
     """What a wide run of `model` widens: float32 into float64, or, for a
     model whose float weights are mostly 16-bit (a float16 export), float16
     and bfloat16 into float32."""
-    size = {kind: 0 for kind in WIDER}
+    size: dict[int, int] = dict.fromkeys(WIDER, 0)
     for t in model.graph.initializer:
         if t.data_type in size:
             size[t.data_type] += int(np.prod(t.dims))

@@ -87,7 +87,7 @@ def format_results(results: list[OutputResult]) -> list[str]:
 
 def _positions(o: OutputResult) -> list[str]:
     """What the verdict of output `o` rests on, position by position: how
-    many positions the float64 budget or the oracle's variants excused, and
+    many positions the budget excused or the oracle's variants showed, and
     where the rest differ."""
     size = math.prod(o.shape)
     lines = []

@@ -485,3 +485,39 @@ func.func @g(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<4x8xf32> {onnx.na
     softmax = np.exp(w - w.max()) / np.exp(w - w.max()).sum()
     assert not differ
     np.testing.assert_allclose(got["y"], x + softmax, rtol=1e-6)
+
+
+def test_a_linear_whose_output_is_reshaped_to_a_scalar_splits():
+    """Issue 52: an audio quality net's score, a MatMul to [1, 1] reshaped to
+    a scalar, was an IndexError in fused_parts (the last dim of a rank-0
+    shape)."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="fc1"), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["s"], name="score"),
+             helper.make_node("Reshape", ["s", "shape"], ["y"], name="to_scalar")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+                       [numpy_helper.from_array(rng.standard_normal((64, 128)).astype(np.float32), "w1"),
+                        numpy_helper.from_array(rng.standard_normal((128, 1)).astype(np.float32), "w2"),
+                        numpy_helper.from_array(np.array([], np.int64), "shape")])
+    report = check_parallel(model, devices=2)
+    assert report.status == MATCH, report.error or report.format()
+
+
+@pytest.mark.parametrize("op, gates", [("GRU", 3), ("LSTM", 4), ("RNN", 1)])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_a_recurrent_layer_with_a_bias_shares_across_devices(op, gates, direction):
+    """Issue 52: every GRU, LSTM and RNN with a bias broke the IR at P=2 (its
+    weights are picked by a constant direction index, which was taken for an
+    Embedding's lookup and split by rows: 'result 0 has type tensor<96xf32>,
+    expected tensor<1x96xf32>', or a slice outside the one direction)."""
+    rng = np.random.default_rng(0)
+    size, hidden, steps = 8, 16, 5
+    dirs = 2 if direction == "bidirectional" else 1
+    weights = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n) for n, s in (
+        ("W", (dirs, gates * hidden, size)), ("R", (dirs, gates * hidden, hidden)), ("B", (dirs, 2 * gates * hidden)))]
+    node = helper.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=hidden, direction=direction, name=op)
+    model = make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, 1, size])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, dirs, 1, hidden])], weights)
+    report = check_parallel(model, devices=2)
+    assert report.status == MATCH, report.error or report.format()

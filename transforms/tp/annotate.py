@@ -169,7 +169,8 @@ def find_layer(op: Operation) -> Layer | None:
     if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs, 3) and _model_weight(op.rhs):
         # weights stacked over experts; not a table the compiler computed (SAM's relative positions, gathered)
         return Layer(op, "experts")
-    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input):
+    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input) and \
+            not isinstance(op.indices.owner, tir.ConstantOp):  # rows a constant picks (a GRU's direction): a slice
         return Layer(op, "embedding")
     if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and constant_weight(op.weight, 4):
         return Layer(op, "conv")

@@ -93,7 +93,7 @@ def fused_parts(y: SSAValue) -> Fused | None:
                 return None
             return Fused(chain, v, [u for _, u in covered], [p for p, _ in covered], [u.results[0] for _, u in covered],
                          dim)
-        if isinstance(user, tir.ReshapeOp) and shape(user.output)[-1] == width:
+        if isinstance(user, tir.ReshapeOp) and shape(user.output)[-1:] == [width]:  # (a scalar has no last dim)
             chain.append(user)
             v = user.output
         elif isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
@@ -122,7 +122,7 @@ def head_dim(fused: Fused) -> int | None:
             if not isinstance(user, tir.ReshapeOp):
                 break
             before, after = shape(v), shape(user.output)
-            if after[-1] < before[-1] and len(after) >= 2 and after[-2] * after[-1] == before[-1]:
+            if len(after) >= 2 and before and after[-1] < before[-1] and after[-2] * after[-1] == before[-1]:
                 return after[-1]
             if after[-1] != before[-1]:
                 break

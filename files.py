@@ -130,30 +130,3 @@ def remove_tree_entries(folder: Path, names: list[str]) -> None:
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
             path.unlink()
-
-
-def overwritten_input(output: str | os.PathLike, model: str | os.PathLike) -> str | None:
-    """The file of the model `output` would replace, if any: the model
-    itself or one of its external data files, by any path or hard link.
-    What a compiler reads is never what it writes."""
-    try:
-        if not os.path.isfile(output) or not os.path.isfile(model):
-            return None
-        if os.path.samefile(output, model):
-            return str(model)
-        if Path(model).suffix != ".onnx":
-            return None
-        import onnx
-
-        proto = onnx.load(str(model), load_external_data=False)
-    except (OSError, ValueError):
-        return None
-    except Exception:  # protobuf's errors have no common base: a model that does not parse has no data files
-        return None
-    folder = Path(model).resolve().parent
-    for t in proto.graph.initializer:
-        for entry in t.external_data:
-            data = folder / entry.value
-            if entry.key == "location" and data.is_file() and os.path.samefile(output, data):
-                return str(data)
-    return None

@@ -95,7 +95,7 @@ class Tally:
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
-    def judged(self, wrong: str, status: int) -> None:
+    def record(self, wrong: str, status: int) -> None:
         """A wrong program's verdict: killed (a mismatch, or it did not
         run), a false match, or called ill-conditioned."""
         if status == MATCH:
@@ -300,7 +300,7 @@ def _judge_mutant(label: str, source, model: onnx.ModelProto, base, feeds, outpu
     if moved == "rounding" and status != MISMATCH:  # the rule cannot tell it from rounding
         tally.rounding.append(label)
     else:
-        tally.judged(label, status)
+        tally.record(label, status)
     return tally
 
 
@@ -376,7 +376,7 @@ def measure_plan(name: str, path: Path, devices: int = 2) -> Tally:
             tally.equivalent += 1
             tally.equivalents.append(f"{name} (P={devices}): device 1's block {block.name}")
         else:
-            tally.judged(f"{name} (P={devices}): device 1's block {block.name} perturbed 1%", judged(path, feeds, got))
+            tally.record(f"{name} (P={devices}): device 1's block {block.name} perturbed 1%", judged(path, feeds, got))
     return tally
 
 
@@ -423,7 +423,7 @@ def measure_split(name: str, path: Path) -> Tally:
             if moved == "rounding" and status != MISMATCH:  # the rule cannot tell it from rounding
                 tally.rounding.append(wrong)
             else:
-                tally.judged(wrong, status)
+                tally.record(wrong, status)
             break
     return tally
 

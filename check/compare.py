@@ -34,9 +34,9 @@ A float output that fails these rules gets a second, measured chance,
 position by position (`within_budget`, asked by the check driver): at each
 position that fails them, its distance to a wider run of the model
 (float64 for float32, float32 for a float16 export) against onnxruntime's
-own distance there. A near-tie at one
-position (an ArgMax that float32 and float64 decide otherwise) widens the
-budget at that position alone, never over the whole output.
+own distance there. A near-tie at one position (an ArgMax that float32 and
+float64 decide otherwise) widens the budget at that position alone, never
+over the whole output.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class OutputResult:
     # the positions (a mask of the output's shape) that fail the rules and nothing has excused yet; None
     # where the output is ok, or fails as a whole (its shape, its dtype, its PCC alone)
     off: np.ndarray | None = field(default=None, repr=False, compare=False)
-    excused: int = 0  # positions that failed the fixed rules and are within the float64 budget there
+    excused: int = 0  # positions that failed the fixed rules and are within the wide run's budget there
     ill: int = 0  # positions where the oracle's own variants differ from it as much (`conditioning`)
 
 

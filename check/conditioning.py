@@ -10,8 +10,8 @@ neither a match nor a mismatch. At each position of an output in doubt
 under a rounding-level change are asked (`unstable_outputs`): onnxruntime
 with its graph optimizations on, onnxruntime on the float inputs nudged by
 `NUDGE_ULPS` units in the last place (seeded random signs), onnxruntime
-with each ArgMax choosing the second of two near-tied scores (what a Gather
-by it reads), and the wide run (`wide.py`). The position is
+with each ArgMax and TopK choosing the other of two near-tied scores (what a
+Gather by it reads: `TiesFlipped`), and the wide run (`wide.py`). The position is
 ill-conditioned where one of them fails the same rule there, by at least a
 tenth of the program's own error (for an index: in a row where it chooses
 otherwise), or where an ArgMax behind the output chose a value
@@ -106,13 +106,13 @@ def unstable_outputs(
     if not failing:
         return Probed({}, results)
     names = [o.name for o in model.graph.output]
+    ties = TiesFlipped(model, base, feeds)  # its scores probed once, for the near-tied rows and the variants
     variants: list[tuple[str, Callable[[], list | None]]] = [
         ("onnxruntime with its graph optimizations on",
          lambda: onnxruntime_outputs(model, base, feeds, optimized=True))]
     if any(x.dtype.kind == "f" for x in feeds.values()):
         variants.append((f"onnxruntime on the float inputs moved by {NUDGE_ULPS} units in the last place",
                          lambda: onnxruntime_outputs(model, base, nudged(feeds))))
-    ties = TiesFlipped(model, base, feeds)
     variants += [(TIES_FLIPPED, ties.outputs), (TIES_FLIPPED + ", paired from the last", lambda: ties.outputs(True))]
     if wide is not None:
         variants.append(("the model run wider", lambda: wide.outputs))
@@ -122,8 +122,8 @@ def unstable_outputs(
     for r in failing:
         if r.name in left and not np.issubdtype(np.asarray(oracle[names.index(r.name)]).dtype, np.floating):
             i = names.index(r.name)
-            _explain(left[r.name], shown[r.name], NEAR_TIE,
-                     near_tied_rows(model, base, feeds, r.name, np.asarray(oracle[i]), np.asarray(got[r.name])))
+            _explain(left[r.name], shown[r.name], NEAR_TIE, near_tied_rows(
+                model, base, feeds, r.name, np.asarray(oracle[i]), np.asarray(got[r.name]), ties))
     for how, run in variants:
         if all(r.name in whole or (r.name in left and not left[r.name].any()) for r in failing):
             break
@@ -146,11 +146,11 @@ def unstable_outputs(
     ill = dict(whole)
     probed = []
     for r in results:
-        if r.name in left:
-            count = int(r.off.sum() - left[r.name].sum()) if r.off is not None else 0
-            r = replace(r, off=left[r.name], ill=count)
+        if r.name in left and r.off is not None:  # (what `left` holds: an output with positions off)
+            count = int(r.off.sum() - left[r.name].sum())
             if not left[r.name].any():
-                ill[r.name] = _positions(count, r.off.size if r.off is not None else 0, shown[r.name])
+                ill[r.name] = _positions(count, r.off.size, shown[r.name])
+            r = replace(r, off=left[r.name], ill=count)
         probed.append(r)
     return Probed(ill, probed)
 
@@ -196,6 +196,11 @@ class TiesFlipped:
             for name, v in given.items())
         return onnxruntime_outputs(variant, self.base, {**self.feeds, **given})
 
+    def scores(self, node: NodeProto) -> tuple[np.ndarray, np.ndarray | None]:
+        """`node`'s scores on onnxruntime and in the wide run."""
+        scores, _, exact = self._probe()[self.nodes.index(node)]
+        return scores, exact
+
     def _probe(self) -> list[tuple[np.ndarray, int, np.ndarray | None]]:
         """Each node's scores, its k (1 for an ArgMax) and the scores of the wide run."""
         if self._probed is None:
@@ -210,7 +215,8 @@ def _probed(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], 
     """The values `names` take on onnxruntime, and in the wide run where it
     runs (a feed is its own)."""
     inner = [x for x in dict.fromkeys(names) if x not in feeds]
-    values, exact = {x: feeds[x] for x in names if x in feeds}, {x: feeds[x] for x in names if x in feeds}
+    fed = {x: feeds[x] for x in names if x in feeds}
+    values, exact = dict(fed), dict(fed)
     if inner:
         probe = ModelProto()
         probe.CopyFrom(model)
@@ -370,20 +376,20 @@ def _argmax_behind(model: ModelProto, name: str) -> NodeProto | None:
 
 
 def near_tied_rows(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], name: str,
-                   want: np.ndarray, got: np.ndarray) -> np.ndarray | None:
+                   want: np.ndarray, got: np.ndarray, ties: TiesFlipped | None = None) -> np.ndarray | None:
     """Where output `name`, an ArgMax's indices, chose a value onnxruntime's
     own run ties with the largest (`_tie_band`: YOLO's class scores, alike
     with random weights): a mask of its positions; None where the output is
-    not such an ArgMax's."""
+    not such an ArgMax's. `ties` probed the model's scores already."""
     node = _argmax_behind(model, name)
     if node is None or want.shape != got.shape:
         return None
-    values, exact = _probed(model, base, feeds, [node.input[0]])
-    scores = values.get(node.input[0])
-    if scores is None or scores.dtype.kind != "f" or _attrs(node).get("axis", 0) not in (-1, scores.ndim - 1):
+    ties = ties if ties is not None else TiesFlipped(model, base, feeds)
+    scores, exact = ties.scores(node)
+    if scores.dtype.kind != "f" or _attrs(node).get("axis", 0) not in (-1, scores.ndim - 1):
         return None
     rows = scores.reshape(-1, scores.shape[-1]).astype(np.float64)
-    band = _tie_band(scores, exact.get(node.input[0])).reshape(rows.shape)
+    band = _tie_band(scores, exact).reshape(rows.shape)
     chosen = got.reshape(-1)
     if rows.shape[0] != chosen.size:
         return None

@@ -151,10 +151,6 @@ def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, sh
     return {n: np.asarray(inputs[n]) for n in names}, notes
 
 
-#: what a float64 run widens: a float32 model's outputs
-FLOAT32 = frozenset({np.dtype(np.float32)})
-
-
 def compare_outputs(
     model: onnx.ModelProto,
     expected: Sequence[np.ndarray],
@@ -181,32 +177,14 @@ def compare_outputs(
         for name, want in zip(names, expected)
         if name in got
     ]
-    if wide is not None and any(not r.ok and _widened(r, names, expected, wide.widened) for r in results):
-        exact = wide.outputs
-        if exact is not None:
-            return measured(model, results, expected, got, exact, tolerances.min_pcc, wide.widened)
-    return results
-
-
-def measured(model: onnx.ModelProto, results: list[OutputResult], oracle: Sequence[np.ndarray],
-             got: Mapping[str, np.ndarray], exact: Sequence[np.ndarray], min_pcc: float | None = None,
-             widened: set[np.dtype] | frozenset[np.dtype] = FLOAT32) -> list[OutputResult]:
-    """`results`, each output of a `widened` type that failed the fixed
-    rules given its budget position by position (`compare.within_budget`):
-    its distance to the wide run `exact` against onnxruntime's (`oracle`'s)
-    own."""
-    names = [o.name for o in model.graph.output]
-    out = []
-    for r in results:
-        if not r.ok and _widened(r, names, oracle, widened):
-            i = names.index(r.name)
-            r = within_budget(r, oracle[i], got[r.name], exact[i], min_pcc=min_pcc)
-        out.append(r)
-    return out
-
-
-def _widened(result: OutputResult, names: list[str], expected: Sequence[np.ndarray], widened) -> bool:
-    return np.asarray(expected[names.index(result.name)]).dtype in widened
+    if wide is None:
+        return results
+    at = {name: i for i, name in enumerate(names)}
+    measured = {r.name for r in results if not r.ok and np.asarray(expected[at[r.name]]).dtype in wide.widened}
+    if not measured or (exact := wide.outputs) is None:
+        return results
+    return [within_budget(r, expected[at[r.name]], got[r.name], exact[at[r.name]], min_pcc=tolerances.min_pcc)
+            if r.name in measured else r for r in results]
 
 
 #: ops that move a dequantized value without computing anything new

@@ -258,14 +258,11 @@ def size_devices(
                                       base=loaded.base, data_format=data_format, weight_format=weight_format,
                                       static_cache=static_cache)
         stored = max(d.stored_bytes for d in written.devices)
-        cache = sizing.cache
-        if stored + cache <= memory:
+        if stored + sizing.cache <= memory:
             break
-        sizing.table.append(f"{sizing.devices:<8} {stored:>14,} {cache:>12,} {stored + cache:>14,}  no: as the "
-                            "writer stores it")
-        if sizing.devices == max_devices:
-            raise ForgeOptError(f"no device count up to {max_devices} fits the model in {memory:,} bytes per device "
-                                "(raise --max-devices or the memory):\n" + "\n".join(sizing.table))
+        sizing.table.append(f"{sizing.devices:<8} {stored:>14,} {sizing.cache:>12,} {stored + sizing.cache:>14,}  "
+                            "no: as the writer stores it")
+        # the next count that fits by the estimate (past max_devices: none, and the error with the table)
         sizing = choose_devices(module, memory, max_devices, min_size, plan, sized.formats[1],
                                 start=sizing.devices + 1, table=sizing.table)
     return sizing

@@ -225,7 +225,7 @@ def _check_emit_path(path: str, model: str) -> None:
     exists and takes files, not a folder itself, nor the model's files."""
     import os
 
-    from forge_opt.files import overwritten_input
+    from forge_opt.frontends.onnx.weights import overwritten_input
 
     read = overwritten_input(path, model)
     if read:

@@ -99,7 +99,7 @@ class ForgeOptMain(xDSLOptMain):
         if self.args.output_file is None:
             return sys.stdout
         # the output replaces the file only once the whole run succeeded (`run`): a failed compile leaves it
-        from forge_opt.files import overwritten_input
+        from forge_opt.frontends.onnx.weights import overwritten_input
 
         if self.args.input_file and (read := overwritten_input(self.args.output_file, self.args.input_file)):
             raise ForgeOptError(f"-o {self.args.output_file}: is {read}, which forge-opt reads; name another file")

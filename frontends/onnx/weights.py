@@ -12,6 +12,7 @@ bytes in the map.
 from __future__ import annotations
 
 import mmap
+import os
 from pathlib import Path
 
 from onnx import ModelProto
@@ -141,3 +142,27 @@ def load_without_weights(path: Path) -> tuple[ModelProto, WeightMap]:
     model.ParseFromString(bytes(out))
     del view
     return model, WeightMap(data, spans)
+
+
+def overwritten_input(output: str | os.PathLike, model: str | os.PathLike) -> str | None:
+    """The file of the model `output` would replace, if any: the model
+    itself or one of its external data files, by any path or hard link
+    (what a compiler reads is never what it writes). The model is read
+    without its weights' bytes."""
+    try:
+        if not os.path.isfile(output) or not os.path.isfile(model):
+            return None
+        if os.path.samefile(output, model):
+            return str(model)
+        if Path(model).suffix != ".onnx":
+            return None
+        proto, _ = load_without_weights(Path(model))
+    except Exception:  # an unreadable file, or protobuf's errors (no common base): a model that does not parse
+        return None  # names no data files, and its reader says why
+    folder = Path(model).resolve().parent
+    for t in proto.graph.initializer:
+        for entry in t.external_data:
+            data = folder / entry.value
+            if entry.key == "location" and data.is_file() and os.path.samefile(output, data):
+                return str(data)
+    return None

@@ -521,3 +521,31 @@ def test_a_recurrent_layer_with_a_bias_shares_across_devices(op, gates, directio
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, dirs, 1, hidden])], weights)
     report = check_parallel(model, devices=2)
     assert report.status == MATCH, report.error or report.format()
+
+
+@pytest.mark.parametrize("tool, args, says", [
+    ("forge-check", ["--timeout", "5"], "--timeout bounds how long MPI processes wait for each other: it goes with "
+                                        "--mpi"),
+    ("forge-check", ["--devices", "2", "--mpi", "--timeout", "0"], "--timeout 0.0: give a number of seconds above 0"),
+    ("forge-split", ["--timeout", "5"], "--timeout bounds how long MPI processes wait for each other: it goes with "
+                                        "--mpi"),
+])
+def test_timeout_is_a_flag_of_mpi_runs(tmp_path, tool, args, says, capsys):
+    """`--timeout S` as a user gives it: with --mpi, above 0."""
+    from forge_opt.tools.forge_check import main as forge_check
+    from forge_opt.tools.forge_split import main as forge_split
+
+    model = tmp_path / "m.onnx"
+    onnx.save(linear_model(2), str(model))
+    if tool == "forge-split":
+        tensor_parallel(model, tmp_path / "tp", 2)
+        np.savez(tmp_path / "x.npz", x=np.zeros((4, 16), np.float32))
+        argv = ["run", str(tmp_path / "tp"), "--inputs", str(tmp_path / "x.npz"), *args]
+    else:
+        if "--mpi" in args:
+            needs_mpiexec()
+        argv = [str(model), *args]
+    with pytest.raises(SystemExit) as done:
+        (forge_split if tool == "forge-split" else forge_check)(argv)
+    assert done.value.code == 2
+    assert says in capsys.readouterr().err

@@ -12,6 +12,7 @@ __all__ = [
     "check_model",
     "compile_onnx",
     "convert",
+    "device_values",
     "emit_forge_python",
     "import_onnx",
     "run_parallel",
@@ -31,6 +32,10 @@ def __getattr__(name: str) -> Any:
         from forge_opt.split import api as split
 
         return getattr(split, name)
+    if name == "device_values":
+        from forge_opt.data_formats import device_values
+
+        return device_values
     if name == "ForgeOptError":
         from forge_opt.diagnostics import ForgeOptError
 

@@ -13,15 +13,21 @@ and their values as the device holds them.
 A block float stores 16 consecutive elements of a face row (along the last
 dim of the tensor as the device holds it) with one shared 8-bit exponent,
 the largest of the 16, and per element a sign and a magnitude of 7 (bfp8)
-or 3 (bfp4) bits whose leading one is explicit. `block_float_codes` is
-tt-metal's host packing (tt_metal/impl/data_format/blockfloat_common.cpp at
-034fc8c, `get_max_exp` and `convert_u32_to_bfp`), vectorized:
+or 3 (bfp4) bits whose leading one is explicit. `device_values` is
+bit-exact with ttnn 0.81.1's host packing and unpacking (tt-metal's
+tt_metal/impl/data_format/blockfloat_common.cpp as that release ships it;
+checked against the library itself by `tests/test_ttnn_formats.py`):
 
+- a float32 denormal is flushed to zero first (tt-metal at 034fc8c and
+  before gave it a hidden one);
 - the 24-bit significand, hidden one set, is shifted right by the block's
   exponent minus the element's, the bits shifted out dropped;
 - the top bits are kept, rounded to nearest with ties to even on the bits
   below them (those left after the shift), and saturated;
-- a magnitude of zero has no sign.
+- a magnitude of zero has no sign;
+- unpacking rebuilds IEEE bits from the leading one: a NaN or inf makes its
+  block's exponent 255 (NaN stays NaN, its finite neighbours become 0), and
+  a value whose rebuilt exponent is 0 or less becomes +0.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ def parse(value: str, allowed, what: str) -> DataFormat:
 
 def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each element's sign and magnitude, and each block's shared exponent:
-    shapes (rows, blocks, 16), (rows, blocks, 16) and (rows, blocks, 1)."""
+    shapes (rows, blocks, 16), (rows, blocks, 16) and (rows, blocks, 1).
+    A float32 denormal packs as zero, as ttnn 0.81.1's packer flushes it."""
     x = np.asarray(values, dtype=np.float32)
     rows = x.reshape(-1, x.shape[-1] if x.ndim else 1)
     pad = -rows.shape[1] % BLOCK
@@ -89,6 +96,7 @@ def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.nd
     bits = np.ascontiguousarray(rows).view(np.uint32).reshape(rows.shape[0], -1, BLOCK)
     exponent = (bits >> 23) & 0xFF
     shared = exponent.max(axis=-1, keepdims=True)
+    normal = exponent != 0  # zeros and denormals pack as 0
     # the shift drops what falls below the 24 bits (a shift of 24 to 31 leaves 0, as the C++'s)
     np.subtract(shared, exponent, out=exponent)
     np.minimum(exponent, 31, out=exponent)
@@ -100,15 +108,15 @@ def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.nd
     tie = 1 << (below - 1)
     magnitude += (rest > tie) | ((rest == tie) & (magnitude & 1 == 1))
     np.minimum(magnitude, (1 << width) - 1, out=magnitude)
-    magnitude *= (bits & 0x7FFFFFFF) != 0  # a zero of either sign packs as 0
-    sign = (bits >> 31) * (magnitude != 0)  # and a magnitude of 0 has no sign
+    magnitude *= normal
+    sign = (bits >> 31) * (magnitude != 0)  # a magnitude of 0 has no sign
     return sign, magnitude, shared
 
 
 def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, np.ndarray]:
-    """tt-metal's packing of `values` (float32, or exactly in float32) in
-    `fmt`: per element its sign-magnitude code, per block of 16 along the
-    last dim (zero-padded, as a tile pads) the shared exponent. Shapes:
+    """The packing of `values` (float32, or exactly in float32) in `fmt`:
+    per element its sign-magnitude code, per block of 16 along the last dim
+    (zero-padded, as a tile pads) the shared exponent. Shapes:
     (rows, blocks, 16) and (rows, blocks, 1)."""
     width = FORMATS[fmt].mantissa_bits
     sign, magnitude, shared = _pack(values, width)
@@ -116,29 +124,59 @@ def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, 
 
 
 def _values(sign: np.ndarray, magnitude: np.ndarray, shared: np.ndarray, width: int) -> np.ndarray:
-    """m * 2^(e - 127 - (bits - 1)), signed, in float32: exact, a 7-bit
-    magnitude times a power of two no smaller than 2^-133."""
-    scale = np.ldexp(np.float32(1), shared.astype(np.int32) - 127 - (width - 1)).astype(np.float32)
-    value = magnitude.astype(np.float32)
-    value *= scale
-    np.negative(value, out=value, where=sign.astype(bool))
-    return value
+    """The float32 values ttnn's unpacker rebuilds: the magnitude's leading
+    one becomes the hidden bit and the exponent drops by its distance from
+    the top, so a shared exponent of 255 gives inf or NaN (payload kept as
+    far as the bits go), and a rebuilt exponent of 0 or below gives +0."""
+    m = magnitude.astype(np.uint32)
+    top = np.zeros(m.shape, np.uint32)  # the position of the leading one
+    for b in range(1, width):
+        top[(m >> b) != 0] = b
+    exponent = shared.astype(np.int32) - (width - 1) + top.astype(np.int32)
+    bits = (m << (23 - top)) & 0x7FFFFF
+    bits |= np.clip(exponent, 0, 255).astype(np.uint32) << 23
+    bits |= sign.astype(np.uint32) << 31
+    bits[(m == 0) | (exponent <= 0)] = 0
+    return bits.view(np.float32)
 
 
 def block_float_values(codes: np.ndarray, shared: np.ndarray, fmt: DataFormat) -> np.ndarray:
-    """The values codes and exponents mean: m * 2^(e - 127 - (bits - 1))."""
+    """The values codes and exponents mean, as ttnn unpacks them."""
     width = FORMATS[fmt].mantissa_bits
     return _values(codes >> width, codes & ((1 << width) - 1), shared, width)
+
+
+def _bfloat16(values: np.ndarray) -> np.ndarray:
+    """Round to nearest even; every NaN becomes 0x7FC0 (ttnn's and torch's
+    conversion; ml_dtypes alone keeps a NaN's sign and payload)."""
+    with np.errstate(invalid="ignore"):  # numpy warns of a NaN it casts to an ml_dtypes type
+        out = np.asarray(values).astype(ml_dtypes.bfloat16)
+    nan = np.isnan(out)
+    if nan.any():
+        out[nan] = np.uint16(0x7FC0).view(ml_dtypes.bfloat16)
+    return out
 
 
 #: elements converted at a time: the packing's temporaries stay a few tens of MB for any weight
 _CHUNK = 1 << 22
 
 
-def as_block_float(values: np.ndarray, fmt: DataFormat) -> np.ndarray:
-    """`values` as the device holds them in `fmt`, in their own dtype (a
-    bfp8 or bfp4 value has at most 7 significant bits: exact in bfloat16)."""
+def device_values(values: np.ndarray, fmt: DataFormat | str) -> np.ndarray:
+    """`values` as a Tenstorrent device holds them in `fmt` (`bfloat16`,
+    `bfp8_b` or `bfp4_b`), bit for bit as ttnn 0.81.1 packs them on the host
+    and unpacks them (`tests/data/ttnn/fixture.npz`). A block float is read
+    in tiles of 32x32 whose faces are 16x16, so its blocks are 16
+    consecutive elements along the last dim, zero-padded; the result keeps
+    the input's shape. bfloat16 comes back as bfloat16; a block float in the
+    input's float type (its values have at most 7 significant bits)."""
+    fmt = DataFormat(fmt)
+    if fmt == DataFormat.BFLOAT16:
+        return _bfloat16(values)
+    if fmt not in BLOCK_FORMATS:
+        raise ForgeOptError(f"device_values: format {fmt} is not one of bfloat16, {', '.join(BLOCK_FORMATS)}")
     a = np.asarray(values)
+    if a.dtype.kind != "f" and a.dtype != ml_dtypes.bfloat16:
+        a = a.astype(np.float32)
     last = a.shape[-1] if a.ndim else 1
     rows = a.reshape(-1, last)
     out = np.empty(rows.shape, a.dtype)

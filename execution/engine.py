@@ -17,6 +17,7 @@ from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from forge_opt import dtypes
+from forge_opt.data_formats import device_values
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model
 from forge_opt.frontends.onnx.shapes import InputShapes
@@ -65,6 +66,8 @@ def as_program_input(value: np.ndarray, dtype) -> np.ndarray:
     """A float32 or float16 input as a program compiled for bfloat16
     (`dtype`) takes it: cast, as the user casts a model's inputs; any other
     as it is."""
+    if value.dtype in (np.float32, np.float16) and np.dtype(dtype) == np.dtype("bfloat16"):
+        return device_values(value, "bfloat16")
     if value.dtype in (np.float32, np.float16) and dtypes.is_narrow_float(dtype):
         return value.astype(dtype)
     return value

@@ -7,7 +7,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.data_formats import DataFormat, as_block_float
+from forge_opt.data_formats import DataFormat, device_values
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
 
@@ -15,7 +15,7 @@ from forge_opt.dialects.elements import attr_to_array, fill_value
 def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> tuple:
     i = op.FUNCTION.weight_operand
     if i is not None and (fmt := weight_format(op.operands[i])) is not None:  # the operand as the device stores it
-        args = (*args[:i], as_block_float(args[i], fmt), *args[i + 1 :])
+        args = (*args[:i], device_values(args[i], fmt), *args[i + 1 :])
     return (op.FUNCTION.golden(args, forge.rule_call(op).keywords),)
 
 

@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from forge_opt import data_formats
-from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, as_block_float
+from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, device_values
 from forge_opt.dialects.forge_functions import FUNCTIONS, REQUIRED, Call, ForgeFunction, ForgeRuleError
 
 
@@ -73,7 +73,7 @@ def _converted(value: np.ndarray, fmt: data_formats.DataFormat) -> np.ndarray:
         if found is not None:
             _CONVERTED.move_to_end(key)
             return found
-    found = as_block_float(value, fmt)  # outside the lock: devices convert their blocks at once
+    found = device_values(value, fmt)  # outside the lock: devices convert their blocks at once
     with _CONVERTED_LOCK:
         _CONVERTED[key] = found
         held = sum(a.nbytes for a in _CONVERTED.values())
@@ -180,7 +180,7 @@ def _make_function(fn: ForgeFunction):
         if i is not None and weight_format is not None and _from_weights(given[i]):
             # tt-mlir's weight-dtype conversion: a matmul's B, as the device stores it
             arrays[i] = given[i].as_block_float(weight_format) if isinstance(given[i], Tensor) else \
-                as_block_float(arrays[i], weight_format)
+                device_values(arrays[i], weight_format)
         if fn.name == "Cast" and not isinstance(values["dtype"], np.dtype):
             values["dtype"] = np.dtype(values["dtype"])
         call = Call(

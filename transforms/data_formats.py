@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
@@ -40,6 +39,7 @@ from forge_opt.data_formats import (
     PROGRAM_FORMATS,
     WEIGHT_FORMAT_ATTR,
     DataFormat,
+    device_values,
     parse,
 )
 from forge_opt.diagnostics import ForgeOptError
@@ -67,7 +67,7 @@ def _to_bfloat16(module: ModuleOp) -> None:
     for op in list(module.walk()):
         if isinstance(op, tir.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr) and \
                 op.value.get_element_type() in _WIDER:
-            op.value = array_to_attr(attr_to_array(op.value).astype(np.dtype("bfloat16")))
+            op.value = array_to_attr(device_values(attr_to_array(op.value), "bfloat16"))
         elif isinstance(op, tir.FullOp) and isinstance(op.fill, FloatAttr) and op.fill.type in _WIDER:
             op.fill = FloatAttr(op.fill.value.data, bf16)
         for r in list(op.results):

@@ -60,22 +60,44 @@ def _forge_python() -> type[Target]:
     return ForgePythonTarget
 
 
+def _stablehlo() -> type[Target]:
+    from forge_opt.targets.stablehlo import StableHLOTarget
+
+    return StableHLOTarget
+
+
+def _stablehlo_dialect() -> Dialect:
+    from forge_opt.dialects.stablehlo import STABLEHLO
+
+    return STABLEHLO
+
+
+def _chlo_dialect() -> Dialect:
+    from forge_opt.dialects.stablehlo import CHLO
+
+    return CHLO
+
+
 def _dot() -> type[Target]:
     from forge_opt.targets.dot import DotTarget
 
     return DotTarget
 
 
-DIALECTS: dict[str, Callable[[], Dialect]] = {"onnx": _onnx, "tir": _tir, "forge": _forge}
+DIALECTS: dict[str, Callable[[], Dialect]] = {
+    "onnx": _onnx, "tir": _tir, "forge": _forge, "stablehlo": _stablehlo_dialect, "chlo": _chlo_dialect,
+}
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _pass(name)
     for name in (
         "onnx-to-tir", "fuse-patterns", "merge-equal-ops", "lower-split", "tir-to-forge", "fold-weight-layouts",
         "tir-data-format", "mark-weight-formats", "static-kv-cache", "onnx-to-forge", "partition-for-forge",
-        "stack-experts", "tensor-parallel", "tp-partition",
+        "stack-experts", "tensor-parallel", "tp-partition", "forge-to-stablehlo",
     )
 }
-TARGETS: dict[str, Callable[[], type[Target]]] = {"forge-python": _forge_python, "dot": _dot}
+TARGETS: dict[str, Callable[[], type[Target]]] = {
+    "forge-python": _forge_python, "dot": _dot, "stablehlo": _stablehlo,
+}
 
 FORGE_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
 

@@ -13,16 +13,17 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.check.bisect import first_divergence, layer_errors
 from forge_opt.check.compare import ATOL, RTOL
 from forge_opt.check.driver import Loaded
-from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
-from forge_opt.execution.engine import Compiled, compile_model, run_compiled
+from forge_opt.execution.engine import Compiled, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import Expected
+from forge_opt.execution.xla import executed_by_xla
 
 
 class OneDevice:
     mode = "a check on one device (--devices P checks several)"
-    takes = frozenset({"freeze", "bisect", "layers", "stem", "data_format", "weight_format"})
+    takes = frozenset({"freeze", "bisect", "layers", "stem", "data_format", "weight_format", "executor", "tt_mlir"})
     failed = "the Forge module failed"
 
     def __init__(self, options: CheckOptions):
@@ -42,14 +43,29 @@ class OneDevice:
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         model, compiled = prepared.model, self.compiled
         assert compiled is not None
-        actual = run_compiled(compiled, [feeds[n] for n in compiled.input_names])
+        run = run_compiled_on_xla if self.options.executor == "xla" else run_compiled
+        actual = run(compiled, [feeds[n] for n in compiled.input_names])
         tolerances = self.options.tolerances
         reduced_pcc = tolerances.min_pcc if self.options.reduced else None
+        notes = [executed_by_xla()] if self.options.executor == "xla" else []
+        if self.options.tt_mlir:
+            kept = self.options.tt_mlir_dumps
+            notes.append(tt_mlir_line(compiled.module, Path(kept) if kept else folder / "tt_mlir", bool(kept)))
         return Ran(dict(zip([o.name for o in model.graph.output], actual)), returned=len(actual),
-                   emitted=compiled.emitted,
+                   emitted=compiled.emitted, notes=notes,
                    bisect=lambda: first_divergence(model, compiled.module, feeds, rtol=tolerances.rtol,
                                                    atol=tolerances.atol, reduced_pcc=reduced_pcc),
                    layers=lambda: layer_errors(model, compiled.module, feeds))
+
+
+def tt_mlir_line(module: ModuleOp, dumps: Path, kept: bool) -> str:
+    """The report's line on tt-mlir compiling the program's StableHLO form,
+    its dumps written in `dumps` (named if `kept`: the user's folder)."""
+    from forge_opt.execution.tt_mlir import compile_stablehlo
+    from forge_opt.targets.stablehlo import stablehlo_text
+
+    result = compile_stablehlo(stablehlo_text(module), dumps)
+    return result.line() + (f"; its IR in {dumps}" if kept and result.dumps else "")
 
 
 def check_model(
@@ -68,6 +84,8 @@ def check_model(
     stem: str = "",
     data_format: str = "float32",
     weight_format: str = "",
+    executor: str = "standin",
+    tt_mlir: bool = False,
 ) -> CheckReport:
     """Compile `source` with onnx-to-forge, run the emitted Forge Python on the
     stand-in, run the model on onnxruntime, and compare every output.
@@ -83,8 +101,12 @@ def check_model(
     bfp4_b) compile the program in reduced formats; it is then judged by
     Forge's PCC rule (`compare.compare_reduced`), `min_pcc` being its
     threshold (by default `compare.MIN_PCC`, or Forge's `REDUCED_PCC` for a
-    reduced format)."""
+    reduced format). `executor="xla"` runs the program's StableHLO form on
+    XLA CPU (jaxlib) instead of the emitted Forge Python on the stand-in;
+    `tt_mlir` also compiles that form with tt-mlir (jax-tt-plugin, a mock
+    Blackhole p150) and says in the report whether it lowered to TTNN."""
     options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, freeze=freeze, bisect=bisect,
-                           layers=layers, stem=stem, data_format=data_format, weight_format=weight_format)
+                           layers=layers, stem=stem, data_format=data_format, weight_format=weight_format,
+                           executor=parse_executor(executor), tt_mlir=tt_mlir)
     options = options.with_pcc(min_pcc)
     return run_check(source, options, OneDevice(options))

@@ -49,6 +49,9 @@ class CheckOptions:
     max_length: int = _flag("--max-length", 0)  # a decode's static KV cache positions; 0: the prompt and the steps
     growing_cache: bool = _flag("--growing-cache", False)  # decode with the cache as exported: a program per shape
     steps: int = _flag("--decode", 0)  # greedy decode steps
+    executor: str = _flag("--executor", "standin")  # what runs the program: the Forge stand-in, or XLA CPU
+    tt_mlir: bool = _flag("--tt-mlir", False)  # also compile the program's StableHLO with tt-mlir
+    tt_mlir_dumps: str = ""  # the folder tt-mlir's IR dumps are kept in ("": a temporary one)
 
     @property
     def reduced(self) -> bool:
@@ -93,3 +96,12 @@ class CheckOptions:
                     raise ForgeOptError("--timeout bounds how long MPI processes wait for each other: it goes with "
                                         "--mpi")
                 raise ForgeOptError(f"{f.metadata['flag']} does not combine with {mode}")
+
+
+def parse_executor(name: str) -> str:
+    """`--executor`'s value, or an error naming the choices."""
+    from forge_opt.execution.engine import EXECUTORS
+
+    if name not in EXECUTORS:
+        raise ForgeOptError(f"--executor {name}: give one of {', '.join(EXECUTORS)}")
+    return name

@@ -62,6 +62,22 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
                              for x, a in zip(inputs, args)], model, compiled.emitted)
 
 
+def run_compiled_on_xla(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The program's outputs on XLA CPU: its StableHLO form (`-t stablehlo`)
+    compiled and run by jaxlib, an executor independent of the stand-in."""
+    from forge_opt.execution.xla import run_stablehlo
+    from forge_opt.targets.stablehlo import stablehlo_text
+
+    args = main_func(compiled.module).body.block.args
+    return run_stablehlo(stablehlo_text(compiled.module),
+                         [as_program_input(x, dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
+                          for x, a in zip(inputs, args)])
+
+
+#: what `--executor` takes: the Forge stand-in (numpy goldens), or XLA CPU from the StableHLO program
+EXECUTORS = ("standin", "xla")
+
+
 def as_program_input(value: np.ndarray, dtype) -> np.ndarray:
     """A float32 or float16 input as a program compiled for bfloat16
     (`dtype`) takes it: cast, as the user casts a model's inputs; any other

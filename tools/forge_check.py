@@ -109,6 +109,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--growing-cache", action="store_true",
                         help="with --decode: the cache as exported, one program per input shape")
+    parser.add_argument("--executor", default="standin", metavar="NAME",
+                        help="what runs the program: standin (the emitted Forge Python on the Forge stand-in, the "
+                        "default) or xla (its StableHLO form on XLA CPU, the `xla` extra)")
+    parser.add_argument("--tt-mlir", action="store_true",
+                        help="also compile the program's StableHLO form with tt-mlir (jax-tt-plugin, the "
+                        "`tenstorrent` extra) for a mock Blackhole p150 and report whether it lowers to TTNN; its "
+                        "TTIR/TTNN dumps are kept beside --emit (FILE's name + _tt_mlir)")
     parser.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     args = parser.parse_args(argv)
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _check(args: argparse.Namespace):
     """The options the flags give, the strategy they choose, the check's report."""
-    from forge_opt.check.options import CheckOptions, Tolerances
+    from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
     from forge_opt.check.run import run_check
     from forge_opt.frontends.onnx.shapes import InputShapes
 
@@ -177,7 +184,8 @@ def _check(args: argparse.Namespace):
         devices=devices or 1, mpi=args.mpi, plan=args.plan, min_size=args.min_size,
         require_sharded=args.require_sharded, steps=args.decode or 0, timeout=args.timeout,
         data_format=args.data_format, weight_format=args.weight_format or "", max_length=args.max_length or 0,
-        growing_cache=args.growing_cache,
+        growing_cache=args.growing_cache, executor=parse_executor(args.executor), tt_mlir=args.tt_mlir,
+        tt_mlir_dumps=str(Path(args.emit).with_suffix("")) + "_tt_mlir" if args.emit and args.tt_mlir else "",
     ).with_pcc(args.pcc)
     return run_check(args.model, options, _strategy(args, options))
 

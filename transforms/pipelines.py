@@ -21,6 +21,7 @@ from forge_opt.transforms.data_formats import (
     weight_format_passes,
 )
 from forge_opt.transforms.fold_weight_layouts import FoldWeightLayoutsPass
+from forge_opt.transforms.forge_to_stablehlo import ForgeToStableHLO
 from forge_opt.transforms.fuse_patterns import FusePatternsPass
 from forge_opt.transforms.lower_split import LowerSplitPass
 from forge_opt.transforms.merge_equal_ops import MergeEqualOpsPass
@@ -185,7 +186,7 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
         TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
-        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass,
+        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, ForgeToStableHLO,
     )
 }
 

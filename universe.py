@@ -78,6 +78,12 @@ def _chlo_dialect() -> Dialect:
     return CHLO
 
 
+def _sdy_dialect() -> Dialect:
+    from forge_opt.dialects.sdy import SDY
+
+    return SDY
+
+
 def _dot() -> type[Target]:
     from forge_opt.targets.dot import DotTarget
 
@@ -85,7 +91,8 @@ def _dot() -> type[Target]:
 
 
 DIALECTS: dict[str, Callable[[], Dialect]] = {
-    "onnx": _onnx, "tir": _tir, "forge": _forge, "stablehlo": _stablehlo_dialect, "chlo": _chlo_dialect,
+    "onnx": _onnx, "tir": _tir, "forge": _forge,
+    "stablehlo": _stablehlo_dialect, "chlo": _chlo_dialect, "sdy": _sdy_dialect,
 }
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _pass(name)

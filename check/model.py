@@ -58,13 +58,13 @@ class OneDevice:
                    layers=lambda: layer_errors(model, compiled.module, feeds))
 
 
-def tt_mlir_line(module: ModuleOp, dumps: Path, kept: bool) -> str:
+def tt_mlir_line(module: ModuleOp, dumps: Path, kept: bool, devices: int = 1) -> str:
     """The report's line on tt-mlir compiling the program's StableHLO form,
     its dumps written in `dumps` (named if `kept`: the user's folder)."""
     from forge_opt.execution.tt_mlir import compile_stablehlo
     from forge_opt.targets.stablehlo import stablehlo_text
 
-    result = compile_stablehlo(stablehlo_text(module), dumps)
+    result = compile_stablehlo(stablehlo_text(module), dumps, devices)
     return result.line() + (f"; its IR in {dumps}" if kept and result.dumps else "")
 
 

@@ -15,12 +15,14 @@ from xdsl.dialects.builtin import ModuleOp
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.conditioning import unstable_outputs
 from forge_opt.check.driver import Loaded, compare_outputs, load_checked
-from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.model import tt_mlir_line
+from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Ran, run_check
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
+from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import import_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.split.api import (
@@ -46,7 +48,7 @@ class Fallback:
     MPI process each, which must all return the same outputs."""
 
     mode = "--fallback"
-    takes = frozenset({"freeze", "devices", "mpi", "timeout", "min_device_ops"})
+    takes = frozenset({"freeze", "devices", "mpi", "timeout", "min_device_ops", "executor"})
     failed = "a device sub-model failed on Forge"
     forge_python = ""
 
@@ -56,6 +58,9 @@ class Fallback:
     def prepare(self, loaded: Loaded) -> Loaded:
         if self.options.mpi and self.options.devices < 2:
             raise ForgeOptError("--mpi runs a split for several devices: give --devices P")
+        if self.options.executor == "xla" and self.options.devices > 1:
+            raise ForgeOptError("--fallback --executor xla runs each device sub-model on one XLA device: leave out "
+                                "--devices")
         model = resolved_model(loaded.model, loaded.sizes)
         if loaded.inputs is None:
             require_static_inputs(model)  # names each unknown size and the flag that fixes it
@@ -74,7 +79,8 @@ class Fallback:
         if mpi:  # a split's outputs have no split axis: each process's must be the same
             got, differ = assemble(plan, run_mpi(folder / "split", feeds, devices, self.options.timeout))
         else:
-            got, differ = run_split(folder / "split", feeds, record=None if devices > 1 else record), []
+            got, differ = run_split(folder / "split", feeds, record=None if devices > 1 else record,
+                                    executor=self.options.executor), []
         count = len(plan.graphs)
         summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
         verify = None
@@ -86,7 +92,8 @@ class Fallback:
         if devices > 1:
             summary += f"; each device sub-model tensor-parallel on {devices} devices" + (
                 f" (MPI, --timeout {self.options.timeout:g} s)" if mpi else "")
-        return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"), verify=verify)
+        notes = [executed_by_xla() + ", each device sub-model"] if self.options.executor == "xla" else []
+        return Ran(got, summary=summary, problems=_differ(differ, "the MPI processes"), verify=verify, notes=notes)
 
     def verify(self, record: list, cpu: dict[str, np.ndarray], oracle: dict[str, np.ndarray]
                ) -> tuple[list[str], str]:
@@ -133,7 +140,7 @@ class Parallel:
     the same outputs."""
 
     takes = frozenset({"devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format"})
+                       "weight_format", "executor", "tt_mlir"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
@@ -156,14 +163,64 @@ class Parallel:
                                require_sharded=o.require_sharded, shapes=prepared.sizes.shapes,
                                dims=prepared.sizes.dims, base=prepared.base, data_format=o.data_format,
                                weight_format=o.weight_format)
+        summary = parallel_report(plan)
+        if o.executor == "xla" or o.tt_mlir:
+            if o.mpi:
+                raise ForgeOptError("--executor xla and --tt-mlir take the P devices' one SPMD program: leave out "
+                                    "--mpi")
+            module = spmd_module(prepared, o)
+        notes = []
+        if o.tt_mlir:
+            kept = o.tt_mlir_dumps
+            notes.append(tt_mlir_line(module, Path(kept) if kept else folder / "tt_mlir", bool(kept), o.devices))
+        if o.executor == "xla":
+            got = run_spmd_on_xla(module, prepared, feeds, o.devices)
+            notes.append(executed_by_xla() + f", on {o.devices} devices")
+            return Ran(got, summary=summary, plan=plan, notes=notes)
         if o.mpi:
             per_device = run_mpi(folder / "tp", feeds, o.devices, o.timeout)
         else:
             per_device = run_parallel(folder / "tp", feeds)
         got, differ = assemble(plan, per_device)
-        summary = parallel_report(plan) + (f"\nrun under MPI, one process per device (--timeout {o.timeout:g} s)"
-                                           if o.mpi else "")
-        return Ran(got, summary=summary, problems=_differ(differ, "the devices"), plan=plan)
+        if o.mpi:
+            summary += f"\nrun under MPI, one process per device (--timeout {o.timeout:g} s)"
+        return Ran(got, summary=summary, problems=_differ(differ, "the devices"), plan=plan, notes=notes)
+
+
+def spmd_module(prepared: Loaded, o: CheckOptions) -> ModuleOp:
+    """The P-device program (`onnx-to-forge{devices=P}`) in one module."""
+    from forge_opt.transforms.pipelines import run_pipeline
+
+    options = [f"devices={o.devices}"]
+    options += [f"min-size={o.min_size}"] if o.min_size else []
+    options += [f"plan={o.plan}"] if o.plan else []
+    options += ["require-sharded=true"] if o.require_sharded else []
+    if o.reduced:
+        options += [f"data-format={o.data_format}"] + ([f"weight-format={o.weight_format}"] if o.weight_format else [])
+    module = import_model(prepared.model, prepared.base, shapes=prepared.sizes)
+    run_pipeline(module, f"onnx-to-forge{{{' '.join(options)}}}")
+    return module
+
+
+def run_spmd_on_xla(module: ModuleOp, prepared: Loaded, feeds: dict[str, np.ndarray],
+                    devices: int) -> dict[str, np.ndarray]:
+    """The P-device program as one SPMD StableHLO module on P virtual XLA
+    CPU devices: the model's outputs."""
+    from forge_opt import dtypes
+    from forge_opt.execution.engine import as_program_input
+    from forge_opt.execution.xla import run_stablehlo
+    from forge_opt.interpreters.run import main_func
+    from forge_opt.targets.forge_python import input_names
+    from forge_opt.targets.stablehlo import stablehlo_text
+    from forge_opt.transforms.tp.partition import split_axes
+
+    fn = main_func(module)
+    args = fn.body.block.args
+    inputs = [as_program_input(feeds[n], dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
+              for n, a in zip(input_names(fn), args)]
+    outs = run_stablehlo(stablehlo_text(module), inputs, devices,
+                         split_axes(fn.arg_attrs, len(args)), split_axes(fn.res_attrs, len(fn.function_type.outputs)))
+    return dict(zip([out.name for out in prepared.model.graph.output], outs))
 
 
 def check_fallback(
@@ -180,10 +237,12 @@ def check_fallback(
     dims: Mapping[str, int] | None = None,
     devices: int = 1,
     mpi: bool = False,
+    executor: str = "standin",
 ) -> CheckReport:
     """`forge-check --fallback` (`Fallback`); `freeze` as `check_model`'s."""
     options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, freeze=freeze,
-                           devices=devices, mpi=mpi, min_device_ops=min_device_ops)
+                           devices=devices, mpi=mpi, min_device_ops=min_device_ops,
+                           executor=parse_executor(executor))
     return run_check(source, options, Fallback(options))
 
 
@@ -202,10 +261,12 @@ def check_parallel(
     seed: int = 0,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    executor: str = "standin",
 ) -> CheckReport:
-    """`forge-check --devices P [--mpi]` (`Parallel`)."""
+    """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`)."""
     options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, devices=devices, mpi=mpi,
-                           plan=plan, min_size=min_size, require_sharded=require_sharded)
+                           plan=plan, min_size=min_size, require_sharded=require_sharded,
+                           executor=parse_executor(executor))
     return run_check(source, options, Parallel(options))
 
 

@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
     IntAttr,
     IntegerAttr,
     TensorType,
+    UnitAttr,
     i64,
 )
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
@@ -250,6 +251,14 @@ class SliceOp(HloOp):
 
 
 @irdl_op_definition
+class DynamicSliceOp(HloOp):
+    """`dynamic_slice(x, start_0, start_1, ...)`: scalar starts, one per dim."""
+
+    name = "stablehlo.dynamic_slice"
+    slice_sizes = prop_def(DenseArrayBase)
+
+
+@irdl_op_definition
 class ConcatenateOp(HloOp):
     name = "stablehlo.concatenate"
     dimension = prop_def(IntegerAttr)
@@ -326,7 +335,7 @@ class AllReduceOp(RegionOp):
     name = "stablehlo.all_reduce"
     replica_groups = prop_def(DenseIntOrFPElementsAttr)
     channel_handle = prop_def(ChannelHandleAttr)
-    use_global_device_ids = opt_prop_def(Attribute)
+    use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition
@@ -335,7 +344,7 @@ class ReduceScatterOp(RegionOp):
     scatter_dimension = prop_def(IntegerAttr)
     replica_groups = prop_def(DenseIntOrFPElementsAttr)
     channel_handle = prop_def(ChannelHandleAttr)
-    use_global_device_ids = opt_prop_def(Attribute)
+    use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition
@@ -344,7 +353,7 @@ class AllGatherOp(HloOp):
     all_gather_dim = prop_def(IntegerAttr)
     replica_groups = prop_def(DenseIntOrFPElementsAttr)
     channel_handle = prop_def(ChannelHandleAttr)
-    use_global_device_ids = opt_prop_def(Attribute)
+    use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition
@@ -364,7 +373,8 @@ class ReturnOp(IRDLOperation):
 
 STABLEHLO = Dialect("stablehlo", [
     *(op for op in ELEMENTWISE.values() if op is not ERF), CompareOp, ClampOp, ConstantOp, IotaOp, ReshapeOp,
-    TransposeOp, BroadcastInDimOp, SliceOp, ConcatenateOp, PadOp, ReverseOp, DotGeneralOp, ConvolutionOp, GatherOp,
-    ReduceOp, ReduceWindowOp, AllReduceOp, ReduceScatterOp, AllGatherOp, PartitionIdOp, ReturnOp,
+    TransposeOp, BroadcastInDimOp, SliceOp, DynamicSliceOp, ConcatenateOp, PadOp, ReverseOp, DotGeneralOp,
+    ConvolutionOp, GatherOp, ReduceOp, ReduceWindowOp, AllReduceOp, ReduceScatterOp, AllGatherOp, PartitionIdOp,
+    ReturnOp,
 ], [ComparisonDirectionAttr, DotAttr, ConvAttr, GatherAttr, ChannelHandleAttr])
 CHLO = Dialect("chlo", [ERF])

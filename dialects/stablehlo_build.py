@@ -143,7 +143,7 @@ class Hlo:
         return self.add(hlo.DotGeneralOp([a, b], tensor(element_type or element(a), dims),
                                          {"dot_dimension_numbers": numbers}))
 
-    def _combiner(self, name: str, element_types: Sequence[Attribute]) -> Region:
+    def combiner(self, name: str, element_types: Sequence[Attribute]) -> Region:
         """A region combining two scalars of each type by `name` (`add`, `maximum`)."""
         scalars = [tensor(t, []) for t in element_types]
         block = Block(arg_types=[*scalars, *scalars])
@@ -158,7 +158,7 @@ class Hlo:
         start = self.full(init, element(x))
         op = hlo.ReduceOp(operands=[[x, start]], result_types=[[tensor(element(x), dims)]],
                           properties={"dimensions": hlo.i64_array(sorted(axes))},
-                          regions=[self._combiner(kind, [element(x)])])
+                          regions=[self.combiner(kind, [element(x)])])
         return self.add(op)
 
     def reduce_window(self, x: SSAValue, kind: str, init: float, window: Sequence[int], strides: Sequence[int],
@@ -173,7 +173,7 @@ class Hlo:
             props["window_dilations"] = hlo.i64_array(dil)
         start = self.full(init, element(x))
         return self.add(hlo.ReduceWindowOp(operands=[[x, start]], result_types=[[tensor(element(x), dims)]],
-                                           properties=props, regions=[self._combiner(kind, [element(x)])]))
+                                           properties=props, regions=[self.combiner(kind, [element(x)])]))
 
     def convolution(self, x: SSAValue, w: SSAValue, out_dims: Sequence[int], strides: Sequence[int],
                     padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int], rhs_dilation: Sequence[int],

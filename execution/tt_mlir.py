@@ -36,10 +36,19 @@ class TTMLIRResult:
     diagnostic: str = ""  # tt-mlir's first error line, where it did not
     dumps: list[Path] = field(default_factory=list)  # its IR at each stage, as it wrote it
 
+    @property
+    def reached(self) -> str:
+        """The last of tt-mlir's dialects the program was lowered to: TTNN, TTIR or StableHLO ("" none)."""
+        names = {p.name.split("_")[0] for p in self.dumps}
+        return next((stage.upper() if stage != "shlo" else "StableHLO" for stage in ("ttnn", "ttir", "shlo")
+                     if stage in names), "")
+
     def line(self) -> str:
+        head = "tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150)"
         if self.compiled:
-            return f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150): compiled to TTNN ({len(self.dumps)} dumps)"
-        return f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150): did not compile: {self.diagnostic}"
+            return f"{head}: compiled to TTNN ({len(self.dumps)} dumps)"
+        reached = f" (lowered to {self.reached} first)" if self.reached in ("TTIR", "TTNN") else ""
+        return f"{head}: did not compile{reached}: {self.diagnostic}"
 
 
 def available() -> bool:
@@ -78,11 +87,12 @@ def first_error(output: str, text: str = "") -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     said = next((line for line in lines if re.search(r"error|TT_FATAL|failed|Exception", line, re.IGNORECASE)
                  and "| info" not in line), lines[-1] if lines else "no output")
+    said = re.sub(r"^.*?\|\s*(critical|error)\s*\|\s*\w+\s*\|\s*", "", said)  # tt-metal's log prefix
     said = re.sub(r"\s+", " ", said)[:400]
     at = re.search(r'(?:loc\("-":|-:)(\d+):\d+', output)
     source = text.splitlines()
     if at and 0 < int(at.group(1)) <= len(source):
-        op = re.match(r'\s*(%[\w.$-]+)(?::\d+)? = "([\w.]+)"', source[int(at.group(1)) - 1])
+        op = re.match(r'\s*(%[\w.$-]+)(?::\d+)?(?:, %[\w.$-]+)* = "([\w.]+)"', source[int(at.group(1)) - 1])
         if op:
             said += f" (at line {at.group(1)}: {op.group(2)} computing {op.group(1)})"
     return said
@@ -91,7 +101,7 @@ def first_error(output: str, text: str = "") -> str:
 def _main(path: str, devices: str) -> int:
     """In the child: compile the file's module on the plugin's devices."""
     from jax._src import xla_bridge
-    from jax._src.lib import xla_client as xc
+    from jaxlib import xla_client as xc
 
     backend = xla_bridge.get_backend("tt")
     chosen = backend.devices()[: int(devices)]

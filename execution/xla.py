@@ -44,14 +44,16 @@ def _first_line(message: str) -> str:
     return re.sub(r"\s+", " ", lines[0] if lines else str(message))[:500]
 
 
-def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1) -> list[np.ndarray]:
+def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1,
+                  in_axes: Sequence[int | None] = (), out_axes: Sequence[int | None] = ()) -> list[np.ndarray]:
     """The outputs of the StableHLO module `text` on XLA CPU. With `devices`
-    > 1 the module is one SPMD program (`mhlo.num_partitions`) run on that
-    many virtual devices, each given `inputs`; the outputs are device 0's
-    (a program's results are replicated)."""
+    > 1 the module is one SPMD program (`mhlo.num_partitions`, a Shardy
+    manual computation) on that many virtual devices: an input with an axis
+    in `in_axes` is split along it, the others replicated, and an output with
+    an axis in `out_axes` is joined along it, the others taken from device 0."""
     backend = _backend()
     import jax
-    from jax._src.lib import xla_client as xc
+    from jaxlib import xla_client as xc
 
     if devices > len(backend.devices()):
         raise ForgeOptError(f"the XLA executor has {len(backend.devices())} virtual devices, not {devices}")
@@ -73,12 +75,20 @@ def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1) -> 
             return [np.asarray(o) for o in executable.execute([jax.device_put(np.asarray(x), chosen[0])
                                                                for x in inputs])]
         mesh = jax.sharding.Mesh(np.array(chosen), ("d",))
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        args = [jax.device_put(np.asarray(x), replicated) for x in inputs]
-        outs = executable.execute_sharded(args).disassemble_into_single_device_arrays()
+
+        def spec(axis: int | None, rank: int):
+            dims: list[str | None] = [None] * rank
+            if axis is not None:
+                dims[axis] = "d"
+            return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*dims))
+        in_axes = list(in_axes) or [None] * len(inputs)
+        args = [jax.device_put(np.asarray(x), spec(a, np.ndim(x))) for x, a in zip(inputs, in_axes)]
+        pieces = executable.execute_sharded(args).disassemble_into_single_device_arrays()
     except Exception as e:
         raise ForgeOptError(f"XLA cannot run the StableHLO program: {_first_line(str(e))}") from e
-    return [np.asarray(o[0]) for o in outs]
+    out_axes = list(out_axes) or [None] * len(pieces)
+    return [np.asarray(p[0]) if a is None else np.concatenate([np.asarray(x) for x in p], axis=a)
+            for p, a in zip(pieces, out_axes)]
 
 
 def executed_by_xla() -> str:

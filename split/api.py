@@ -158,10 +158,11 @@ def convert(folder: str | os.PathLike) -> list[Path]:
 
 
 def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile: bool = False,
-              loop_seconds: float | None = None, record: list | None = None):
+              loop_seconds: float | None = None, record: list | None = None, executor: str = "standin"):
     """The model's outputs, by name, from its split in `folder`
     (`runner.run_split`): device sub-models run as `convert` wrote them, or
-    compiled anew from their ONNX with `recompile`; a run-time Loop may run
+    compiled anew from their ONNX with `recompile`, or (`executor="xla"`)
+    compiled anew and run as StableHLO on XLA CPU; a run-time Loop may run
     `loop_seconds` (default 60); `record` collects each device sub-model's
     inputs and outputs."""
     from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
@@ -170,7 +171,7 @@ def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile
         raise ForgeOptError("run_split takes the inputs as a dict by input name")
     return runner.run_split(Path(folder), inputs, mode, recompile,
                             loop_seconds=runner.LOOP_SECONDS if loop_seconds is None else loop_seconds,
-                            record=record)
+                            record=record, executor=executor)
 
 
 

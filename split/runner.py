@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.engine import as_program_input, compile_model, run_compiled
+from forge_opt.execution.engine import as_program_input, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.frontends.onnx.values import with_external_data
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
@@ -96,6 +96,7 @@ class _How:
     # with a list: each device sub-model's outputs and what made them, appended as (label, output names,
     # device outputs, its model, its folder, its inputs), for a check to compare with onnxruntime
     record: list | None = None
+    executor: str = "standin"  # what runs a device sub-model: its converted module, or XLA (recompiled)
 
     def on_host(self, compute, *args):
         """`compute(*args)`, done once by the host."""
@@ -113,14 +114,17 @@ class _How:
 def run_split(
     folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False,
     member: MpiMember | None = None, loop_seconds: float = LOOP_SECONDS, record: list | None = None,
+    executor: str = "standin",
 ) -> dict[str, np.ndarray]:
     """The model's outputs (by name) from its split in `folder`; with
     `member`, as one process of an MPI job with one process per device;
     a run-time Loop stops the run after `loop_seconds`; with `record`, each
-    device sub-model's inputs and outputs are kept (`_How.record`)."""
+    device sub-model's inputs and outputs are kept (`_How.record`); with
+    `executor="xla"`, each device sub-model is compiled again and its
+    StableHLO form run on XLA CPU."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
-    return _run(folder, inputs, _How(mode, recompile, member, loop_seconds, record))
+    return _run(folder, inputs, _How(mode, recompile, member, loop_seconds, record, executor))
 
 
 def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
@@ -150,9 +154,13 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
         on_device = g.device == DEVICE and how.mode == "device"
         if on_device and devices > 1:
             outputs = _run_parallel_graph(g, devices, feeds, how)
-        elif on_device and how.recompile:
+        elif on_device and (how.recompile or how.executor == "xla"):
             compiled = compile_model(model, g.model_path.parent)
-            outputs = run_compiled(compiled, [feeds[x] for x in compiled.input_names])
+            run = run_compiled_on_xla if how.executor == "xla" else run_compiled
+            outputs = run(compiled, [feeds[x] for x in compiled.input_names])
+            if how.record is not None:
+                how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
+                                   g.model_path.parent, feeds))
         elif on_device:
             # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
             check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")

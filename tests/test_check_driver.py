@@ -24,7 +24,7 @@ STRATEGIES = [OneDevice, Fallback, Parallel, Decode]
 GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "devices": 2, "mpi": True,
          "plan": "pins.json", "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2,
          "data_format": "bfloat16", "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True,
-         "timeout": 5.0}
+         "timeout": 5.0, "executor": "xla", "tt_mlir": True}
 
 
 def test_every_flagged_option_has_a_value_to_try():

@@ -28,7 +28,7 @@ def f(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def ints(high, *shape, dtype=np.int64):
+def ints(high, *shape, dtype: type = np.int64):
     return RNG.integers(0, high, shape).astype(dtype)
 
 

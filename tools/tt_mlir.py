@@ -15,7 +15,8 @@ from forge_opt.diagnostics import ForgeOptError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m forge_opt.tools.tt_mlir", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m forge_opt.tools.tt_mlir",
+                                     description=(__doc__ or "").splitlines()[0])
     parser.add_argument("program", help="a StableHLO module, as forge-opt -t stablehlo prints it")
     parser.add_argument("--dumps", metavar="DIR", help="where tt-mlir's IR dumps go")
     args = parser.parse_args(argv)

@@ -1,10 +1,16 @@
 """`forge-to-stablehlo`: a module of `forge` ops as one StableHLO program.
 
 The public `@main` takes the graph's inputs in the model's order and returns
-its outputs in order; weights are `stablehlo.constant`s, laid out as
-`process_framework_parameters` lays them out, and a block-float weight
-(`mark-weight-formats`) holds the values the device holds
-(`device_values`). Each `forge` op becomes its record's StableHLO form
+its outputs in order. A P-device program (`onnx-to-forge{devices=P}`) is one
+SPMD module (`mhlo.num_partitions = P`): `@main` takes and returns whole
+tensors, and its body is one Shardy `manual_computation` that each device
+runs on its blocks (an input or output with `shard.split_axis` split along
+it); `shard.all_slice` is a `dynamic_slice` at the device's
+`partition_id`, and `all_reduce`, `all_gather` and `reduce_scatter` are
+StableHLO's over all P devices (`replica_groups`, one channel each); weights are `stablehlo.constant`s, laid out as
+`process_framework_parameters` lays them out; a matmul's block-float weight
+operand (`mark-weight-formats`) is a constant of the values the device holds
+(`device_values`), as the stand-in converts it. Each `forge` op becomes its record's StableHLO form
 (`forge_functions/stablehlo_*.py`); an op of a narrow float type
 (bfloat16, float16) computes in float32 and rounds its result once, as
 Forge's golden does. An op with no form, or anything else the program
@@ -18,18 +24,37 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    Signedness,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    f32,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
-from forge_opt.data_formats import device_values
+from forge_opt.data_formats import WEIGHT_FORMAT_ATTR, device_values
 from forge_opt.diagnostics import ForgeOptError, describe
-from forge_opt.dialects import forge
-from forge_opt.dialects.elements import attr_to_array
+from forge_opt.dialects import forge, sdy, shard
+from forge_opt.dialects import stablehlo as hlo
+from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.forge_functions.stablehlo_forms import FORMS
-from forge_opt.dialects.stablehlo_build import Hlo, element
-from forge_opt.interpreters.forge import fill_array, laid_out
+from forge_opt.dialects.stablehlo_build import Hlo, element, shape
+from forge_opt.interpreters.forge import fill_array, laid_out, weight_format
+from forge_opt.transforms.tp.partition import SPLIT_AXIS, split_axes
+
+ui32 = IntegerType(32, Signedness.UNSIGNED)
 
 
 def _weight(op: forge.ParameterOp | forge.ConstantOp) -> np.ndarray:
@@ -37,9 +62,7 @@ def _weight(op: forge.ParameterOp | forge.ConstantOp) -> np.ndarray:
         array = laid_out(attr_to_array(op.value), op.steps())
     else:
         array = attr_to_array(op.value) if op.value is not None else fill_array(op)
-    if op.weight_format is not None:
-        array = device_values(array, op.weight_format.data)
-    return np.ascontiguousarray(array)
+    return np.ascontiguousarray(array).reshape(array.shape)  # (ascontiguousarray makes a scalar 1-D)
 
 
 def _narrow(t) -> bool:
@@ -61,6 +84,14 @@ def lower_op(h: Hlo, op: forge.ForgeOp, values: dict[SSAValue, SSAValue]) -> SSA
             args.append(None if v is None else values[v])
         else:
             args.extend(values[x] for x in v)
+    i = fn.weight_operand
+    if i is not None and (fmt := weight_format(op.operands[i])) is not None:  # as the device stores it
+        weight = op.operands[i].owner
+        if not isinstance(weight, forge.ParameterOp | forge.ConstantOp):
+            made = describe(weight) if isinstance(weight, Operation) else "an argument"
+            raise ForgeOptError(f"{describe(op)}: its {fmt} weight is computed by {made}; the "
+                                "stablehlo target holds a block-float weight only as a weight read directly")
+        args[i] = h.const(device_values(_weight(weight), fmt))
     narrow = _narrow(out) or any(a is not None and _narrow(a.type) for a in args)
     if narrow:  # the golden computes in float32 and rounds once
         args = [a if a is None or not _narrow(a.type) else h.convert(a, f32) for a in args]
@@ -75,42 +106,131 @@ def lower_op(h: Hlo, op: forge.ForgeOp, values: dict[SSAValue, SSAValue]) -> SSA
     return result
 
 
-def lower_function(source: func.FuncOp, name: str = "main") -> func.FuncOp:
-    """`source`'s body as a public function of StableHLO ops named `name`."""
+class _Collectives:
+    """The `shard` ops of a P-device program as StableHLO's."""
+
+    def __init__(self, devices: int):
+        self.devices = devices
+        self.channels = 0
+
+    def _group(self) -> dict[str, Attribute]:
+        self.channels += 1
+        return {"replica_groups": array_to_attr(np.arange(self.devices, dtype=np.int64).reshape(1, -1)),
+                "channel_handle": hlo.ChannelHandleAttr(IntAttr(self.channels), IntAttr(1)),
+                "use_global_device_ids": UnitAttr()}
+
+    def lower(self, h: Hlo, op: Operation, x: SSAValue) -> SSAValue:
+        out = op.results[0].type
+        assert isinstance(out, TensorType)
+        if isinstance(op, shard.AllSliceOp):  # this device's block: no communication
+            size = out.get_shape()[op.axis]
+            index = h.convert(h.add(hlo.PartitionIdOp(result_types=[TensorType(ui32, [])])), i64)
+            starts = [h.binary("multiply", index, h.full(size, i64)) if d == op.axis else h.full(0, i64)
+                      for d in range(len(shape(x)))]
+            return h.add(hlo.DynamicSliceOp([x, *starts], out, {"slice_sizes": hlo.i64_array(out.get_shape())}))
+        if isinstance(op, shard.AllGatherOp):
+            return h.add(hlo.AllGatherOp([x], out, {"all_gather_dim": IntegerAttr(op.axis, i64), **self._group()}))
+        region = h.combiner("add", [element(x)])
+        if isinstance(op, shard.ReduceScatterOp):
+            return h.add(hlo.ReduceScatterOp(operands=[[x]], result_types=[[out]], regions=[region], properties={
+                "scatter_dimension": IntegerAttr(op.axis, i64), **self._group()}))
+        assert isinstance(op, shard.AllReduceOp)
+        return h.add(hlo.AllReduceOp(operands=[[x]], result_types=[[out]], regions=[region],
+                                     properties=self._group()))
+
+
+def lower_function(source: func.FuncOp, name: str = "main", devices: int = 1) -> func.FuncOp:
+    """`source`'s body as a public function of StableHLO ops named `name`
+    (on `devices`, a Shardy manual computation of it)."""
+    if devices > 1:
+        return _spmd(source, name, devices)
     block = Block(arg_types=source.function_type.inputs.data)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, block.args))
     for old, new in zip(source.body.block.args, block.args):
         if old.name_hint:
             new.name_hint = old.name_hint
+    _lower_body(source, block, values, func.ReturnOp, None)
+    lowered = func.FuncOp(name, source.function_type, Region(block), arg_attrs=source.arg_attrs,
+                          res_attrs=source.res_attrs)
+    return lowered
+
+
+def _lower_body(source: func.FuncOp, block: Block, values: dict[SSAValue, SSAValue], ret,
+                collectives: _Collectives | None) -> None:
+    """Each op of `source` appended to `block` as StableHLO, its return as `ret`."""
     h = Hlo(block)
     for op in source.body.block.ops:
-        if isinstance(op, forge.ParameterOp | forge.ConstantOp):
+        if collectives is not None and isinstance(op, shard.AllSliceOp | shard.AllGatherOp | shard.ReduceScatterOp |
+                                                  shard.AllReduceOp):
+            values[op.results[0]] = collectives.lower(h, op, values[op.operands[0]])
+        elif isinstance(op, forge.ParameterOp | forge.ConstantOp):
             values[op.results[0]] = h.const(_weight(op))
             if element(values[op.results[0]]) != op.results[0].type.element_type:  # type: ignore[attr-defined]
                 raise ForgeOptError(f"{describe(op)}: its value's type differs from its result's")
         elif isinstance(op, forge.ForgeOp):
             values[op.results[0]] = lower_op(h, op, values)
         elif isinstance(op, func.ReturnOp):
-            block.add_op(func.ReturnOp(*(values[v] for v in op.arguments)))
+            block.add_op(ret(*(values[v] for v in op.arguments)))
         else:
-            raise ForgeOptError(f"{describe(op)}: the stablehlo target takes forge ops only, not {op.name}")
+            raise ForgeOptError(f"{describe(op)}: the stablehlo target takes forge and shard ops only, not {op.name}")
         if op.results and op.results[0].name_hint and op.results[0] in values:
             values[op.results[0]].name_hint = op.results[0].name_hint
-    lowered = func.FuncOp(name, source.function_type, Region(block), arg_attrs=source.arg_attrs,
-                          res_attrs=source.res_attrs)
-    return lowered
 
 
-def public_function(module: ModuleOp) -> func.FuncOp:
+def _whole(t: Attribute, axis: int | None, devices: int) -> Attribute:
+    if axis is None:
+        return t
+    dims = list(t.get_shape())  # type: ignore[attr-defined]
+    dims[axis] *= devices
+    return TensorType(t.element_type, dims)  # type: ignore[attr-defined]
+
+
+def _spmd(source: func.FuncOp, name: str, devices: int) -> func.FuncOp:
+    """@main over whole tensors, its body one manual computation of the device program."""
+    ins, outs = source.function_type.inputs.data, source.function_type.outputs.data
+    in_axes, out_axes = split_axes(source.arg_attrs, len(ins)), split_axes(source.res_attrs, len(outs))
+    whole_ins = [_whole(t, a, devices) for t, a in zip(ins, in_axes)]
+    whole_outs = [_whole(t, a, devices) for t, a in zip(outs, out_axes)]
+    outer = Block(arg_types=whole_ins)
+    for old, new in zip(source.body.block.args, outer.args):
+        if old.name_hint:
+            new.name_hint = old.name_hint
+    inner = Block(arg_types=ins)
+    values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, inner.args))
+    _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(devices))
+    manual = sdy.ManualComputationOp(outer.args, whole_outs, in_axes, out_axes, Region(inner))
+    outer.add_op(manual)
+    outer.add_op(func.ReturnOp(*manual.results))
+    return func.FuncOp(name, FunctionType.from_lists(whole_ins, whole_outs), Region(outer),
+                       arg_attrs=_without_split(source.arg_attrs), res_attrs=_without_split(source.res_attrs))
+
+
+def _without_split(attrs: ArrayAttr | None) -> ArrayAttr[DictionaryAttr] | None:
+    """Argument or result attributes without `shard.split_axis`: @main's are whole tensors."""
+    if attrs is None:
+        return None
+    return ArrayAttr([DictionaryAttr({k: v for k, v in d.data.items() if k != SPLIT_AXIS})
+                      if isinstance(d, DictionaryAttr) else DictionaryAttr({}) for d in attrs.data])
+
+
+def public_function(module: ModuleOp) -> tuple[func.FuncOp, int]:
+    """The module's one function, and the devices its grid has (1 if none)."""
     public = [op for op in module.ops if isinstance(op, func.FuncOp)
               and (op.sym_visibility is None or op.sym_visibility == StringAttr("public"))]
     if len(public) != 1:
         raise ForgeOptError(f"the stablehlo target takes a module with one public function, not {len(public)}")
-    others = [op for op in module.ops if op is not public[0]]
+    grids = [op for op in module.ops if isinstance(op, shard.GridOp)]
+    devices = 1
+    for grid in grids:
+        sizes = [int(d) for d in grid.shape.get_values()]
+        if len(sizes) != 1:
+            raise ForgeOptError(f"{describe(grid)}: the stablehlo target takes a 1-D device grid, not {sizes}")
+        devices = sizes[0]
+    others = [op for op in module.ops if op is not public[0] and op not in grids]
     if others:
         raise ForgeOptError(f"{describe(others[0])}: the stablehlo target takes one function of forge ops; "
                             f"this module also holds {others[0].name} (a split program: print each part)")
-    return public[0]
+    return public[0], devices
 
 
 @dataclass(frozen=True)
@@ -120,10 +240,17 @@ class ForgeToStableHLO(ModulePass):
     name = "forge-to-stablehlo"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        source = public_function(op)
-        lowered = lower_function(source)
+        source, devices = public_function(op)
+        lowered = lower_function(source, devices=devices)
         op.body.block.insert_op_before(lowered, source)
         op.body.block.erase_op(source)
+        op.attributes.pop(WEIGHT_FORMAT_ATTR, None)  # a forge attribute: the constants hold the format now
+        for grid in [g for g in op.ops if isinstance(g, shard.GridOp)]:
+            op.body.block.erase_op(grid)
+        if devices > 1:
+            op.body.block.insert_op_before(sdy.MeshOp(devices), lowered)
+            op.attributes["mhlo.num_partitions"] = IntegerAttr(devices, i32)
+            op.attributes["mhlo.num_replicas"] = IntegerAttr(1, i32)
 
 
 

@@ -19,7 +19,7 @@ IntOrPair = int | Sequence[int]
 Padding = str | int | Sequence[int]
 
 
-def _pair(v) -> tuple[int, int]:
+def pair(v) -> tuple[int, int]:
     """An int for both spatial dims, or (h, w)."""
     if isinstance(v, (list, tuple)):
         return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
@@ -62,7 +62,7 @@ def _conv_operands(call: Call) -> str | None:
 def _conv2d_shape(call: Call) -> Shape:
     _, _, h, w = _nchw(call)
     cout, _, kh, kw = call.shape(1)
-    (sh, sw), (dh, dw) = _pair(call.keywords["stride"]), _pair(call.keywords["dilation"])
+    (sh, sw), (dh, dw) = pair(call.keywords["stride"]), pair(call.keywords["dilation"])
     top, left, bottom, right = call.keywords["padding"]  # rule conv-operands: an explicit 4-list
     return _image(
         call, cout, shapes.window_size(h, kh, sh, dh, top, bottom), shapes.window_size(w, kw, sw, dw, left, right)
@@ -75,7 +75,7 @@ def conv2d(
 ):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
-    stride, dilation = _pair(stride), _pair(dilation)
+    stride, dilation = pair(stride), pair(dilation)
     kh, kw = w.shape[2], w.shape[3]
     if padding == "same":
         pads = [kh // 2, kw // 2, kh // 2, kw // 2]  # Forge's "same": symmetric
@@ -122,7 +122,7 @@ def _conv2d_transpose_shape(call: Call) -> Shape:
     _, _, h, w = _nchw(call)
     _, cout_group, kh, kw = call.shape(1)
     kw_ = call.keywords
-    (sh, sw), (dh, dw), (eh, ew) = _pair(kw_["stride"]), _pair(kw_["dilation"]), _pair(kw_["output_padding"])
+    (sh, sw), (dh, dw), (eh, ew) = pair(kw_["stride"]), pair(kw_["dilation"]), pair(kw_["output_padding"])
     padding = kw_["padding"]  # rule convtranspose-operands: an int or a symmetric 4-tuple
     ph, pw = (padding, padding) if isinstance(padding, int) else (padding[0], padding[1])
     out_h = (h - 1) * sh + dh * (kh - 1) + 1 + eh - 2 * ph
@@ -138,14 +138,14 @@ def conv2d_transpose(
     (Cin, Cout/groups, kH, kW); padding [pH, pW] is cut from both ends."""
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
-    stride, dilation, extra = _pair(stride), _pair(dilation), _pair(output_padding)
+    stride, dilation, extra = pair(stride), pair(dilation), pair(output_padding)
     kh, kw = w.shape[2], w.shape[3]
     if padding == "same":  # the wrapper's [kW//2, kW//2, kH//2, kH//2], of which the op reads two
         pads = (kw // 2, kw // 2)
     elif isinstance(padding, tuple) and len(padding) == 4:  # (top, left, bottom, right)
         pads = (int(padding[0]), int(padding[1]))
     else:
-        pads = _pair(padding)
+        pads = pair(padding)
     n, c, h, wd = x.shape
     cin_g, cout_g = c // groups, w.shape[1]
     full_h = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + extra[0]
@@ -217,13 +217,13 @@ def _pool_flags(call: Call) -> str | None:
 
 def _pool2d_shape(call: Call) -> Shape:
     _, c, h, w = _nchw(call)
-    (kh, kw), (sh, sw) = _pair(call.keywords["kernel_size"]), _pair(call.keywords["stride"])
+    (kh, kw), (sh, sw) = pair(call.keywords["kernel_size"]), pair(call.keywords["stride"])
     padding = call.keywords["padding"]  # rule pool-symmetric: an int or a [left, right, top, bottom] list
     left, right, top, bottom = (padding,) * 4 if isinstance(padding, int) else padding
     return _image(call, c, shapes.window_size(h, kh, sh, 1, top, bottom), shapes.window_size(w, kw, sw, 1, left, right))
 
 
-def _pool_pad(padding: Padding, kh: int, kw: int) -> tuple[int, int, int, int]:
+def pool_pad(padding: Padding, kh: int, kw: int) -> tuple[int, int, int, int]:
     """Forge's pooling padding [left, right, top, bottom] as (top, bottom, left, right)."""
     if padding == "same":
         return kh // 2, kh // 2, kw // 2, kw // 2
@@ -234,7 +234,7 @@ def _pool_pad(padding: Padding, kh: int, kw: int) -> tuple[int, int, int, int]:
     return top, bottom, left, right
 
 
-def _ceil_extra(size, k, s, lo, hi, ceil_mode):
+def ceil_extra(size, k, s, lo, hi, ceil_mode):
     """Extra padding at the end so ceil_mode windows exist (PyTorch's rule:
     the last window must start inside the input or the left padding)."""
     out = (size + lo + hi - k) / s + 1
@@ -251,11 +251,11 @@ def max_pool2d(
 ):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
-    kh, kw = _pair(kernel_size)
-    stride, dilation = _pair(stride), _pair(dilation)
-    top, bottom, left, right = _pool_pad(padding, kh, kw)
-    eh = _ceil_extra(x.shape[2], (kh - 1) * dilation[0] + 1, stride[0], top, bottom, ceil_mode)
-    ew = _ceil_extra(x.shape[3], (kw - 1) * dilation[1] + 1, stride[1], left, right, ceil_mode)
+    kh, kw = pair(kernel_size)
+    stride, dilation = pair(stride), pair(dilation)
+    top, bottom, left, right = pool_pad(padding, kh, kw)
+    eh = ceil_extra(x.shape[2], (kh - 1) * dilation[0] + 1, stride[0], top, bottom, ceil_mode)
+    ew = ceil_extra(x.shape[3], (kw - 1) * dilation[1] + 1, stride[1], left, right, ceil_mode)
     x = np.pad(x, ((0, 0), (0, 0), (top, bottom + eh), (left, right + ew)), constant_values=-np.inf)
     out = _windows(x, (kh, kw), stride, dilation).max(axis=(4, 5))
     return out.transpose(0, 2, 3, 1) if channel_last else out
@@ -267,11 +267,11 @@ def avg_pool2d(
 ):
     if channel_last:
         x = x.transpose(0, 3, 1, 2)
-    kh, kw = _pair(kernel_size)
-    stride = _pair(stride)
-    top, bottom, left, right = _pool_pad(padding, kh, kw)
-    eh = _ceil_extra(x.shape[2], kh, stride[0], top, bottom, ceil_mode)
-    ew = _ceil_extra(x.shape[3], kw, stride[1], left, right, ceil_mode)
+    kh, kw = pair(kernel_size)
+    stride = pair(stride)
+    top, bottom, left, right = pool_pad(padding, kh, kw)
+    eh = ceil_extra(x.shape[2], kh, stride[0], top, bottom, ceil_mode)
+    ew = ceil_extra(x.shape[3], kw, stride[1], left, right, ceil_mode)
     h, w = x.shape[2], x.shape[3]
     xp = np.pad(x, ((0, 0), (0, 0), (top, bottom + eh), (left, right + ew)))
     sums = _windows(xp, (kh, kw), stride, (1, 1)).sum(axis=(4, 5))

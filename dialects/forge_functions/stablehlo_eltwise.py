@@ -217,18 +217,16 @@ def _reduce(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
 
 
 def _argmax_region(value_type, index_type) -> Region:
-    """Keep the larger value, NaN first, the lower index on a tie (numpy's argmax)."""
+    """Keep the larger value, a NaN first, the lower index on a tie (numpy's
+    argmax), in the comparator jax writes, the form tt-mlir recognises."""
     scalars = [tensor(value_type, []), tensor(index_type, [])]
     block = Block(arg_types=[scalars[0], scalars[1], scalars[0], scalars[1]])
     inner = Hlo(block)
     va, ia, vb, ib = block.args
-    a_nan = inner.compare("NE", va, va)
-    b_nan = inner.compare("NE", vb, vb)
-    greater = inner.binary("or", inner.compare("GT", va, vb),
-                           inner.binary("and", a_nan, inner.unary("not", b_nan)))
-    equal = inner.binary("or", inner.compare("EQ", va, vb), inner.binary("and", a_nan, b_nan))
-    pick_a = inner.binary("or", greater, inner.binary("and", equal, inner.compare("LT", ia, ib)))
-    block.add_op(hlo.ReturnOp(operands=[[inner.select(pick_a, va, vb), inner.select(pick_a, ia, ib)]]))
+    take_value = inner.binary("or", inner.compare("GT", va, vb), inner.compare("NE", va, va))
+    tie = inner.binary("and", inner.compare("EQ", va, vb), inner.compare("LT", ia, ib))
+    take_index = inner.binary("or", take_value, tie)
+    block.add_op(hlo.ReturnOp(operands=[[inner.select(take_value, va, vb), inner.select(take_index, ia, ib)]]))
     return Region(block)
 
 

@@ -11,7 +11,7 @@ from xdsl.ir import SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import stablehlo as hlo
-from forge_opt.dialects.forge_functions.conv import _ceil_extra, _pair, _pool_pad
+from forge_opt.dialects.forge_functions.conv import ceil_extra, pair, pool_pad
 from forge_opt.dialects.forge_functions.record import Call
 from forge_opt.dialects.forge_functions.stablehlo_form import registry
 from forge_opt.dialects.forge_functions.tm import index_stop
@@ -138,8 +138,8 @@ def _conv2d(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     x, w, bias = args
     kw = call.keywords
     top, left, bottom, right = kw["padding"]  # rule conv-operands: an explicit 4-list
-    y = h.convolution(_nchw(h, call, x), h.convert(w, element(x)), _out_nchw(call, out), _pair(kw["stride"]),
-                      [(top, bottom), (left, right)], [1, 1], _pair(kw["dilation"]), kw["groups"])
+    y = h.convolution(_nchw(h, call, x), h.convert(w, element(x)), _out_nchw(call, out), pair(kw["stride"]),
+                      [(top, bottom), (left, right)], [1, 1], pair(kw["dilation"]), kw["groups"])
     return _back(h, call, y, bias)
 
 
@@ -150,7 +150,7 @@ def _conv2d_transpose(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     transposed convolution's padding leaves of the kernel's reach."""
     x, w, bias = args
     kw = call.keywords
-    stride, dilation, extra = _pair(kw["stride"]), _pair(kw["dilation"]), _pair(kw["output_padding"])
+    stride, dilation, extra = pair(kw["stride"]), pair(kw["dilation"]), pair(kw["output_padding"])
     padding = kw["padding"]
     pads = (padding, padding) if isinstance(padding, int) else (padding[0], padding[1])
     groups = kw["groups"]
@@ -167,20 +167,20 @@ def _conv2d_transpose(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
 def _pool_window(call: Call, x: SSAValue, dilation: tuple[int, int]) -> tuple[list[int], list[int], list, tuple]:
     """The window, its strides, the padding of each dim (ceil_mode's extra at
     the end included) and that extra, for each spatial dim."""
-    kh, kw = _pair(call.keywords["kernel_size"])
-    stride = _pair(call.keywords["stride"])
-    top, bottom, left, right = _pool_pad(call.keywords["padding"], kh, kw)
+    kh, kw = pair(call.keywords["kernel_size"])
+    stride = pair(call.keywords["stride"])
+    top, bottom, left, right = pool_pad(call.keywords["padding"], kh, kw)
     h_in, w_in = shape(x)[2], shape(x)[3]
     ceil = call.keywords["ceil_mode"]
-    eh = _ceil_extra(h_in, (kh - 1) * dilation[0] + 1, stride[0], top, bottom, ceil)
-    ew = _ceil_extra(w_in, (kw - 1) * dilation[1] + 1, stride[1], left, right, ceil)
+    eh = ceil_extra(h_in, (kh - 1) * dilation[0] + 1, stride[0], top, bottom, ceil)
+    ew = ceil_extra(w_in, (kw - 1) * dilation[1] + 1, stride[1], left, right, ceil)
     return [1, 1, kh, kw], [1, 1, *stride], [(0, 0), (0, 0), (top, bottom + eh), (left, right + ew)], (eh, ew)
 
 
 @form("MaxPool2d")
 def _max_pool2d(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     x = _nchw(h, call, args[0])
-    dilation = _pair(call.keywords["dilation"])
+    dilation = pair(call.keywords["dilation"])
     window, strides, padding, _ = _pool_window(call, x, dilation)
     y = h.reduce_window(x, "maximum", -math.inf, window, strides, padding,
                         None if dilation == (1, 1) else [1, 1, *dilation])

@@ -1,0 +1,119 @@
+"""Shardy (`sdy`), as much of it as a P-device program needs: a 1-D mesh
+and one `manual_computation` whose body every device runs on its own
+block, printed in Shardy's own syntax, as JAX's `shard_map` lowers:
+
+    sdy.mesh @mesh = <["d"=2]>
+    %0:2 = sdy.manual_computation(%a, %b) in_shardings=[<@mesh, [{"d"}, {}]>, <@mesh, [{}]>]
+        out_shardings=[...] manual_axes={"d"} (%x: tensor<2x3xf32>, %y: tensor<3xf32>) { ... sdy.return ... }
+        : (tensor<4x3xf32>, tensor<3xf32>) -> (...)
+
+XLA's SPMD partitioner (Shardy) and tt-xla's multi-device path read this
+form; xDSL 0.74 has no `sdy` dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr, TensorType
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.printer import Printer
+from xdsl.traits import IsTerminator
+from xdsl.utils.exceptions import VerifyException
+
+AXIS = "d"  # the mesh's one axis
+MESH = "mesh"
+
+
+@irdl_op_definition
+class MeshOp(IRDLOperation):
+    """`sdy.mesh @mesh = <["d"=P]>`."""
+
+    name = "sdy.mesh"
+    sym_name = prop_def(StringAttr)
+    size = prop_def(IntAttr)
+
+    def __init__(self, size: int):
+        super().__init__(properties={"sym_name": StringAttr(MESH), "size": IntAttr(size)})
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f' @{self.sym_name.data} = <["{AXIS}"={self.size.data}]>')
+
+
+def _sharding(axis: int | None, rank: int) -> str:
+    dims = ", ".join('{"' + AXIS + '"}' if i == axis else "{}" for i in range(rank))
+    return f"<@{MESH}, [{dims}]>"
+
+
+@irdl_op_definition
+class ManualComputationOp(IRDLOperation):
+    """Every device runs the body on its block of each operand (split along
+    the axis `in_axes` gives, -1 for a whole one); results are joined along
+    `out_axes`, or are the same on every device."""
+
+    name = "sdy.manual_computation"
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    in_axes = prop_def(ArrayAttr[IntAttr])
+    out_axes = prop_def(ArrayAttr[IntAttr])
+    body = region_def("single_block")
+
+    def __init__(self, inputs: Sequence[SSAValue], result_types: Sequence[Attribute], in_axes: Sequence[int | None],
+                 out_axes: Sequence[int | None], body: Region):
+        def axes(values: Sequence[int | None]) -> ArrayAttr[IntAttr]:
+            return ArrayAttr([IntAttr(-1 if a is None else a) for a in values])
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)],
+                         properties={"in_axes": axes(in_axes), "out_axes": axes(out_axes)}, regions=[body])
+
+    @staticmethod
+    def _axes(attr: ArrayAttr[IntAttr]) -> list[int | None]:
+        return [None if a.data < 0 else a.data for a in attr.data]
+
+    def verify_(self) -> None:
+        if len(self.in_axes.data) != len(self.inputs) or len(self.out_axes.data) != len(self.outputs):
+            raise VerifyException("sdy.manual_computation: one axis per operand and per result")
+
+    def print(self, printer: Printer) -> None:
+        block: Block = self.body.block
+        ranks_in = [len(TensorType.get_shape(v.type)) for v in self.inputs]  # type: ignore[arg-type]
+        ranks_out = [len(TensorType.get_shape(v.type)) for v in self.outputs]  # type: ignore[arg-type]
+        printer.print_string("(")
+        printer.print_list(self.inputs, printer.print_operand)
+        printer.print_string(") in_shardings=[" + ", ".join(
+            _sharding(a, r) for a, r in zip(self._axes(self.in_axes), ranks_in)) + "]")
+        printer.print_string(" out_shardings=[" + ", ".join(
+            _sharding(a, r) for a, r in zip(self._axes(self.out_axes), ranks_out)) + "]")
+        printer.print_string(f' manual_axes={{"{AXIS}"}} (')
+        printer.print_list(block.args, printer.print_block_argument)
+        printer.print_string(") ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_string(" : (")
+        printer.print_list([v.type for v in self.inputs], printer.print_attribute)
+        printer.print_string(") -> (")
+        printer.print_list([v.type for v in self.outputs], printer.print_attribute)
+        printer.print_string(")")
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    name = "sdy.return"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator())
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.values, printer.print_operand)
+        printer.print_string(" : ")
+        printer.print_list([v.type for v in self.values], printer.print_attribute)
+
+
+SDY = Dialect("sdy", [MeshOp, ManualComputationOp, ReturnOp])

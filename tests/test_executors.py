@@ -1,0 +1,129 @@
+"""The second executor and the real compiler: `forge-check --executor xla`
+(the StableHLO form on XLA CPU, one device and several) judged as the
+stand-in is, `--tt-mlir` and `python -m forge_opt.tools.tt_mlir` (tt-mlir of
+jax-tt-plugin, a mock Blackhole p150), and `docs/executors.md`, whose
+executor columns this re-derives."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forge_opt.check import MATCH, MISMATCH, NOT_COMPILED, check_model
+from forge_opt.check.split import check_parallel
+from forge_opt.dialects.forge_functions import BY_NAME
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "data" / "models"
+DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+
+
+def _tool(name: str, *args, cwd=None):
+    exe = Path(sys.executable).parent / name
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_forge_check_on_xla_matches_and_says_so():
+    done = _tool("forge-check", MODELS / "tiny_cnn_opset17.onnx", "--executor", "xla")
+    assert done.returncode == MATCH, done.stdout + done.stderr
+    assert "executed by XLA CPU (jaxlib" in done.stdout
+
+
+def test_an_unknown_executor_is_an_error_naming_the_choices():
+    done = _tool("forge-check", MODELS / "tiny_cnn_opset17.onnx", "--executor", "gpu")
+    assert done.returncode == NOT_COMPILED
+    assert "--executor gpu: give one of standin, xla" in done.stderr
+
+
+def test_a_split_runs_its_device_sub_models_on_xla():
+    """NMS stays on the CPU; the device sub-model is compiled again and
+    run as StableHLO."""
+    done = _tool("forge-check", ROOT / "examples" / "detector.onnxtxt", "--fallback", "--executor", "xla")
+    assert done.returncode == MATCH, done.stdout + done.stderr
+    assert "executed by XLA CPU (jaxlib" in done.stdout and "each device sub-model" in done.stdout
+    done = _tool("forge-check", ROOT / "examples" / "detector.onnxtxt", "--fallback", "--executor", "xla",
+                 "--devices", "2")
+    assert done.returncode == NOT_COMPILED and "leave out --devices" in done.stderr
+
+
+def test_a_decode_loop_names_the_executor_it_does_not_take():
+    done = _tool("forge-check", MODELS / "tiny_cnn_opset17.onnx", "--executor", "xla", "--decode", "2")
+    assert done.returncode == NOT_COMPILED
+    assert "--executor does not combine with --decode" in done.stderr
+
+
+def test_a_wrong_golden_is_caught_by_the_other_executor(monkeypatch):
+    """The stand-in runs the goldens, XLA the StableHLO forms: a golden
+    broken in the stand-in is a mismatch there and not on XLA."""
+    relu = BY_NAME["Relu"]
+    monkeypatch.setattr(relu, "kernel", lambda x: np.maximum(x, 0.01).astype(x.dtype))
+    model = str(MODELS / "tiny_cnn_opset17.onnx")
+    assert check_model(model).status == MISMATCH
+    assert check_model(model, executor="xla").status == MATCH
+
+
+def test_block_float_weights_are_what_the_device_holds_on_both_executors():
+    """bfp4_b matmul weights: the StableHLO program's constants hold
+    `device_values`, as the stand-in converts the operand: both give the
+    same PCC to the float32 oracle."""
+    model = str(MODELS / "gpt2_opset17.onnx")
+    standin, xla = (check_model(model, weight_format="bfp4_b", executor=e) for e in ("standin", "xla"))
+    assert standin.status == xla.status == MATCH
+    assert abs(standin.outputs[0].pcc - xla.outputs[0].pcc) < 1e-6, (standin.outputs[0].pcc, xla.outputs[0].pcc)
+    float32 = check_model(model, executor="xla")
+    assert float32.outputs[0].pcc - xla.outputs[0].pcc > 1e-4  # the weights were converted
+
+
+def test_a_decoder_with_its_kv_cache_split_runs_on_two_xla_devices():
+    """The past and present KV caches are split by heads: @main takes and
+    returns them whole, each device its block."""
+    report = check_parallel(MODELS / "llm_llama.onnx", 2, dims=DECODE, executor="xla")
+    assert report.status == MATCH, report.format()
+    assert "on 2 devices" in report.format()
+
+
+@pytest.mark.skipif(not __import__("forge_opt.execution.tt_mlir", fromlist=["available"]).available(),
+                    reason="jax-tt-plugin (the tenstorrent extra) is not installed")
+class TestTTMLIR:
+    def test_forge_check_tt_mlir_keeps_the_dumps_beside_emit(self, tmp_path):
+        emit = tmp_path / "cnn.py"
+        done = _tool("forge-check", MODELS / "tiny_cnn_opset17.onnx", "--tt-mlir", "--emit", emit)
+        assert done.returncode == MATCH, done.stdout + done.stderr
+        assert "tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150): compiled to TTNN" in done.stdout
+        dumps = {p.name.split("_")[0] for p in (tmp_path / "cnn_tt_mlir").rglob("*.mlir")}
+        assert {"ttir", "ttnn"} <= dumps
+
+    def test_the_tool_names_tt_mlirs_first_diagnostic(self, tmp_path):
+        """tt-mlir 0.1.3 cannot lower a real FFT: exit 1 with its message."""
+        program = tmp_path / "rfft.mlir"
+        program.write_text(
+            'module {\n  func.func @main(%x: tensor<4x64xf32>) -> tensor<4x33xcomplex<f32>> {\n'
+            '    %y = "stablehlo.fft"(%x) <{fft_type = #stablehlo<fft_type RFFT>, fft_length = array<i64: 64>}> : '
+            '(tensor<4x64xf32>) -> tensor<4x33xcomplex<f32>>\n    func.return %y : tensor<4x33xcomplex<f32>>\n  }\n}\n')
+        done = subprocess.run([sys.executable, "-m", "forge_opt.tools.tt_mlir", str(program)], capture_output=True,
+                              text=True)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "did not compile" in done.stdout and "complex<f32>" in done.stdout
+        assert (tmp_path / "rfft_tt_mlir").is_dir()
+
+    def test_the_tool_refuses_a_missing_program(self, tmp_path):
+        done = subprocess.run([sys.executable, "-m", "forge_opt.tools.tt_mlir", str(tmp_path / "none.mlir")],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and "none.mlir: No such file" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_executors_table_is_current():
+    """docs/executors.md: every model and example on the stand-in, on XLA
+    and on 2 XLA devices, as the page says (its tt-mlir column is written by
+    a full run of the generator)."""
+    from forge_opt.tools import gen_executors
+
+    done = subprocess.run([sys.executable, "-m", "forge_opt.tools.gen_executors", "--check", "--no-tt-mlir"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert gen_executors.PAGE.as_posix() == "docs/executors.md"

@@ -35,6 +35,7 @@ class TTMLIRResult:
     compiled: bool  # tt-mlir lowered the program to TTNN
     diagnostic: str = ""  # tt-mlir's first error line, where it did not
     dumps: list[Path] = field(default_factory=list)  # its IR at each stage, as it wrote it
+    devices: int = 1  # the mock's chips
 
     @property
     def reached(self) -> str:
@@ -44,11 +45,35 @@ class TTMLIRResult:
                      if stage in names), "")
 
     def line(self) -> str:
-        head = "tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150)"
+        head = f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150{f' x{self.devices}' if self.devices > 1 else ''})"
         if self.compiled:
             return f"{head}: compiled to TTNN ({len(self.dumps)} dumps)"
         reached = f" (lowered to {self.reached} first)" if self.reached in ("TTIR", "TTNN") else ""
         return f"{head}: did not compile{reached}: {self.diagnostic}"
+
+
+def descriptor(devices: int) -> str:
+    """UMD's mock cluster descriptor of `devices` Blackhole p150 chips in a
+    line, each pair of neighbours joined by two ethernet links (without the
+    links the system mesh stays 1x1); its board ids follow the p150's
+    (`mock_p150.yaml`), which encodes the board type."""
+    chips = range(devices)
+    first = 4476187513037
+    # a chip's links to the right on logical channels 8 and 9, to the left on 10 and 11 (12 of 14 unharvested)
+    links = [f"  - [{{chip: {a}, chan: {c}}}, {{chip: {a + 1}, chan: {c + 2}}}]" for a in chips[:-1] for c in (8, 9)]
+    harvest = ("    noc_translation: true\n    harvest_mask: 0\n    dram_harvesting_mask: 0\n"
+               "    eth_harvesting_mask: 288\n    pcie_harvesting_mask: 2\n    l2cpu_harvesting_mask: 0")
+    return "\n".join([
+        f"# Mock UMD cluster descriptor: {devices} Blackhole p150 chips in a line (written by forge-opt)",
+        "arch:", *(f"  {i}: blackhole" for i in chips), "chips:", "  {}",
+        "chip_unique_ids:", *(f"  {i}: {first + i}" for i in chips),
+        "ethernet_connections:", *(links or ["  []"]), "ethernet_connections_to_remote_devices:", "  []",
+        "chips_with_mmio:", *(f"  - {i}: {i}" for i in chips),
+        "harvesting:", *(f"  {i}:\n{harvest}" for i in chips),
+        "boards:", *(f"  -\n    - board_id: {first + i}\n    - board_type: p150\n    - chips:\n        - {i}"
+                     for i in chips),
+        "",
+    ])
 
 
 def available() -> bool:
@@ -65,19 +90,23 @@ def compile_stablehlo(text: str, folder: Path, devices: int = 1) -> TTMLIRResult
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "program.stablehlo.mlir"
     source.write_text(text)
-    env = dict(os.environ, TT_METAL_MOCK_CLUSTER_DESC_PATH=str(DESCRIPTOR), TTXLA_CODEGEN_EXPORT_DIR=str(folder),
+    cluster = DESCRIPTOR
+    if devices > 1:  # P chips joined by ethernet: the plugin opens a 1xP mesh
+        cluster = folder / f"mock_p150_x{devices}.yaml"
+        cluster.write_text(descriptor(devices))
+    env = dict(os.environ, TT_METAL_MOCK_CLUSTER_DESC_PATH=str(cluster), TTXLA_CODEGEN_EXPORT_DIR=str(folder),
                JAX_PLATFORMS="tt")
     try:
         done = subprocess.run([sys.executable, "-m", "forge_opt.execution.tt_mlir", str(source), str(devices)],
                               env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=folder)
     except subprocess.TimeoutExpired:
-        return TTMLIRResult(False, f"no answer in {TIMEOUT} s")
+        return TTMLIRResult(False, f"no answer in {TIMEOUT} s", devices=devices)
     dumps = sorted(p for p in folder.rglob("*.mlir") if p != source)
     lowered = any(p.name.startswith("ttnn") for p in dumps)
     said = done.stdout + done.stderr
     if done.returncode == 0 or (lowered and _CODEGEN_MISSING in said):
-        return TTMLIRResult(lowered, "" if lowered else "tt-mlir wrote no TTNN", dumps)
-    return TTMLIRResult(False, first_error(said, text), dumps)
+        return TTMLIRResult(lowered, "" if lowered else "tt-mlir wrote no TTNN", dumps, devices)
+    return TTMLIRResult(False, first_error(said, text), dumps, devices)
 
 
 def first_error(output: str, text: str = "") -> str:

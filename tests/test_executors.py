@@ -97,6 +97,19 @@ class TestTTMLIR:
         dumps = {p.name.split("_")[0] for p in (tmp_path / "cnn_tt_mlir").rglob("*.mlir")}
         assert {"ttir", "ttnn"} <= dumps
 
+    def test_a_two_device_program_compiles_to_ttnn_all_reduces_on_two_mock_chips(self, tmp_path):
+        from forge_opt.api import compile_onnx
+        from forge_opt.execution.tt_mlir import compile_stablehlo
+        from forge_opt.targets.stablehlo import stablehlo_text
+
+        module = compile_onnx(str(ROOT / "lit_tests" / "targets" / "stablehlo_llama_mlp_block.onnxtxt"),
+                              pipeline="onnx-to-forge{devices=2}")
+        result = compile_stablehlo(stablehlo_text(module), tmp_path, devices=2)
+        assert result.compiled, result.line()
+        assert "mock Blackhole p150 x2): compiled to TTNN" in result.line()
+        ttnn = next(p for p in result.dumps if p.name.startswith("ttnn"))
+        assert "ttnn.all_reduce" in ttnn.read_text() and "meshShape = 1x2" in ttnn.read_text()
+
     def test_the_tool_names_tt_mlirs_first_diagnostic(self, tmp_path):
         """tt-mlir 0.1.3 cannot lower a real FFT: exit 1 with its message."""
         program = tmp_path / "rfft.mlir"

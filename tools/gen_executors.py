@@ -62,8 +62,10 @@ def _short(text: str) -> str:
     return line.replace("|", "\\|")[:110]
 
 
-def tt_mlir_cell(path: Path, dims: dict[str, int], split: bool = False) -> str:
-    """tt-mlir on the model's one program, or (`split`) on each device sub-model of its split."""
+def tt_mlir_cell(path: Path, dims: dict[str, int], split: bool = False, devices: int = 1) -> str:
+    """tt-mlir on the model's one program (on `devices`, its SPMD program
+    for a mock of that many chips), or (`split`) on each device sub-model
+    of its split."""
     from forge_opt.api import compile_onnx
     from forge_opt.diagnostics import ForgeOptError
     from forge_opt.execution.tt_mlir import compile_stablehlo
@@ -80,10 +82,12 @@ def tt_mlir_cell(path: Path, dims: dict[str, int], split: bool = False) -> str:
                            for g in read_split(infos.parent)[1] if g.device == DEVICE and not g.subgraphs]
             else:
                 sources = [str(path)]
-            texts = [stablehlo_text(compile_onnx(s, dims=None if split else dims or None)) for s in sources]
+            pipeline = f"onnx-to-forge{{devices={devices}}}" if devices > 1 else "onnx-to-forge"
+            texts = [stablehlo_text(compile_onnx(s, pipeline=pipeline, dims=None if split else dims or None))
+                     for s in sources]
         except ForgeOptError as e:
             return f"no program: {_short(str(e))}"
-        results = [compile_stablehlo(text, Path(folder) / f"tt_{i}") for i, text in enumerate(texts)]
+        results = [compile_stablehlo(text, Path(folder) / f"tt_{i}", devices) for i, text in enumerate(texts)]
     rejected = [r for r in results if not r.compiled]
     if rejected:
         return f"rejected: {_short(rejected[0].diagnostic)}"
@@ -111,6 +115,7 @@ def row(path: Path, tt_mlir: bool) -> str:
     cells = [f"`{path.as_posix()}`", sized, _cell(standin) + how, _cell(xla) + how, agree, two]
     if tt_mlir:
         cells.append(tt_mlir_cell(path, dims, split) if xla.status != NOT_COMPILED else "–")
+        cells.append(tt_mlir_cell(path, dims, devices=2) if two != "–" and not two.startswith("did not") else "–")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -121,7 +126,7 @@ def page(tt_mlir: bool = True) -> str:
 def render(rows: list[str], tt_mlir: bool = True) -> str:
     """The page around its table's rows."""
     header = ["model", "dims", "stand-in", "XLA CPU", "agree", "XLA CPU, 2 devices",
-              *(["tt-mlir (Blackhole p150 mock)"] if tt_mlir else [])]
+              *(["tt-mlir (Blackhole p150 mock)", "tt-mlir, 2 chips"] if tt_mlir else [])]
     lines = [
         "# Executors: the stand-in, XLA CPU and tt-mlir",
         "",
@@ -129,11 +134,11 @@ def render(rows: list[str], tt_mlir: bool = True) -> str:
         "stale). Each model is checked by `forge-check` against onnxruntime twice, with the same verdict:",
         "its Forge Python on the Forge stand-in, and its StableHLO form (`forge-opt -t stablehlo`) on XLA",
         "CPU (`--executor xla`, jaxlib); then its 2-device program (`--devices 2 --executor xla`), one",
-        "SPMD StableHLO module on 2 virtual XLA devices. The last column is the real tt-mlir compiler",
+        "SPMD StableHLO module on 2 virtual XLA devices. The last two columns are the real tt-mlir compiler",
         "(jax-tt-plugin 0.1.3) lowering the one-device StableHLO (of each device sub-model, for a split) to",
-        "TTIR and TTNN for a mock Blackhole p150 (`--tt-mlir`); the mock computes nothing, so it says",
-        "whether Tenstorrent's compiler takes the",
-        "program, not what it computes. Symbolic dims are sized as the `dims` column says; inputs are",
+        "TTIR and TTNN for a mock Blackhole p150 (`--tt-mlir`), then the 2-device SPMD module for a mock of",
+        "two p150s joined by ethernet; the mock computes nothing, so it says whether Tenstorrent's compiler",
+        "takes the program, not what it computes. Symbolic dims are sized as the `dims` column says; inputs are",
         "forge-check's seeded random ones. A model that does not compile on one device (control flow",
         "known only at run time, NMS) is checked with `--fallback`: split, its device sub-models run by",
         "the executor (on XLA, each compiled again to StableHLO), the rest by onnxruntime.",
@@ -160,14 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     return generator_main(__doc__, PAGE, page, "forge_opt.tools.gen_executors", argv)
 
 
-def without_last_column(text: str) -> str:
-    """The page with its tables' last column dropped."""
+def without_last_column(text: str, count: int = 2) -> str:
+    """The page with its tables' last `count` columns (tt-mlir's) dropped."""
     lines = []
     for line in text.splitlines():
         if line.startswith("|---"):
-            line = line[: -len("---|")]
+            line = line[: -len("---|") * count]
         elif line.startswith("| "):
-            line = line.rsplit(" | ", 1)[0] + " |"
+            line = line.rsplit(" | ", count)[0] + " |"
         lines.append(line)
     return "\n".join(lines) + "\n"
 

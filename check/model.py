@@ -49,8 +49,7 @@ class OneDevice:
         reduced_pcc = tolerances.min_pcc if self.options.reduced else None
         notes = [executed_by_xla()] if self.options.executor == "xla" else []
         if self.options.tt_mlir:
-            kept = self.options.tt_mlir_dumps
-            notes.append(tt_mlir_line(compiled.module, Path(kept) if kept else folder / "tt_mlir", bool(kept)))
+            notes.append(tt_mlir_line(compiled.module, self.options, folder))
         return Ran(dict(zip([o.name for o in model.graph.output], actual)), returned=len(actual),
                    emitted=compiled.emitted, notes=notes,
                    bisect=lambda: first_divergence(model, compiled.module, feeds, rtol=tolerances.rtol,
@@ -58,13 +57,16 @@ class OneDevice:
                    layers=lambda: layer_errors(model, compiled.module, feeds))
 
 
-def tt_mlir_line(module: ModuleOp, dumps: Path, kept: bool, devices: int = 1) -> str:
-    """The report's line on tt-mlir compiling the program's StableHLO form,
-    its dumps written in `dumps` (named if `kept`: the user's folder)."""
+def tt_mlir_line(module: ModuleOp, options: CheckOptions, folder: Path) -> str:
+    """The report's line on tt-mlir compiling the program's StableHLO form
+    for `options.devices` mock chips; its dumps are kept in
+    `options.tt_mlir_dumps` (named in the line), or in the check's `folder`."""
     from forge_opt.execution.tt_mlir import compile_stablehlo
     from forge_opt.targets.stablehlo import stablehlo_text
 
-    result = compile_stablehlo(stablehlo_text(module), dumps, devices)
+    kept = options.tt_mlir_dumps
+    dumps = Path(kept) if kept else folder / "tt_mlir"
+    result = compile_stablehlo(stablehlo_text(module), dumps, options.devices)
     return result.line() + (f"; its IR in {dumps}" if kept and result.dumps else "")
 
 

@@ -32,9 +32,9 @@ from forge_opt.split.api import (
     require_static_inputs,
     run_split,
     split_model,
-    tensor_parallel,
 )
 from forge_opt.split.mpi import run_mpi
+from forge_opt.split.parallel import compile_parallel, write_parallel
 from forge_opt.split.runner import assemble, run_parallel
 
 
@@ -152,6 +152,8 @@ class Parallel:
         if self.options.devices < 2:
             raise ForgeOptError(f"--devices {self.options.devices}: tensor parallelism needs 2 devices or more "
                                 "(leave --devices out to check on one device)")
+        if self.options.mpi and (self.options.executor == "xla" or self.options.tt_mlir):
+            raise ForgeOptError("--executor xla and --tt-mlir take the P devices' one SPMD program: leave out --mpi")
         return loaded
 
     def module(self) -> ModuleOp | None:
@@ -159,20 +161,15 @@ class Parallel:
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         o = self.options
-        plan = tensor_parallel(prepared.model, folder / "tp", o.devices, min_size=o.min_size, plan=o.plan,
-                               require_sharded=o.require_sharded, shapes=prepared.sizes.shapes,
-                               dims=prepared.sizes.dims, base=prepared.base, data_format=o.data_format,
-                               weight_format=o.weight_format)
+        # the program every device runs, written as the plan's per-device modules (which leaves it whole)
+        module = compile_parallel(prepared.model, prepared.base, o.devices, prepared.sizes, min_size=o.min_size,
+                                  plan=o.plan, require_sharded=o.require_sharded, data_format=o.data_format,
+                                  weight_format=o.weight_format)
+        plan = write_parallel(module, folder / "tp")
         summary = parallel_report(plan)
-        if o.executor == "xla" or o.tt_mlir:
-            if o.mpi:
-                raise ForgeOptError("--executor xla and --tt-mlir take the P devices' one SPMD program: leave out "
-                                    "--mpi")
-            module = spmd_module(prepared, o)
         notes = []
         if o.tt_mlir:
-            kept = o.tt_mlir_dumps
-            notes.append(tt_mlir_line(module, Path(kept) if kept else folder / "tt_mlir", bool(kept), o.devices))
+            notes.append(tt_mlir_line(module, o, folder))
         if o.executor == "xla":
             got = run_spmd_on_xla(module, prepared, feeds, o.devices)
             notes.append(executed_by_xla() + f", on {o.devices} devices")
@@ -187,27 +184,11 @@ class Parallel:
         return Ran(got, summary=summary, problems=_differ(differ, "the devices"), plan=plan, notes=notes)
 
 
-def spmd_module(prepared: Loaded, o: CheckOptions) -> ModuleOp:
-    """The P-device program (`onnx-to-forge{devices=P}`) in one module."""
-    from forge_opt.transforms.pipelines import run_pipeline
-
-    options = [f"devices={o.devices}"]
-    options += [f"min-size={o.min_size}"] if o.min_size else []
-    options += [f"plan={o.plan}"] if o.plan else []
-    options += ["require-sharded=true"] if o.require_sharded else []
-    if o.reduced:
-        options += [f"data-format={o.data_format}"] + ([f"weight-format={o.weight_format}"] if o.weight_format else [])
-    module = import_model(prepared.model, prepared.base, shapes=prepared.sizes)
-    run_pipeline(module, f"onnx-to-forge{{{' '.join(options)}}}")
-    return module
-
-
 def run_spmd_on_xla(module: ModuleOp, prepared: Loaded, feeds: dict[str, np.ndarray],
                     devices: int) -> dict[str, np.ndarray]:
     """The P-device program as one SPMD StableHLO module on P virtual XLA
     CPU devices: the model's outputs."""
-    from forge_opt import dtypes
-    from forge_opt.execution.engine import as_program_input
+    from forge_opt.execution.engine import program_inputs
     from forge_opt.execution.xla import run_stablehlo
     from forge_opt.interpreters.run import main_func
     from forge_opt.targets.forge_python import input_names
@@ -215,11 +196,9 @@ def run_spmd_on_xla(module: ModuleOp, prepared: Loaded, feeds: dict[str, np.ndar
     from forge_opt.transforms.tp.partition import split_axes
 
     fn = main_func(module)
-    args = fn.body.block.args
-    inputs = [as_program_input(feeds[n], dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
-              for n, a in zip(input_names(fn), args)]
-    outs = run_stablehlo(stablehlo_text(module), inputs, devices,
-                         split_axes(fn.arg_attrs, len(args)), split_axes(fn.res_attrs, len(fn.function_type.outputs)))
+    inputs = program_inputs(module, [feeds[n] for n in input_names(fn)])
+    outs = run_stablehlo(stablehlo_text(module), inputs, devices, split_axes(fn.arg_attrs, len(inputs)),
+                         split_axes(fn.res_attrs, len(fn.function_type.outputs)))
     return dict(zip([out.name for out in prepared.model.graph.output], outs))
 
 

@@ -179,8 +179,7 @@ def _elementwise(op_name: str, arity: int) -> type[ElementwiseOp]:
 ARITY: dict[str, int] = {"stablehlo.compare": 2}
 
 
-UNARY_NAMES = ("abs", "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "sine", "cosine", "negate",
-               "not", "convert", "floor", "sign", "is_finite")
+UNARY_NAMES = ("abs", "exponential", "log", "sqrt", "tanh", "logistic", "sine", "cosine", "convert")
 BINARY_NAMES = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "atan2",
                 "and", "or")
 ELEMENTWISE: dict[str, type[ElementwiseOp]] = {
@@ -330,30 +329,30 @@ class ReduceWindowOp(RegionOp):
     padding = opt_prop_def(DenseIntOrFPElementsAttr)
 
 
-@irdl_op_definition
-class AllReduceOp(RegionOp):
-    name = "stablehlo.all_reduce"
+class CollectiveOp(IRDLOperation):
+    """Who takes part: `replica_groups` of device ids (global ones, with
+    `use_global_device_ids`), over a channel of its own."""
+
     replica_groups = prop_def(DenseIntOrFPElementsAttr)
     channel_handle = prop_def(ChannelHandleAttr)
     use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition
-class ReduceScatterOp(RegionOp):
+class AllReduceOp(RegionOp, CollectiveOp):
+    name = "stablehlo.all_reduce"
+
+
+@irdl_op_definition
+class ReduceScatterOp(RegionOp, CollectiveOp):
     name = "stablehlo.reduce_scatter"
     scatter_dimension = prop_def(IntegerAttr)
-    replica_groups = prop_def(DenseIntOrFPElementsAttr)
-    channel_handle = prop_def(ChannelHandleAttr)
-    use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition
-class AllGatherOp(HloOp):
+class AllGatherOp(HloOp, CollectiveOp):
     name = "stablehlo.all_gather"
     all_gather_dim = prop_def(IntegerAttr)
-    replica_groups = prop_def(DenseIntOrFPElementsAttr)
-    channel_handle = prop_def(ChannelHandleAttr)
-    use_global_device_ids = opt_prop_def(UnitAttr)
 
 
 @irdl_op_definition

@@ -56,10 +56,8 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
     """The emitted module's outputs on the Forge stand-in, its parameters
     loaded from the model."""
     model = with_external_data(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
-    args = main_func(compiled.module).body.block.args
-    return run_forge_module(compiled.emitted.source,
-                            [as_program_input(x, dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
-                             for x, a in zip(inputs, args)], model, compiled.emitted)
+    return run_forge_module(compiled.emitted.source, program_inputs(compiled.module, inputs), model,
+                            compiled.emitted)
 
 
 def run_compiled_on_xla(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -68,14 +66,18 @@ def run_compiled_on_xla(compiled: Compiled, inputs: list[np.ndarray]) -> list[np
     from forge_opt.execution.xla import run_stablehlo
     from forge_opt.targets.stablehlo import stablehlo_text
 
-    args = main_func(compiled.module).body.block.args
-    return run_stablehlo(stablehlo_text(compiled.module),
-                         [as_program_input(x, dtypes.numpy_dtype(dtypes.tensor(a.type).element_type))
-                          for x, a in zip(inputs, args)])
+    return run_stablehlo(stablehlo_text(compiled.module), program_inputs(compiled.module, inputs))
 
 
 #: what `--executor` takes: the Forge stand-in (numpy goldens), or XLA CPU from the StableHLO program
 EXECUTORS = ("standin", "xla")
+
+
+def program_inputs(module: ModuleOp, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs, in the main function's order, each as its argument takes
+    it (`as_program_input`)."""
+    args = main_func(module).body.block.args
+    return [as_program_input(x, dtypes.numpy_dtype(dtypes.tensor(a.type).element_type)) for x, a in zip(inputs, args)]
 
 
 def as_program_input(value: np.ndarray, dtype) -> np.ndarray:

@@ -154,18 +154,16 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
         on_device = g.device == DEVICE and how.mode == "device"
         if on_device and devices > 1:
             outputs = _run_parallel_graph(g, devices, feeds, how)
-        elif on_device and (how.recompile or how.executor == "xla"):
-            compiled = compile_model(model, g.model_path.parent)
-            run = run_compiled_on_xla if how.executor == "xla" else run_compiled
-            outputs = run(compiled, [feeds[x] for x in compiled.input_names])
-            if how.record is not None:
-                how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
-                                   g.model_path.parent, feeds))
         elif on_device:
-            # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
-            check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
-            order = [i.name for i in graph_inputs(model)]
-            outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
+            if how.recompile or how.executor == "xla":
+                compiled = compile_model(model, g.model_path.parent)
+                run = run_compiled_on_xla if how.executor == "xla" else run_compiled
+                outputs = run(compiled, [feeds[x] for x in compiled.input_names])
+            else:
+                # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
+                check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
+                order = [i.name for i in graph_inputs(model)]
+                outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
             if how.record is not None:
                 how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
                                    g.model_path.parent, feeds))

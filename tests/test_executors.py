@@ -16,6 +16,7 @@ import pytest
 from forge_opt.check import MATCH, MISMATCH, NOT_COMPILED, check_model
 from forge_opt.check.split import check_parallel
 from forge_opt.dialects.forge_functions import BY_NAME
+from forge_opt.execution import tt_mlir
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "data" / "models"
@@ -48,6 +49,14 @@ def test_a_split_runs_its_device_sub_models_on_xla():
     done = _tool("forge-check", ROOT / "examples" / "detector.onnxtxt", "--fallback", "--executor", "xla",
                  "--devices", "2")
     assert done.returncode == NOT_COMPILED and "leave out --devices" in done.stderr
+
+
+def test_xla_and_tt_mlir_refuse_mpi_before_compiling():
+    """The P devices' one SPMD program is not the MPI runner's per-device modules."""
+    for flag in (("--executor", "xla"), ("--tt-mlir",)):
+        done = _tool("forge-check", MODELS / "tiny_cnn_opset17.onnx", "--devices", "2", "--mpi", *flag)
+        assert done.returncode == NOT_COMPILED
+        assert "take the P devices' one SPMD program: leave out --mpi" in done.stderr
 
 
 def test_a_decode_loop_names_the_executor_it_does_not_take():
@@ -86,8 +95,7 @@ def test_a_decoder_with_its_kv_cache_split_runs_on_two_xla_devices():
     assert "on 2 devices" in report.format()
 
 
-@pytest.mark.skipif(not __import__("forge_opt.execution.tt_mlir", fromlist=["available"]).available(),
-                    reason="jax-tt-plugin (the tenstorrent extra) is not installed")
+@pytest.mark.skipif(not tt_mlir.available(), reason="jax-tt-plugin (the tenstorrent extra) is not installed")
 class TestTTMLIR:
     def test_forge_check_tt_mlir_keeps_the_dumps_beside_emit(self, tmp_path):
         emit = tmp_path / "cnn.py"

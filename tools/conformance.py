@@ -340,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         "--split-expectations", type=Path, default=SPLIT_EXPECTATIONS,
         help=f"where --write puts the expected failures of the split path ({SPLIT_EXPECTATIONS})",
     )
-    parser.add_argument("--executor", choices=("standin", "xla"), default="standin",
+    from forge_opt.execution.engine import EXECUTORS
+
+    parser.add_argument("--executor", choices=EXECUTORS, default="standin",
                         help="what runs each program: the stand-in (the default) or XLA CPU; with xla the "
                         "split figure is left out and --write refused")
     args = parser.parse_args(argv)

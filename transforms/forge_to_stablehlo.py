@@ -112,6 +112,12 @@ class _Collectives:
     def __init__(self, devices: int):
         self.devices = devices
         self.channels = 0
+        self.index: SSAValue | None = None  # this device's partition id as i64, made at the first all_slice
+
+    def device_index(self, h: Hlo) -> SSAValue:
+        if self.index is None:  # ops are appended in order: the first definition comes before every use
+            self.index = h.convert(h.add(hlo.PartitionIdOp(result_types=[TensorType(ui32, [])])), i64)
+        return self.index
 
     def _group(self) -> dict[str, Attribute]:
         self.channels += 1
@@ -124,7 +130,7 @@ class _Collectives:
         assert isinstance(out, TensorType)
         if isinstance(op, shard.AllSliceOp):  # this device's block: no communication
             size = out.get_shape()[op.axis]
-            index = h.convert(h.add(hlo.PartitionIdOp(result_types=[TensorType(ui32, [])])), i64)
+            index = self.device_index(h)
             starts = [h.binary("multiply", index, h.full(size, i64)) if d == op.axis else h.full(0, i64)
                       for d in range(len(shape(x)))]
             return h.add(hlo.DynamicSliceOp([x, *starts], out, {"slice_sizes": hlo.i64_array(out.get_shape())}))
@@ -144,15 +150,20 @@ def lower_function(source: func.FuncOp, name: str = "main", devices: int = 1) ->
     (on `devices`, a Shardy manual computation of it)."""
     if devices > 1:
         return _spmd(source, name, devices)
-    block = Block(arg_types=source.function_type.inputs.data)
+    block = _named_block(source, source.function_type.inputs.data)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, block.args))
+    _lower_body(source, block, values, func.ReturnOp, None)
+    return func.FuncOp(name, source.function_type, Region(block), arg_attrs=source.arg_attrs,
+                       res_attrs=source.res_attrs)
+
+
+def _named_block(source: func.FuncOp, types) -> Block:
+    """A block of arguments of `types`, named as `source`'s are."""
+    block = Block(arg_types=types)
     for old, new in zip(source.body.block.args, block.args):
         if old.name_hint:
             new.name_hint = old.name_hint
-    _lower_body(source, block, values, func.ReturnOp, None)
-    lowered = func.FuncOp(name, source.function_type, Region(block), arg_attrs=source.arg_attrs,
-                          res_attrs=source.res_attrs)
-    return lowered
+    return block
 
 
 def _lower_body(source: func.FuncOp, block: Block, values: dict[SSAValue, SSAValue], ret,
@@ -191,10 +202,7 @@ def _spmd(source: func.FuncOp, name: str, devices: int) -> func.FuncOp:
     in_axes, out_axes = split_axes(source.arg_attrs, len(ins)), split_axes(source.res_attrs, len(outs))
     whole_ins = [_whole(t, a, devices) for t, a in zip(ins, in_axes)]
     whole_outs = [_whole(t, a, devices) for t, a in zip(outs, out_axes)]
-    outer = Block(arg_types=whole_ins)
-    for old, new in zip(source.body.block.args, outer.args):
-        if old.name_hint:
-            new.name_hint = old.name_hint
+    outer = _named_block(source, whole_ins)
     inner = Block(arg_types=ins)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, inner.args))
     _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(devices))

@@ -294,10 +294,23 @@ def tensor_parallel(
     out = Path(folder)
     model, loaded_from = load_model(source)
     check_folder(out, base or loaded_from, force, "--force replaces it")
-    module = import_model(model, base or loaded_from, shapes=InputShapes.of(shapes, dims))
+    module = compile_parallel(model, base or loaded_from, devices, InputShapes.of(shapes, dims), min_size=min_size,
+                              plan=plan, require_sharded=require_sharded, data_format=data_format,
+                              weight_format=weight_format, static_cache=static_cache)
+    return write_parallel(module, out)
+
+
+def compile_parallel(
+    model: ModelProto, base: Path | None, devices: int, shapes: InputShapes, *, min_size: int = 0, plan: str = "",
+    require_sharded: bool = False, data_format: str = "float32", weight_format: str = "", static_cache: int = 0,
+) -> ModuleOp:
+    """The program every one of `devices` devices runs, in one module
+    (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the plan's
+    per-device modules without changing it."""
+    module = import_model(model, base, shapes=shapes)
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
     pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, data_format, weight_format, static_cache,
                                verify_each=True)
     verify_after(None, module)
     run_passes([pipeline], Context(), module, verify_each=False)
-    return write_parallel(module, out)
+    return module

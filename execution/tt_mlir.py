@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.files import write_text
 
 DESCRIPTOR = Path(__file__).with_name("mock_p150.yaml")
 #: a first compile takes about 20 s on 2 cores; a large program more
@@ -89,11 +90,11 @@ def compile_stablehlo(text: str, folder: Path, devices: int = 1) -> TTMLIRResult
         raise ForgeOptError("the tt-mlir check needs jax-tt-plugin: pip install 'forge-opt[tenstorrent]'")
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "program.stablehlo.mlir"
-    source.write_text(text)
+    write_text(source, text)  # a temporary name, then renamed: never through a link in the user's folder
     cluster = DESCRIPTOR
     if devices > 1:  # P chips joined by ethernet: the plugin opens a 1xP mesh
         cluster = folder / f"mock_p150_x{devices}.yaml"
-        cluster.write_text(descriptor(devices))
+        write_text(cluster, descriptor(devices))
     env = dict(os.environ, TT_METAL_MOCK_CLUSTER_DESC_PATH=str(cluster), TTXLA_CODEGEN_EXPORT_DIR=str(folder),
                JAX_PLATFORMS="tt")
     try:

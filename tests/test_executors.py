@@ -75,6 +75,17 @@ def test_a_wrong_golden_is_caught_by_the_other_executor(monkeypatch):
     assert check_model(model, executor="xla").status == MATCH
 
 
+def test_a_wrong_stablehlo_form_is_a_mismatch_on_xla(monkeypatch):
+    """The other way round: a form that computes the wrong thing is caught
+    by the same verdict, and the stand-in still matches."""
+    from forge_opt.dialects.forge_functions.stablehlo_forms import FORMS
+
+    monkeypatch.setitem(FORMS, "Relu", lambda h, call, args, out: h.unary("abs", args[0]))
+    model = str(MODELS / "tiny_cnn_opset17.onnx")
+    assert check_model(model, executor="xla").status == MISMATCH
+    assert check_model(model).status == MATCH
+
+
 def test_block_float_weights_are_what_the_device_holds_on_both_executors():
     """bfp4_b matmul weights: the StableHLO program's constants hold
     `device_values`, as the stand-in converts the operand: both give the
@@ -130,6 +141,18 @@ class TestTTMLIR:
         assert done.returncode == 1, done.stdout + done.stderr
         assert "did not compile" in done.stdout and "complex<f32>" in done.stdout
         assert (tmp_path / "rfft_tt_mlir").is_dir()
+
+    def test_the_program_file_is_replaced_not_written_through_a_link(self, tmp_path):
+        from forge_opt.execution.tt_mlir import compile_stablehlo
+
+        outside = tmp_path / "outside.txt"
+        outside.write_text("keep")
+        dumps = tmp_path / "dumps"
+        dumps.mkdir()
+        (dumps / "program.stablehlo.mlir").symlink_to(outside)
+        compile_stablehlo("module {\n}\n", dumps)
+        assert outside.read_text() == "keep"
+        assert not (dumps / "program.stablehlo.mlir").is_symlink()
 
     def test_the_tool_refuses_a_missing_program(self, tmp_path):
         done = subprocess.run([sys.executable, "-m", "forge_opt.tools.tt_mlir", str(tmp_path / "none.mlir")],

@@ -50,7 +50,9 @@ _ORACLE = ("import numpy as np\nfrom forge_opt.execution.oracle import onnxrunti
            "onnxruntime_outputs(model, base, dict(np.load(sys.argv[2])))")
 _CHECK = ("from forge_opt.tools.forge_check import main\n"
           "sys.argv = ['forge-check', sys.argv[1], '--inputs', sys.argv[2]]\n"
-          "try:\n    main()\nexcept SystemExit as done:\n    print('status', done.code, file=sys.stderr)")
+          "try:\n    main()\nexcept SystemExit as done:\n"
+          "    if done.code not in (0, 1, 3):  # no verdict: its cost is not a verdict's\n"
+          "        raise SystemExit(f'forge-check reached no verdict (exit {done.code})')")
 
 
 def feeds(model: Path, dims: list[str]) -> dict[str, np.ndarray]:

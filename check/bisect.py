@@ -16,16 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import ModelProto, helper
 from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
 
 from forge_opt import dtypes
 from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
 from forge_opt.execution.engine import program_inputs
 from forge_opt.frontends.onnx.names import ambiguous, ssa_name
-from forge_opt.interpreters.forge import ForgeFunctions
-from forge_opt.interpreters.onnx import OnnxFunctions
-from forge_opt.interpreters.run import main_func
-from forge_opt.interpreters.tir import TirFunctions
+from forge_opt.interpreters.run import interpreter, main_func
 
 
 @dataclass
@@ -81,9 +77,7 @@ def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarra
                 if r.name_hint:
                     values[r.name_hint] = np.asarray(v)
 
-    interp = Interpreter(module)
-    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions()):
-        interp.register_implementations(functions)
+    interp = interpreter(module)
     interp.listeners = (*interp.listeners, Record())
     func = main_func(module)
     inputs = program_inputs(module, [np.asarray(x) for x in inputs])  # as the program takes them (bfloat16)

@@ -21,7 +21,7 @@ from forge_opt.data_formats import device_values
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import import_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-from forge_opt.frontends.onnx.values import with_external_data
+from forge_opt.frontends.onnx.values import as_loaded, release_mapped_pages
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names
@@ -55,9 +55,12 @@ def compile_model(
 def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The emitted module's outputs on the Forge stand-in, its parameters
     loaded from the model."""
-    model = with_external_data(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
-    return run_forge_module(compiled.emitted.source, program_inputs(compiled.module, inputs), model,
-                            compiled.emitted)
+    model = as_loaded(compiled.model, compiled.base)  # as the user's `onnx.load` gives it to Forge
+    try:
+        return run_forge_module(compiled.emitted.source, program_inputs(compiled.module, inputs), model,
+                                compiled.emitted)
+    finally:
+        release_mapped_pages()
 
 
 def run_compiled_on_xla(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -225,7 +225,8 @@ def onnxruntime_outputs(
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         loading = False
-        return [np.asarray(value) for value in session.run(None, feeds)]
+        # copied: an array onnxruntime returns keeps its session's whole memory arena alive
+        return [np.array(value) for value in session.run(None, feeds)]
     except Exception as e:  # onnxruntime's own errors carry no common base class
         if _lacks(e, model, loading):
             raise _Unsupported(str(e)) from None

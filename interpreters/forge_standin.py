@@ -325,6 +325,7 @@ def _torch_shim() -> types.ModuleType:
     torch.__dict__.update(
         bfloat16=np.dtype(ml_dtypes.bfloat16),
         from_numpy=_from_numpy,
+        tensor=_from_numpy,  # a copy in torch; no stand-in op writes into its operands
         full=lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype),
     )
     return torch

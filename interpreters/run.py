@@ -7,8 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
-from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
+from xdsl.interpreter import Interpreter, InterpreterFunctions
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.forge import ForgeFunctions
@@ -24,13 +23,21 @@ def main_func(module: ModuleOp) -> FuncOp:
     return funcs[0]
 
 
+def interpreter(module: ModuleOp, *more: InterpreterFunctions) -> Interpreter:
+    """An interpreter of `module` that runs func and our dialects (and `more`)."""
+    # here, not at the top: xdsl.interpreters imports all of xDSL's interpreters (0.2 s), which only a run needs
+    from xdsl.interpreters.func import FuncFunctions
+
+    interp = Interpreter(module)
+    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions(), *more):
+        interp.register_implementations(functions)
+    return interp
+
+
 def run_module(module: ModuleOp, inputs: Sequence[np.ndarray], member: Collectives | None = None) -> list[np.ndarray]:
     """Outputs of the module's first function on `inputs`; `member` is the
     device it runs as when it is a per-device (`tp-partition`) program."""
-    interp = Interpreter(module)
-    shards = ShardFunctions(member or ThreadGroup(1).member(0))
-    for functions in (FuncFunctions(), OnnxFunctions(), TirFunctions(), ForgeFunctions(), shards):
-        interp.register_implementations(functions)
+    interp = interpreter(module, ShardFunctions(member or ThreadGroup(1).member(0)))
     func = main_func(module)
     try:
         results = interp.call_op(func.sym_name.data, tuple(inputs))

@@ -32,7 +32,7 @@ import onnx
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import as_program_input, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
-from forge_opt.frontends.onnx.values import with_external_data
+from forge_opt.frontends.onnx.values import as_loaded
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
 from forge_opt.split.folder import (
@@ -63,7 +63,7 @@ def _load_converted(g: SplitGraph, model: onnx.ModelProto):
             "as it is now: run `forge-split convert` again (or `run --recompile`)"
         )
     try:
-        return forge_instance(path.read_text(), str(path), with_external_data(model, g.model_path.parent))
+        return forge_instance(path.read_text(), str(path), as_loaded(model, g.model_path.parent))
     except ForgeCallError as e:
         raise ForgeOptError(f"graph_{g.index}: the converted module {path} does not load: {e}") from None
     except Exception as e:  # whatever the module's own code raises: it is the user's file now

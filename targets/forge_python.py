@@ -352,8 +352,8 @@ class _Emitter:
                     f".{kind}({ints!r})" for kind, ints in self.layouts.get(name, ()))
                 if name in self.narrow:
                     value = f"torch.from_numpy({array}.astype(np.float32)).to(torch.{self.narrow[name]})"
-                else:
-                    value = f"torch.from_numpy({array}.copy())"
+                else:  # torch.tensor copies: the array may be a read-only view of the model's bytes
+                    value = f"torch.tensor({array})"
                 load.append(f"self.set_{kind}({_quote(name)}, {value})")
         if constants_file:
             load.append("with np.load(CONSTANTS) as constants:")

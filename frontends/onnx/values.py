@@ -152,6 +152,59 @@ def with_external_data(model: ModelProto, base: Path | None) -> ModelProto:
     return loaded
 
 
+def as_loaded(model: ModelProto, base: Path | None):
+    """`model` as `with_external_data` gives it, for reading initializers
+    through `onnx.numpy_helper.to_array` (what an emitted module's
+    `process_framework_parameters` does) without copying a byte: each
+    external initializer's `raw_data` is a view of the mapped file. `model`
+    itself when it has no external data."""
+    if not any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer):
+        return model
+    return _LoadedModel(model, [
+        _MappedTensor(t, external_bytes(t, base, f"initializer '{t.name}'"))
+        if t.data_location == TensorProto.EXTERNAL else t
+        for t in model.graph.initializer
+    ])
+
+
+class _MappedTensor:
+    """An external initializer as `onnx.load` leaves it (data inline, no
+    external fields), its `raw_data` a read-only view of the mapped file."""
+
+    data_location = TensorProto.DEFAULT
+    external_data = ()
+
+    def __init__(self, tensor: TensorProto, raw: bytes):
+        self._tensor = tensor
+        self.raw_data = raw
+
+    def HasField(self, field: str) -> bool:  # protobuf's name
+        return field == "raw_data" or (field not in ("data_location", "segment") and self._tensor.HasField(field))
+
+    def __getattr__(self, name: str):
+        return getattr(self._tensor, name)
+
+
+class _LoadedModel:
+    """A ModelProto whose graph's initializers are `_MappedTensor`s."""
+
+    def __init__(self, model: ModelProto, initializers: list):
+        self._model = model
+        self.graph = _LoadedGraph(model.graph, initializers)
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+
+class _LoadedGraph:
+    def __init__(self, graph, initializers: list):
+        self._graph = graph
+        self.initializer = initializers
+
+    def __getattr__(self, name: str):
+        return getattr(self._graph, name)
+
+
 @functools.lru_cache(maxsize=64)
 def _mapped(path: Path, inode: int, mtime_ns: int, size: int) -> mmap.mmap | bytes:
     """An external data file, memory-mapped once (read-only) per version of

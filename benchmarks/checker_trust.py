@@ -287,7 +287,7 @@ def _judge_mutant(label: str, source, model: onnx.ModelProto, base, feeds, outpu
                   ) -> Tally:
     """One mutant's tally: equivalent, rounding-sized, killed, called
     ill-conditioned or a false match (`change`, then the driver)."""
-    from forge_opt.check.conditioning import near_tied_rows
+    from forge_opt.check.ties import near_tied_rows
 
     tally = Tally(mutants=1)
     moved = change(outputs, got, want, exact,

@@ -11,10 +11,11 @@ under a rounding-level change are asked (`unstable_outputs`): onnxruntime
 with its graph optimizations on, onnxruntime on the float inputs nudged by
 `NUDGE_ULPS` units in the last place (seeded random signs), onnxruntime
 with each ArgMax and TopK choosing the other of two near-tied scores (what a
-Gather by it reads: `TiesFlipped`), and the wide run (`wide.py`). The position is
-ill-conditioned where one of them fails the same rule there, by at least a
-tenth of the program's own error (for an index: in a row where it chooses
-otherwise), or where an ArgMax behind the output chose a value
+Gather by it reads: `TiesFlipped`), onnxruntime with each quantizer and
+rounding op taking its other result at a near-tie (`RoundingFlipped`), and
+the wide run (`wide.py`). The position is ill-conditioned where one of them
+fails the same rule there, by at least a tenth of the program's own error
+(for an index: in a row where it chooses otherwise), or where an ArgMax behind the output chose a value
 onnxruntime's own run ties with the largest (`near_tied_rows`). An output is
 ill-conditioned when every position that fails is; a position the variants
 reproduce and the program does not is a mismatch, however many others are
@@ -36,24 +37,27 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import ModelProto, NodeProto, numpy_helper
+from onnx import ModelProto
 
-from forge_opt.check.compare import BUDGET_FACTOR, REDUCED_PCC, OutputResult
+from forge_opt.check.compare import REDUCED_PCC, OutputResult
 from forge_opt.check.report import ILL_CONDITIONED, MISMATCH
-from forge_opt.check.wide import WideRun, wide_outputs
+from forge_opt.check.ties import (
+    NEAR_TIE,
+    NUDGE_ULPS,
+    ROUNDING_FLIPPED,
+    TIES_FLIPPED,
+    RoundingFlipped,
+    TiesFlipped,
+    near_tied_rows,
+)
+from forge_opt.check.wide import WideRun
 from forge_opt.execution.oracle import onnxruntime_outputs
 
-#: units in the last place each float input is moved by (up or down, at random)
-NUDGE_ULPS = 4
 #: the smallest fraction of the program's error the oracle's own must reach
 SAME_ORDER = 0.1
 #: why an output of a split is ill-conditioned when its device sub-models each match onnxruntime
 AMPLIFIED = ("onnxruntime's own sub-models on the host turn the device sub-models' values, each within the "
              "tolerance of onnxruntime's on the same inputs, into it")
-#: what the near-tie probes are called in the report
-NEAR_TIE = "an ArgMax among values onnxruntime's own run ties to within their rounding"
-TIES_FLIPPED = "onnxruntime with each ArgMax and TopK choosing the other of two values tied to within their rounding"
 
 
 def nudged(feeds: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
@@ -113,7 +117,8 @@ def unstable_outputs(
     if any(x.dtype.kind == "f" for x in feeds.values()):
         variants.append((f"onnxruntime on the float inputs moved by {NUDGE_ULPS} units in the last place",
                          lambda: onnxruntime_outputs(model, base, nudged(feeds))))
-    variants += [(TIES_FLIPPED, ties.outputs), (TIES_FLIPPED + ", paired from the last", lambda: ties.outputs(True))]
+    variants += [(TIES_FLIPPED, ties.outputs), (TIES_FLIPPED + ", paired from the last", lambda: ties.outputs(True)),
+                 (ROUNDING_FLIPPED, RoundingFlipped(model, base, feeds).outputs)]
     if wide is not None:
         variants.append(("the model run wider", lambda: wide.outputs))
     whole: dict[str, str] = {}  # outputs judged as a whole, ill-conditioned
@@ -155,127 +160,6 @@ def unstable_outputs(
     return Probed(ill, probed)
 
 
-class TiesFlipped:
-    """The oracle for what depends on a near-tie (a Gather by an ArgMax or a
-    TopK): the model run with each ArgMax (ArgMin) of its graph choosing, at
-    each row whose best two scores onnxruntime ties to within NUDGE_ULPS
-    units in the last place (or as close as the scores' own rounding puts
-    them: BUDGET_FACTOR times onnxruntime's distance to the wide run there),
-    the second, and each sorted TopK with such neighbours in its order (the
-    k-th and the next among them) swapped in pairs, paired from the first or
-    (`backwards`) from the last of a run of them. The scores are probed once
-    for both."""
-
-    def __init__(self, model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray]):
-        self.model, self.base, self.feeds = model, base, feeds
-        self.nodes = [n for n in model.graph.node if (n.op_type in ("ArgMax", "ArgMin") and
-                                                      _attrs(n).get("select_last_index", 0) == 0) or
-                      (n.op_type == "TopK" and _attrs(n).get("sorted", 1) == 1)]
-        self._probed: list | None = None
-
-    def outputs(self, backwards: bool = False) -> list | None:
-        """The model's outputs with its near-ties chosen otherwise; None where nothing is so tied."""
-        if not self.nodes:
-            return None
-        given: dict[str, np.ndarray] = {}
-        tied = False
-        for node, (scores, k, exact) in zip(self.nodes, self._probe()):
-            tied |= _flip(node, scores, k, exact, backwards, given)
-        if not tied:
-            return None
-        variant = ModelProto()
-        variant.CopyFrom(self.model)
-        kept = [n for n in variant.graph.node if not set(n.output) & given.keys()]
-        del variant.graph.node[:]
-        variant.graph.node.extend(kept)
-        kept_info = [v for v in variant.graph.value_info if v.name not in given]
-        del variant.graph.value_info[:]
-        variant.graph.value_info.extend(kept_info)
-        variant.graph.input.extend(
-            onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-            for name, v in given.items())
-        return onnxruntime_outputs(variant, self.base, {**self.feeds, **given})
-
-    def scores(self, node: NodeProto) -> tuple[np.ndarray, np.ndarray | None]:
-        """`node`'s scores on onnxruntime and in the wide run."""
-        scores, _, exact = self._probe()[self.nodes.index(node)]
-        return scores, exact
-
-    def _probe(self) -> list[tuple[np.ndarray, int, np.ndarray | None]]:
-        """Each node's scores, its k (1 for an ArgMax) and the scores of the wide run."""
-        if self._probed is None:
-            values, exact = _probed(self.model, self.base, self.feeds, [x for n in self.nodes for x in n.input[:2]])
-            self._probed = [(values[n.input[0]], int(np.asarray(values[n.input[1]]).reshape(-1)[0])
-                             if n.op_type == "TopK" else 1, exact.get(n.input[0])) for n in self.nodes]
-        return self._probed
-
-
-def _probed(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], names: list[str]
-            ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The values `names` take on onnxruntime, and in the wide run where it
-    runs (a feed is its own)."""
-    inner = [x for x in dict.fromkeys(names) if x not in feeds]
-    fed = {x: feeds[x] for x in names if x in feeds}
-    values, exact = dict(fed), dict(fed)
-    if inner:
-        probe = ModelProto()
-        probe.CopyFrom(model)
-        del probe.graph.output[:]
-        probe.graph.output.extend(onnx.helper.make_empty_tensor_value_info(x) for x in inner)
-        values.update(zip(inner, onnxruntime_outputs(probe, base, feeds)))
-        wide = wide_outputs(probe, base, feeds)[0]
-        exact.update(zip(inner, wide) if wide is not None else ())
-    return values, exact
-
-
-def _tie_band(scores: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
-    """How far below each score another counts as tied with it: NUDGE_ULPS
-    units in its last place, or as close as the scores' own rounding puts
-    them (BUDGET_FACTOR times onnxruntime's distance to the wide run)."""
-    band = NUDGE_ULPS * np.spacing(np.abs(scores)).astype(np.float64)
-    if exact is not None and np.shape(exact) == scores.shape:
-        with np.errstate(invalid="ignore", over="ignore"):  # each score's own: a floor would tie them all
-            own = np.abs(scores.astype(np.float64) - np.asarray(exact, np.float64))
-        band = np.maximum(band, BUDGET_FACTOR * np.nan_to_num(own, nan=0.0, posinf=0.0))
-    return band
-
-
-def _flip(node: NodeProto, s: np.ndarray, k: int, exact: np.ndarray | None, backwards: bool,
-          given: dict[str, np.ndarray]) -> bool:
-    """Into `given`, `node`'s results with its near-ties chosen otherwise
-    (`TiesFlipped`); whether it had any."""
-    attrs = _attrs(node)
-    axis = attrs.get("axis", -1 if node.op_type == "TopK" else 0)
-    if s.dtype.kind != "f" or s.ndim == 0 or s.shape[axis] < 2:
-        return False
-    axis %= s.ndim
-    largest = node.op_type == "ArgMax" or (node.op_type == "TopK" and attrs.get("largest", 1))
-    rows = np.moveaxis(s if largest else -s, axis, -1).astype(np.float64)
-    order = np.argsort(-rows, axis=-1, kind="stable")[..., :k + 1]  # the first of equal values first
-    values = np.take_along_axis(rows, order, -1)
-    band = np.take_along_axis(np.moveaxis(_tie_band(s, exact), axis, -1), order[..., :-1], -1)
-    near = values[..., :-1] - values[..., 1:] <= band
-    swapped = np.zeros(near.shape, bool)
-    steps = range(near.shape[-1] - 1, -1, -1) if backwards else range(near.shape[-1])
-    for j in steps:  # neighbours swapped in pairs, each value in one pair at most
-        before = j + 1 if backwards else j - 1
-        swapped[..., j] = near[..., j] & ~(swapped[..., before] if 0 <= before < near.shape[-1] else False)
-    flipped = order.copy()
-    flipped[..., :-1][swapped], flipped[..., 1:][swapped] = order[..., 1:][swapped], order[..., :-1][swapped]
-    index = flipped[..., :k]
-    if node.op_type == "TopK":
-        given[node.output[0]] = np.moveaxis(np.take_along_axis(np.moveaxis(s, axis, -1), index, -1), -1, axis)
-        given[node.output[1]] = np.moveaxis(index, -1, axis).astype(np.int64)
-    else:
-        index = index[..., 0].astype(np.int64)
-        given[node.output[0]] = np.expand_dims(index, axis) if attrs.get("keepdims", 1) else index
-    return bool(swapped.any())
-
-
-def _attrs(node: NodeProto) -> dict:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _explain(left: np.ndarray, shown: dict[str, int], how: str, moved: np.ndarray | None) -> None:
     """Mark the positions of `left` a probe explains (`moved`), counting them under `how`."""
     if moved is None:
@@ -290,11 +174,16 @@ def _moved(r: OutputResult, want: np.ndarray, other: np.ndarray, got: np.ndarray
     """The positions where a variant run `other` is as far from the oracle
     `want` as the program `got` is: an index chosen otherwise, or a float
     beyond the output's tolerance by at least SAME_ORDER of the program's
-    error there; for an index of rank 2 or more, every entry of a row the
+    error there (a quantized value, 8 or 16 bits: as many steps the same
+    way); for an index of rank 2 or more, every entry of a row the
     variant chose otherwise. A variant of another run-time size moves every
     position."""
     if other.shape != want.shape:
         return np.ones(want.shape, bool)
+    if want.dtype.kind in "iu" and want.dtype.itemsize <= 2:  # quantized values, each its own
+        # whole steps: rounding moves a value a step to either side of a tie, never further nor the other way
+        theirs, ours = (a.astype(np.int64) - want.astype(np.int64) for a in (other, got))
+        return (theirs != 0) & (np.sign(theirs) == np.sign(ours)) & (np.abs(theirs) >= np.abs(ours))
     if not np.issubdtype(want.dtype, np.floating):
         # indices come in rows (TopK's k along the last axis, NMS's [batch, class, box]): a tie that reorders
         # a row can move each of its entries
@@ -348,53 +237,3 @@ def judge_doubts(
     return (MISMATCH if failing else status), "", results, ill, ""
 
 
-#: ops that move an ArgMax's indices without reordering them (flattened), as exporters follow it
-_KEEPS_ORDER = {"Reshape", "Squeeze", "Unsqueeze", "Cast", "Identity", "Flatten"}
-
-
-def _argmax_behind(model: ModelProto, name: str) -> NodeProto | None:
-    """The ArgMax (over the last axis) whose indices `name` is, flattened in
-    the same order: through reshapes and casts, and a Gather of index 0 on an
-    axis of size 1 (a batch of one)."""
-    producer = {o: n for n in model.graph.node for o in n.output}
-    # (small ones only: an index; a weight may live in a file)
-    constants = {t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
-    constants.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
-                      for a in n.attribute if a.name == "value"})
-    node = producer.get(name)
-    while node is not None and node.op_type != "ArgMax":
-        index = constants.get(node.input[1]) if node.op_type == "Gather" else None
-        if index is not None and numpy_helper.to_array(index).reshape(-1).tolist() == [0]:
-            node = producer.get(node.input[0])  # (that the axis has size 1 is checked on the values)
-        elif node.op_type in _KEEPS_ORDER:
-            node = producer.get(node.input[0])
-        else:
-            return None
-    if node is None:
-        return None
-    return node if _attrs(node).get("select_last_index", 0) == 0 else None
-
-
-def near_tied_rows(model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], name: str,
-                   want: np.ndarray, got: np.ndarray, ties: TiesFlipped | None = None) -> np.ndarray | None:
-    """Where output `name`, an ArgMax's indices, chose a value onnxruntime's
-    own run ties with the largest (`_tie_band`: YOLO's class scores, alike
-    with random weights): a mask of its positions; None where the output is
-    not such an ArgMax's. `ties` probed the model's scores already."""
-    node = _argmax_behind(model, name)
-    if node is None or want.shape != got.shape:
-        return None
-    ties = ties if ties is not None else TiesFlipped(model, base, feeds)
-    scores, exact = ties.scores(node)
-    if scores.dtype.kind != "f" or _attrs(node).get("axis", 0) not in (-1, scores.ndim - 1):
-        return None
-    rows = scores.reshape(-1, scores.shape[-1]).astype(np.float64)
-    band = _tie_band(scores, exact).reshape(rows.shape)
-    chosen = got.reshape(-1)
-    if rows.shape[0] != chosen.size:
-        return None
-    inside = (chosen >= 0) & (chosen < rows.shape[1])
-    every = np.arange(chosen.size)
-    best = rows.argmax(axis=1)
-    value = rows[every, np.where(inside, chosen, 0)]
-    return (inside & (value >= rows[every, best] - band[every, best])).reshape(got.shape)

@@ -4,6 +4,7 @@ oracle, the notes of the run."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +45,7 @@ class CheckReport:
     def format(self) -> str:
         if self.status == NOT_COMPILED:
             return f"did not compile: {self.error}"
-        lines = format_results(self.outputs)
+        lines = format_results(self.outputs, set(self.ill_conditioned))
         if self.layers is not None:
             lines.extend(format_layers(self.layers))
         if self.oracle != "onnxruntime":
@@ -61,20 +62,21 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def format_results(results: list[OutputResult]) -> list[str]:
+def format_results(results: list[OutputResult], ill: Collection[str] = ()) -> list[str]:
     """The table of compared outputs: error, the tolerance it was held to,
     PCC ("-" where none applies) and verdict; for a program in a reduced
-    format, PCC, relative L2 error and the largest difference."""
+    format, PCC, relative L2 error and the largest difference. `ill`: the
+    outputs judged ill-conditioned."""
     if any(o.relative_l2 == o.relative_l2 for o in results):
         return _reduced_results(results)
     lines = [f"{'output':<24} {'shape':<18} {'max abs err':>12} {'tolerance':>10} {'budget':>8} {'pcc':>10}  verdict"]
     for o in results:
-        verdict = "ok" if o.ok else f"MISMATCH {o.reason}".rstrip()
+        verdict = "ok" if o.ok else "ILL-CONDITIONED" if o.name in ill else f"MISMATCH {o.reason}".rstrip()
         tolerance, budget = (f"{o.tolerance:.1e}", o.budget) if o.tolerance else ("exact", "-")
         p = "-" if o.pcc != o.pcc else f"{o.pcc:.6f}"
         lines.append(f"{o.name:<24} {list(o.shape)!s:<18} {o.max_abs_error:>12.3e} {tolerance:>10} {budget:>8} "
                      f"{p:>10}  {verdict}")
-    lines.extend(line for o in results for line in _positions(o))
+    lines.extend(line for o in results for line in _positions(o, o.name in ill))
     failed = [o for o in results if not o.ok]
     rtols = [o.accepting_rtol for o in failed if o.accepting_rtol == o.accepting_rtol]
     if len(failed) > 1 and len(rtols) == len(failed):
@@ -85,10 +87,11 @@ def format_results(results: list[OutputResult]) -> list[str]:
     return lines
 
 
-def _positions(o: OutputResult) -> list[str]:
+def _positions(o: OutputResult, ill: bool = False) -> list[str]:
     """What the verdict of output `o` rests on, position by position: how
     many positions the budget excused or the oracle's variants showed, and
-    where the rest differ."""
+    where the rest differ (`ill`: the output is ill-conditioned as a whole,
+    its positions excused by what the report says below)."""
     size = math.prod(o.shape)
     lines = []
     if o.excused:
@@ -97,8 +100,8 @@ def _positions(o: OutputResult) -> list[str]:
     wrong = int(o.off.sum()) if o.off is not None and not o.ok else 0
     if wrong and o.off is not None:
         first = tuple(int(i) for i in np.argwhere(o.off)[0])
-        said = f"{o.name}: {wrong:,} of {size:,} positions are off, the first at {list(first)}"
-        if o.ill:
+        said = f"{o.name}: {wrong:,} of {size:,} positions {'differ' if ill else 'are off'}, the first at {list(first)}"
+        if o.ill and not ill:
             said += f" (onnxruntime's own variants agree with it there; they differ from it at {o.ill:,} other " \
                     f"position{'s' if o.ill > 1 else ''}, ill-conditioned)"
         lines.append(said)

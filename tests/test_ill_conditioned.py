@@ -87,7 +87,7 @@ def test_an_argmax_is_excused_only_among_near_ties():
     """An ArgMax that chose another index than onnxruntime is
     ill-conditioned at a row where the value it chose is within 4 units in
     the last place of the largest, and at no other row."""
-    from forge_opt.check.conditioning import near_tied_rows
+    from forge_opt.check.ties import near_tied_rows
 
     model = make_model([helper.make_node("ArgMax", ["x"], ["i"], axis=-1, keepdims=0)], [value_info("x", [3, 3])],
                        [value_info("i", [3], TensorProto.INT64)], opset=17)

@@ -147,9 +147,9 @@ def test_rows_a_top_k_orders_otherwise_are_excused_by_its_ties_swapped(monkeypat
     program that orders them otherwise differs by whole rows, which only
     onnxruntime with those ties swapped reproduces (torchvision's RPN boxes
     in Mask R-CNN, ordered by alike objectness scores)."""
-    import forge_opt.check.conditioning as conditioning
+    import forge_opt.check.ties as ties
 
     model = topk_gather_model(WEIGHTS)
     assert run_check(model, CheckOptions(INPUTS), RoundsOtherwise(seed=5)).status != MISMATCH
-    monkeypatch.setattr(conditioning.TiesFlipped, "outputs", lambda self, backwards=False: None)
+    monkeypatch.setattr(ties.TiesFlipped, "outputs", lambda self, backwards=False: None)
     assert run_check(model, CheckOptions(INPUTS), RoundsOtherwise(seed=5)).status == MISMATCH

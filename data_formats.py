@@ -73,6 +73,21 @@ NUMPY_TYPES = {DataFormat.FLOAT32: np.dtype(np.float32), DataFormat.BFLOAT16: np
 
 #: the module attribute recording the block float a module's matmul weights are compiled for
 WEIGHT_FORMAT_ATTR = "forge.weight_format"
+#: the module attribute counting the constants a bfloat16 program holds saturated (`saturated`)
+SATURATED_ATTR = "forge.saturated_constants"
+#: bfloat16's largest finite value: a float32 beyond it rounds to an infinity
+BFLOAT16_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+
+
+def saturated(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Finite float32 `values` beyond bfloat16's range (a mask's fill,
+    `torch.finfo(float32).min`) at bfloat16's finite extremes, as a fill a
+    device should hold is written: rounded to an infinity it meets a 0 in a
+    multiply (`(1 - mask) * min`) and makes NaN. With how many there were."""
+    a = np.asarray(values)
+    beyond = np.isfinite(a) & (np.abs(a) > BFLOAT16_MAX)
+    count = int(beyond.sum())
+    return (np.where(beyond, np.copysign(BFLOAT16_MAX, a), a).astype(a.dtype) if count else a), count
 
 BLOCK = 16  # elements sharing one exponent: a face row
 

@@ -19,6 +19,7 @@ from forge_opt.check.run import Ran, run_check
 from forge_opt.execution.engine import Compiled, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import Expected
 from forge_opt.execution.xla import executed_by_xla
+from forge_opt.transforms.data_formats import saturation_notes
 
 
 class OneDevice:
@@ -48,6 +49,7 @@ class OneDevice:
         tolerances = self.options.tolerances
         reduced_pcc = tolerances.min_pcc if self.options.reduced else None
         notes = [executed_by_xla()] if self.options.executor == "xla" else []
+        notes += saturation_notes(compiled.module)
         if self.options.tt_mlir:
             notes.append(tt_mlir_line(compiled.module, self.options, folder))
         return Ran(dict(zip([o.name for o in model.graph.output], actual)), returned=len(actual),

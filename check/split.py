@@ -36,6 +36,7 @@ from forge_opt.split.api import (
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import compile_parallel, write_parallel
 from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.transforms.data_formats import saturation_notes
 
 
 def _differ(differ: list[str], who: str) -> list[str]:
@@ -167,7 +168,7 @@ class Parallel:
                                   weight_format=o.weight_format)
         plan = write_parallel(module, folder / "tp")
         summary = parallel_report(plan)
-        notes = []
+        notes = saturation_notes(module)
         if o.tt_mlir:
             notes.append(tt_mlir_line(module, o, folder))
         if o.executor == "xla":

@@ -159,3 +159,28 @@ def test_marking_walks_a_deep_program_without_recursion():
     compiled = compile_model(model, pipeline=BLOCK_FP8)
     (got,) = run_compiled(compiled, [x])
     assert np.array_equal(got, x @ x)  # 1,500 negations: x again, and no weight converted
+
+
+def test_a_fill_beyond_bfloat16s_range_is_saturated_not_rounded_to_an_infinity():
+    """Issue 52, item 5: `torch.finfo(float32).min`, a mask's fill, rounds
+    to -inf in bfloat16 and meets a 0 in `(1 - mask) * fill`: NaN."""
+    from forge_opt.data_formats import BFLOAT16_MAX, saturated
+
+    values, count = saturated(np.array([-3.4028235e38, 3.4028235e38, 1.0, np.inf, np.nan], np.float32))
+    assert count == 2 and values[:3].tolist() == [-BFLOAT16_MAX, BFLOAT16_MAX, 1.0]
+    assert np.isposinf(values[3]) and np.isnan(values[4])  # not finite: not a fill, as it is
+    assert np.isfinite(device_values(values[:2], "bfloat16").astype(np.float32)).all()
+    fill = np.float32(np.finfo(np.float32).min)
+    model = make_model([helper.make_node("Constant", [], ["fill"], value=numpy_helper.from_array(np.array(fill))),
+                        helper.make_node("Sub", ["one", "mask"], ["open"]),
+                        helper.make_node("Mul", ["open", "fill"], ["bias"]),
+                        helper.make_node("Add", ["scores", "bias"], ["masked"]),
+                        helper.make_node("Softmax", ["masked"], ["y"])],
+                       [value_info("scores", [2, 8]), value_info("mask", [2, 8])], [value_info("y", [2, 8])],
+                       [numpy_helper.from_array(np.array(1.0, np.float32), "one")])
+    mask = np.ones((2, 8), np.float32)
+    mask[:, 6:] = 0
+    report = check_model(model, {"scores": RNG.standard_normal((2, 8)).astype(np.float32), "mask": mask},
+                         data_format="bfloat16")
+    assert report.status == MATCH, report.format()
+    assert "held at bfloat16's finite extreme" in report.format()

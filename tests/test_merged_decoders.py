@@ -110,3 +110,14 @@ def test_a_decoder_without_its_past_keeps_its_presents_split(name, tmp_path):
     assert not differ
     for o, want in zip(model.graph.output, expected_outputs(model, MODELS, feeds).outputs):
         np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6, err_msg=o.name)
+
+
+def test_the_t5_decoder_in_bfloat16_has_finite_logits():
+    """Issue 52: T5's mask fill, torch.finfo(float32).min, rounded to -inf
+    in bfloat16 and met a 0 in `(1 - mask) * fill`: NaN logits. It is held
+    at bfloat16's finite extreme, and the report says so."""
+    model = onnx.load(MODELS / "t5_decoder_merged.onnx")
+    for use_cache in (True, False):
+        report = check_model(model, _inputs(model, use_cache), freeze=("use_cache_branch",), data_format="bfloat16")
+        assert report.status == MATCH, report.format() + report.error
+        assert "held at bfloat16's finite extreme" in report.format()

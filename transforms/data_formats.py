@@ -4,7 +4,10 @@ weight-format=}`), as two passes:
 - `tir-data-format{format=bfloat16}`: every float32 (and float16) value of a
   `tir` module (inputs, weights, constants, every op's result) becomes bfloat16, Forge's
   `Float16_b`, as TT-Forge-ONNX's users cast a model and its inputs; the
-  program's signature says what its inputs and outputs are.
+  program's signature says what its inputs and outputs are. A constant
+  beyond bfloat16's range is saturated to its finite extreme (a mask's fill,
+  which rounded to an infinity would make NaN), counted in the module's
+  `forge.saturated_constants`.
 - `mark-weight-formats{format=bfp8_b}`: the weights tt-mlir stores as block
   floats, marked `weight_format` (the B operand of a `forge.matmul` computed
   from weights alone, as its weight-dtype conversion picks them), and the
@@ -17,16 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     FunctionType,
+    IntegerAttr,
     ModuleOp,
     TensorType,
     bf16,
     f16,
     f32,
+    i64,
 )
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation, SSAValue
@@ -34,13 +40,16 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from forge_opt.data_formats import (
+    BFLOAT16_MAX,
     BLOCK_FORMATS,
     FORMATS,
     PROGRAM_FORMATS,
+    SATURATED_ATTR,
     WEIGHT_FORMAT_ATTR,
     DataFormat,
     device_values,
     parse,
+    saturated,
 )
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge, tir
@@ -64,15 +73,35 @@ def _to_bfloat16(module: ModuleOp) -> None:
         ins = [_narrowed(t) for t in func.function_type.inputs.data]
         outs = [_narrowed(t) for t in func.function_type.outputs.data]
         func.function_type = FunctionType.from_lists(ins, outs)
+    count = 0
     for op in list(module.walk()):
         if isinstance(op, tir.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr) and \
                 op.value.get_element_type() in _WIDER:
-            op.value = array_to_attr(device_values(attr_to_array(op.value), "bfloat16"))
+            # (a weight is converted as the emitted module loads it, by torch, which does not saturate)
+            values, beyond = saturated(attr_to_array(op.value)) if op.weight_name is None else \
+                (attr_to_array(op.value), 0)
+            op.value = array_to_attr(device_values(values, "bfloat16"))
+            count += beyond
         elif isinstance(op, tir.FullOp) and isinstance(op.fill, FloatAttr) and op.fill.type in _WIDER:
-            op.fill = FloatAttr(op.fill.value.data, bf16)
+            fill, beyond = saturated(np.array(op.fill.value.data, np.float32))
+            op.fill = FloatAttr(float(fill), bf16)
+            count += beyond
         for r in list(op.results):
             if _narrowed(r.type) is not r.type:
                 Rewriter.replace_value_with_new_type(r, _narrowed(r.type))
+    if count:
+        module.attributes[SATURATED_ATTR] = IntegerAttr(count, i64)
+
+
+def saturation_notes(module: ModuleOp) -> list[str]:
+    """The report's line on the constants `tir-data-format` saturated, if any."""
+    count = module.attributes.get(SATURATED_ATTR)
+    if not isinstance(count, IntegerAttr):
+        return []
+    n = count.value.data
+    return [f"{n} constant value{'' if n == 1 else 's'} beyond bfloat16's range (a mask's fill, such as "
+            f"torch.finfo(float32).min) held at bfloat16's finite extreme, ±{BFLOAT16_MAX:.4e}, not rounded to an "
+            "infinity"]
 
 
 @dataclass(frozen=True)

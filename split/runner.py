@@ -310,13 +310,14 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     ranks = [member.rank] if member is not None else list(range(devices))
     # loaded here, in this thread: loading swaps in the stand-in modules
     loaded = {}
-    weights: dict[Path, onnx.ModelProto] = {}  # a device's weights, read once for all its segments
+    weights: dict[Path, object] = {}  # a device's weights, mapped once for all its segments
     for rank in ranks:
         for g in graphs:
             mine = g.on(rank)
             assert mine.module_path is not None
             if mine.model_path not in weights:
-                weights[mine.model_path] = onnx.load(mine.model_path)
+                weights[mine.model_path] = as_loaded(onnx.load(mine.model_path, load_external_data=False),
+                                                     mine.model_path.parent)
             source = mine.module_path.read_text()
             loaded[g.index, rank] = forge_instance(source, str(mine.module_path), weights[mine.model_path])
 

@@ -63,6 +63,23 @@ def test_a_decode_step_matches_onnxruntime_with_megatrons_collectives(tmp_path, 
     assert share <= 1 / devices + 0.10, f"{share:.2f} of the parameters on one device"
 
 
+@pytest.mark.parametrize("name, devices", CASES)
+def test_a_one_token_step_keeps_megatrons_collectives(tmp_path, name, devices):
+    """Issue 52: at one token GPT-2's `c_attn` output, reshaped from
+    [1, 3 * width] to [1, 1, 3 * width], was read as one head of the whole
+    width, so the fused projection was not packed: attention ran replicated
+    behind an all-gather, 9 collectives at P=2 (`2 vocab, 7 column, 2 row`)."""
+    one = {**DECODE, "sequence_length": 1}
+    feeds = optimum_feeds(name, one)
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", devices, dims=one)
+    got, differ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
+    want = expected_outputs(onnx.load(model_path(name)), MODELS, feeds)
+    assert not differ
+    for n, expected in zip([o.name for o in onnx.load(model_path(name)).graph.output], want.outputs):
+        np.testing.assert_allclose(got[n], expected, rtol=1e-4, atol=1e-5, err_msg=n)
+    assert len(plan.collectives) == 2 * LAYERS + 2
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama", "phi3"])
 def test_the_kv_cache_stays_on_its_devices(tmp_path, name):
     """Each device receives and returns only its heads of the cache; the

@@ -107,8 +107,11 @@ def fused_parts(y: SSAValue) -> Fused | None:
 
 
 def _splits_heads(before: list[int], after: list[int]) -> bool:
-    """A reshape of the last dim into [heads, head_dim], the others kept."""
-    return len(after) == len(before) + 1 and after[:-2] == before[:-1] and after[-2] * after[-1] == before[-1]
+    """A reshape of the last dim into [heads, head_dim], the others kept;
+    not one into [1, width] (GPT-2's [tokens, width] back to [batch, tokens,
+    width] at one token, which keeps the width)."""
+    return len(after) == len(before) + 1 and after[:-2] == before[:-1] and after[-2] * after[-1] == before[-1] \
+        and after[-2] > 1
 
 
 def head_dim(fused: Fused) -> int | None:

@@ -135,13 +135,25 @@ def test_errors_below_the_floor_pass_near_zero(rtol):
     assert _compare(want, want + np.float32(5e-7), rtol=rtol).ok
 
 
-def test_a_reference_with_no_finite_value_is_no_match():
+def test_a_reference_that_is_nan_everywhere_is_no_match():
     """NaN against NaN everywhere compares nothing: not a match (ONNX's
     elementwise rule, for the conformance run, keeps NaN equal to NaN)."""
     nan = np.full((1, 4), np.nan, np.float32)
     result = _compare(nan, nan.copy())
-    assert not result.ok and result.reason == "the reference has no finite value to compare"
+    assert not result.ok and result.reason == "the reference is NaN everywhere: nothing to compare"
     assert _compare(nan, nan.copy(), scaled=False).ok
+
+
+def test_infinities_alone_are_compared():
+    """A ReduceMax over an empty set is -inf everywhere (ONNX's
+    test_reduce_max_empty_set): the same infinities are a match, where
+    forge-check said "no finite value to compare", a mismatch; another sign,
+    or NaN, in their place is not."""
+    low = np.full((2, 1, 4), -np.inf, np.float32)
+    assert _compare(low, low.copy()).ok
+    assert not _compare(low, -low).ok
+    assert not _compare(low, np.where(np.arange(4) == 2, np.nan, low)).ok
+    assert not _compare(low, np.where(np.arange(4) == 2, 0.0, low).astype(np.float32)).ok
 
 
 def test_a_float16_output_within_the_tolerance_shown_is_a_match():

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import as_program_input, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
@@ -361,8 +362,11 @@ def assemble(plan: Plan, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal values, NaN where both have NaN (a replicated output computed alike)."""
+    """Equal values, NaN where both have NaN (a replicated output computed
+    alike; bfloat16 too, whose numpy kind is not a float's)."""
     a, b = np.asarray(a), np.asarray(b)
+    if dtypes.is_narrow_float(a.dtype) and a.dtype == b.dtype:
+        a, b = a.astype(np.float32), b.astype(np.float32)
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc"))
 
 

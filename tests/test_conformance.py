@@ -3,11 +3,12 @@ tools/conformance.py). Cases listed in conformance_expectations.txt must
 fail; every other case must pass, so the list and docs/supported_ops.md
 stay true."""
 
+import re
 from pathlib import Path
 
 import pytest
 
-from forge_opt.tools.conformance import node_cases, read_expectations, run_case, run_case_split
+from forge_opt.tools.conformance import node_cases, read_expectations, run_case, run_case_parallel, run_case_split
 
 CASES = node_cases()
 EXPECTED_FAILURES = read_expectations(Path(__file__).parent / "conformance_expectations.txt")
@@ -39,6 +40,23 @@ def test_every_case_that_passes_passes_on_xla_too():
     failed = [f"{c.name}: {r.reason}" for c in CASES if c.name not in EXPECTED_FAILURES
               for r in [run_case(c, "xla")] if not r.passed]
     assert not failed, "\n".join(failed[:20])
+
+
+def test_every_case_that_passes_passes_on_two_devices():
+    """Issue 52, item 4: each case that runs on one device runs tensor-
+    parallel on two and gives the case's outputs, or is refused by a
+    message that names the node; never a crash. Found by it: a program
+    that returns its input had no plan ("no tensor has attr 'output'"), and
+    bfloat16 outputs with NaN were "the devices' outputs differ"."""
+    problems = []
+    for c in CASES:
+        if c.name in EXPECTED_FAILURES:
+            continue
+        r = run_case_parallel(c)
+        # (the reason reads `node 'N' (tir.reshape): ...` as `tir.reshape: ...`)
+        if not r.passed and not re.match(r"does not compile: (onnx|tir)\.\w+: ", r.reason):
+            problems.append(f"{c.name}: {r.reason}")
+    assert not problems, "\n".join(problems)
 
 
 FAILING_WHOLE = [c for c in CASES if c.name in EXPECTED_FAILURES]

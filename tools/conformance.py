@@ -256,6 +256,35 @@ def run_case_split(case) -> Result:
     return result if actual is None else _compare(result, case, expected, actual, formats=False)
 
 
+def run_case_parallel(case, devices: int = 2) -> Result:
+    """The case compiled for `devices` devices (`onnx-to-forge{devices=P}`,
+    its plan written and run, every device on the stand-in) and compared
+    with the outputs the case ships. A refusal must name the node."""
+    import tempfile
+
+    from forge_opt.frontends.onnx.shapes import InputShapes
+    from forge_opt.split.parallel import compile_parallel, write_parallel
+    from forge_opt.split.runner import assemble, run_parallel
+
+    prepared = _prepare(case)
+    if isinstance(prepared, Result):
+        return prepared
+    result, model, feeds, expected = prepared
+
+    def run():
+        with tempfile.TemporaryDirectory() as tmp:
+            module = compile_parallel(model, None, devices, InputShapes().with_arrays(model.graph, feeds))
+            plan = write_parallel(module, Path(tmp) / "tp")
+            given = {n: np.asarray(v) for n, v in feeds.items()}
+            outputs, differ = assemble(plan, run_parallel(Path(tmp) / "tp", given))
+        if differ:
+            raise ValueError(f"the devices' outputs differ ({', '.join(differ)})")
+        return [outputs[o.name] for o in model.graph.output]
+
+    actual = _guarded(result, run)
+    return result if actual is None else _compare(result, case, expected, actual)
+
+
 def read_expectations(path: Path) -> dict[str, str]:
     expected: dict[str, str] = {}
     if path.exists():

@@ -18,7 +18,7 @@ from onnx import ModelProto, helper
 from xdsl.interpreter import Interpreter
 
 from forge_opt import dtypes
-from forge_opt.check.compare import OutputResult, compare_output, compare_reduced
+from forge_opt.check.compare import NON_FINITE_ELSEWHERE, OutputResult, compare_output, compare_reduced
 from forge_opt.execution.engine import program_inputs
 from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 from forge_opt.interpreters.run import interpreter, main_func
@@ -146,6 +146,11 @@ def format_layers(layers: list[LayerError]) -> list[str]:
         rel = "-" if r.relative_l2 != r.relative_l2 else f"{r.relative_l2:.3e}"
         lines.append(f"{layer.node:<{width}} {layer.op_type:<18} {list(r.shape)!s:<18} {p:>10} {rel:>11} "
                      f"{r.max_abs_error:>12.3e}")
+    # where a value beyond the format's range (bfloat16's, say) first becomes an infinity or NaN
+    first = next((layer for layer in layers if layer.result.reason == NON_FINITE_ELSEWHERE), None)
+    if first is not None:
+        lines.append(f"first non-finite: node '{first.node}' ({first.op_type}) gives infinities or NaN where "
+                     "onnxruntime's values are finite (out of the format's range?)")
     return lines
 
 

@@ -203,6 +203,10 @@ def compare_output(
                         budget="q-step" if quantum and tolerance == quantum else "scale", off=off)
 
 
+#: why a reduced format's output is no match where it has infinities or NaN the reference has not
+NON_FINITE_ELSEWHERE = "non-finite values in other places"
+
+
 def compare_reduced(name: str, want, got, *, min_pcc: float = REDUCED_PCC, atol: float = ATOL) -> OutputResult:
     """An output of a program in a reduced format against the float32
     reference, as Forge's `verify` judges it and as LLM users read it:
@@ -224,7 +228,7 @@ def compare_reduced(name: str, want, got, *, min_pcc: float = REDUCED_PCC, atol:
     if want.size and not finite.any():
         return OutputResult(name, got.shape, math.nan, math.nan, False, "the reference has no finite value to compare")
     if not np.array_equal(finite, np.isfinite(g)) or not np.array_equal(w[~finite], g[~finite], equal_nan=True):
-        return OutputResult(name, got.shape, float("inf"), math.nan, False, "non-finite values in other places")
+        return OutputResult(name, got.shape, float("inf"), math.nan, False, NON_FINITE_ELSEWHERE)
     w, g = w[finite], g[finite]
     err = float(np.max(np.abs(w - g))) if w.size else 0.0
     norm = float(np.linalg.norm(w))

@@ -184,3 +184,18 @@ def test_a_fill_beyond_bfloat16s_range_is_saturated_not_rounded_to_an_infinity()
                          data_format="bfloat16")
     assert report.status == MATCH, report.format()
     assert "held at bfloat16's finite extreme" in report.format()
+
+
+def test_layers_names_the_node_where_a_value_leaves_bfloat16s_range():
+    """Issue 52, item 5: a value that overflows bfloat16 but not float32 (an
+    Add to just past bfloat16's largest value) is named by `--layers` at the
+    node where it first becomes infinite, not only at the output."""
+    model = make_model([helper.make_node("Mul", ["x", "one"], ["h"]), helper.make_node("Add", ["h", "c"], ["s"]),
+                        helper.make_node("Mul", ["s", "half"], ["y"])],
+                       [value_info("x", [2, 4])], [value_info("y", [2, 4])],
+                       [numpy_helper.from_array(np.array(v, np.float32), n)
+                        for n, v in (("one", 1.0), ("c", 1e36), ("half", 0.5))])
+    x = np.full((2, 4), ml_dtypes.finfo(BF16).max, np.float32)  # finite in both formats; plus 1e36, in float32 alone
+    report = check_model(model, {"x": x}, data_format="bfloat16", layers=True)
+    assert report.status == MISMATCH
+    assert "first non-finite: node 'Add:s' (Add)" in report.format()

@@ -75,6 +75,9 @@ NUMPY_TYPES = {DataFormat.FLOAT32: np.dtype(np.float32), DataFormat.BFLOAT16: np
 WEIGHT_FORMAT_ATTR = "forge.weight_format"
 #: the module attribute counting the constants a bfloat16 program holds saturated (`saturated`)
 SATURATED_ATTR = "forge.saturated_constants"
+#: the module attribute naming the weights (model initializers) `saturated` changed, which a module saturates as
+#: it loads them
+SATURATED_WEIGHTS_ATTR = "forge.saturated_weights"
 #: bfloat16's largest finite value: a float32 beyond it rounds to an infinity
 BFLOAT16_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 

@@ -21,13 +21,13 @@ from typing import IO, cast
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType, f32
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType, f32
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.target import Target
 
 from forge_opt import dtypes
-from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR
+from forge_opt.data_formats import BFLOAT16_MAX, FORMATS, SATURATED_WEIGHTS_ATTR, WEIGHT_FORMAT_ATTR
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
@@ -199,8 +199,10 @@ def _compiler_config(module: ModuleOp) -> list[str]:
 
 
 class _Emitter:
-    def __init__(self, func: FuncOp, laid_out: Collection[str] = (), stem: str = "", tail: Sequence[str] = ()):
+    def __init__(self, func: FuncOp, laid_out: Collection[str] = (), stem: str = "", tail: Sequence[str] = (),
+                 saturated: Collection[str] = ()):
         self.func = func
+        self.saturated = saturated  # weights saturated to bfloat16's range as they load (`tir-data-format`)
         self.tail = tail  # module-level lines after the class
         self.stem = stem  # the module file's name without .py, which names its constants file
         self.laid_out = laid_out  # weights stored in their parameter's layout already
@@ -350,7 +352,13 @@ class _Emitter:
             for name, kind in weights:
                 array = f"onnx.numpy_helper.to_array(initializers[{_quote(name)}])" + "".join(
                     f".{kind}({ints!r})" for kind, ints in self.layouts.get(name, ()))
-                if name in self.narrow:
+                if name in self.narrow and name in self.saturated:
+                    # finite values past bfloat16's range held at its extremes, as the program holds them
+                    wide = f"(w := {array}.astype(np.float32))"
+                    limit = f"{BFLOAT16_MAX!r}"
+                    value = f"torch.from_numpy(np.where(np.isinf({wide}), w, w.clip(-{limit}, {limit})))" \
+                        f".to(torch.{self.narrow[name]})"
+                elif name in self.narrow:
                     value = f"torch.from_numpy({array}.astype(np.float32)).to(torch.{self.narrow[name]})"
                 else:  # torch.tensor copies: the array may be a read-only view of the model's bytes
                     value = f"torch.tensor({array})"
@@ -394,7 +402,9 @@ def emit_module(module: ModuleOp, laid_out: Collection[str] = (), stem: str = ""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     if len(funcs) != 1:
         raise ForgeOptError(f"forge-python prints one function; the module has {len(funcs)}")
-    return _Emitter(funcs[0], laid_out, stem, _compiler_config(module)).run()
+    names = module.attributes.get(SATURATED_WEIGHTS_ATTR)
+    saturated = {n.data for n in names.data} if isinstance(names, ArrayAttr) else set()
+    return _Emitter(funcs[0], laid_out, stem, _compiler_config(module), saturated).run()
 
 
 def emit_forge_python(module: ModuleOp) -> str:

@@ -161,29 +161,35 @@ def test_marking_walks_a_deep_program_without_recursion():
     assert np.array_equal(got, x @ x)  # 1,500 negations: x again, and no weight converted
 
 
-def test_a_fill_beyond_bfloat16s_range_is_saturated_not_rounded_to_an_infinity():
-    """Issue 52, item 5: `torch.finfo(float32).min`, a mask's fill, rounds
-    to -inf in bfloat16 and meets a 0 in `(1 - mask) * fill`: NaN."""
+def test_saturation_holds_finite_values_past_bfloat16s_range_at_its_extremes():
     from forge_opt.data_formats import BFLOAT16_MAX, saturated
 
     values, count = saturated(np.array([-3.4028235e38, 3.4028235e38, 1.0, np.inf, np.nan], np.float32))
     assert count == 2 and values[:3].tolist() == [-BFLOAT16_MAX, BFLOAT16_MAX, 1.0]
     assert np.isposinf(values[3]) and np.isnan(values[4])  # not finite: not a fill, as it is
     assert np.isfinite(device_values(values[:2], "bfloat16").astype(np.float32)).all()
-    fill = np.float32(np.finfo(np.float32).min)
-    model = make_model([helper.make_node("Constant", [], ["fill"], value=numpy_helper.from_array(np.array(fill))),
-                        helper.make_node("Sub", ["one", "mask"], ["open"]),
-                        helper.make_node("Mul", ["open", "fill"], ["bias"]),
-                        helper.make_node("Add", ["scores", "bias"], ["masked"]),
-                        helper.make_node("Softmax", ["masked"], ["y"])],
+
+
+@pytest.mark.parametrize("held", ["a Constant node", "an initializer"])
+def test_a_fill_beyond_bfloat16s_range_is_saturated_not_rounded_to_an_infinity(held):
+    """Issue 52, item 5: `torch.finfo(float32).min`, a mask's fill, rounds
+    to -inf in bfloat16 and meets a 0 in `(1 - mask) * fill`: NaN. Optimum's
+    T5 holds it in a Constant node; torch's dynamo exporter lifts constants
+    to initializers, which the emitted module loads and saturates itself."""
+    fill = numpy_helper.from_array(np.array(np.finfo(np.float32).min), "fill")
+    nodes = [helper.make_node("Sub", ["one", "mask"], ["open"]), helper.make_node("Mul", ["open", "fill"], ["bias"]),
+             helper.make_node("Add", ["scores", "bias"], ["masked"]), helper.make_node("Softmax", ["masked"], ["y"])]
+    constant = held == "a Constant node"
+    model = make_model([helper.make_node("Constant", [], ["fill"], value=fill)] * constant + nodes,
                        [value_info("scores", [2, 8]), value_info("mask", [2, 8])], [value_info("y", [2, 8])],
-                       [numpy_helper.from_array(np.array(1.0, np.float32), "one")])
+                       [numpy_helper.from_array(np.array(1.0, np.float32), "one")] + [fill] * (not constant))
     mask = np.ones((2, 8), np.float32)
     mask[:, 6:] = 0
     report = check_model(model, {"scores": RNG.standard_normal((2, 8)).astype(np.float32), "mask": mask},
                          data_format="bfloat16")
     assert report.status == MATCH, report.format()
     assert "held at bfloat16's finite extreme" in report.format()
+    assert constant or "w.clip(-3.3895313892515355e+38" in report.forge_python
 
 
 def test_layers_names_the_node_where_a_value_leaves_bfloat16s_range():

@@ -7,7 +7,9 @@ weight-format=}`), as two passes:
   program's signature says what its inputs and outputs are. A constant
   beyond bfloat16's range is saturated to its finite extreme (a mask's fill,
   which rounded to an infinity would make NaN), counted in the module's
-  `forge.saturated_constants`.
+  `forge.saturated_constants`; a model weight so saturated is named in
+  `forge.saturated_weights`, and the emitted module saturates it as it
+  loads it.
 - `mark-weight-formats{format=bfp8_b}`: the weights tt-mlir stores as block
   floats, marked `weight_format` (the B operand of a `forge.matmul` computed
   from weights alone, as its weight-dtype conversion picks them), and the
@@ -23,11 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     FunctionType,
     IntegerAttr,
     ModuleOp,
+    StringAttr,
     TensorType,
     bf16,
     f16,
@@ -45,6 +49,7 @@ from forge_opt.data_formats import (
     FORMATS,
     PROGRAM_FORMATS,
     SATURATED_ATTR,
+    SATURATED_WEIGHTS_ATTR,
     WEIGHT_FORMAT_ATTR,
     DataFormat,
     device_values,
@@ -73,15 +78,15 @@ def _to_bfloat16(module: ModuleOp) -> None:
         ins = [_narrowed(t) for t in func.function_type.inputs.data]
         outs = [_narrowed(t) for t in func.function_type.outputs.data]
         func.function_type = FunctionType.from_lists(ins, outs)
-    count = 0
+    count, weights = 0, []
     for op in list(module.walk()):
         if isinstance(op, tir.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr) and \
                 op.value.get_element_type() in _WIDER:
-            # (a weight is converted as the emitted module loads it, by torch, which does not saturate)
-            values, beyond = saturated(attr_to_array(op.value)) if op.weight_name is None else \
-                (attr_to_array(op.value), 0)
+            values, beyond = saturated(attr_to_array(op.value))
             op.value = array_to_attr(device_values(values, "bfloat16"))
             count += beyond
+            if beyond and op.weight_name is not None:  # the emitted module loads it: it saturates it too
+                weights.append(op.weight_name.data)
         elif isinstance(op, tir.FullOp) and isinstance(op.fill, FloatAttr) and op.fill.type in _WIDER:
             fill, beyond = saturated(np.array(op.fill.value.data, np.float32))
             op.fill = FloatAttr(float(fill), bf16)
@@ -91,6 +96,8 @@ def _to_bfloat16(module: ModuleOp) -> None:
                 Rewriter.replace_value_with_new_type(r, _narrowed(r.type))
     if count:
         module.attributes[SATURATED_ATTR] = IntegerAttr(count, i64)
+    if weights:
+        module.attributes[SATURATED_WEIGHTS_ATTR] = ArrayAttr([StringAttr(n) for n in weights])
 
 
 def saturation_notes(module: ModuleOp) -> list[str]:

@@ -44,7 +44,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from forge_opt import dtypes
-from forge_opt.data_formats import SATURATED_ATTR, WEIGHT_FORMAT_ATTR, device_values
+from forge_opt.data_formats import SATURATED_ATTR, SATURATED_WEIGHTS_ATTR, WEIGHT_FORMAT_ATTR, device_values
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import forge, sdy, shard
 from forge_opt.dialects import stablehlo as hlo
@@ -252,7 +252,7 @@ class ForgeToStableHLO(ModulePass):
         lowered = lower_function(source, devices=devices)
         op.body.block.insert_op_before(lowered, source)
         op.body.block.erase_op(source)
-        for forge_attr in (WEIGHT_FORMAT_ATTR, SATURATED_ATTR):  # the constants hold the format now
+        for forge_attr in (WEIGHT_FORMAT_ATTR, SATURATED_ATTR, SATURATED_WEIGHTS_ATTR):  # the constants hold it now
             op.attributes.pop(forge_attr, None)
         for grid in [g for g in op.ops if isinstance(g, shard.GridOp)]:
             op.body.block.erase_op(grid)

@@ -25,8 +25,8 @@ func.func @program(%x: tensor<2x4xf32>, %i: tensor<2xi64>) -> tensor<2x3xf32> {
 
 // A constant beyond bfloat16's range (torch.finfo(float32).min, a mask's fill) is held at bfloat16's finite
 // extreme, counted in the module; rounded, it would be an infinity that makes NaN of (1 - mask) * fill.
-// A weight is not: the emitted module converts it as it loads it.
-// CHECK-LABEL: builtin.module attributes {forge.saturated_constants = 3 : i64}
+// A weight so held is named: the emitted module saturates it as it loads it.
+// CHECK-LABEL: builtin.module attributes {forge.saturated_constants = 4 : i64, forge.saturated_weights = ["w"]}
 // CHECK-LABEL: func.func @mask_fill
 func.func @mask_fill(%m: tensor<4xf32>) -> tensor<4xf32> {
   %fill = tir.constant {value = dense<[-3.4028235e+38, 3.4028235e+38, 1.0, 2.5]> : tensor<4xf32>} : tensor<4xf32>
@@ -38,5 +38,5 @@ func.func @mask_fill(%m: tensor<4xf32>) -> tensor<4xf32> {
   func.return %y : tensor<4xf32>
 }
 // CHECK-NEXT: %fill = tir.constant {value = dense<[-3.389530e+38, 3.389530e+38, 1.000000e+00, 2.500000e+00]> : tensor<4xbf16>} : tensor<4xbf16>
-// CHECK-NEXT: %w = tir.constant {value = dense<0xff80> : tensor<bf16>, weight_name = "w"} : tensor<bf16>
+// CHECK-NEXT: %w = tir.constant {value = dense<-3.389530e+38> : tensor<bf16>, weight_name = "w"} : tensor<bf16>
 // CHECK-NEXT: %f = tir.full -3.389530e+38 : bf16 : tensor<4xbf16>

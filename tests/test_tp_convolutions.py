@@ -23,7 +23,7 @@ from forge_opt.dialects import tir
 from forge_opt.transforms.pipelines import run_pipeline
 
 MODELS = Path(__file__).parent / "data" / "models"
-CNNS = ["cnn_resnet18", "cnn_mobilenetv3", "cnn_efficientnet_b0", "det_yolov8", "cnn_unet_tiny"]
+CNNS = ["cnn_resnet18", "cnn_mobilenetv3", "cnn_efficientnet_b0", "det_yolov8", "cnn_unet_tiny", "cnn_convnext_atto"]
 
 
 def _conv_weight_elements(name: str, devices: int) -> int:
@@ -49,6 +49,19 @@ def test_four_devices_hold_a_quarter(name):
     report = check_parallel(MODELS / f"{name}.onnx", 4)
     assert report.status == MATCH, report.format()
     assert _conv_weight_elements(name, 4) <= (1 / 4 + 0.1) * _conv_weight_elements(name, 1)
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_convnext_holds_its_share_of_every_parameter(devices):
+    """Issue 52: timm's ConvNeXt carries its channel split through depthwise
+    7x7 convolutions, LayerNorm over channels last and the pointwise MLP as
+    MatMuls; each device holds at most 1/P + 0.1 of all its parameters."""
+    model = onnx.load(MODELS / "cnn_convnext_atto.onnx")
+    report = check_parallel(MODELS / "cnn_convnext_atto.onnx", devices)
+    assert report.status == MATCH, report.format()
+    assert report.plan is not None
+    whole = sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    assert max(d.parameter_bytes for d in report.plan.devices) <= (1 / devices + 0.1) * whole
 
 
 def _peak_activations(devices: int) -> list[int]:

@@ -8,13 +8,15 @@ own depths and narrower, 10 classes:
   0.25 (depthwise convolutions, squeeze-and-excitation, hard-swish);
 - `cnn_efficientnet_b0.onnx`: timm `efficientnet_b0` at channel multiplier
   0.25 (depthwise convolutions, squeeze-and-excitation, SiLU);
+- `cnn_convnext_atto.onnx`: timm `convnext_atto` at widths 16, 32, 64, 128 and depths 1, 1, 2, 1
+  (depthwise 7×7 convolutions, LayerNorm over channels last, the pointwise MLP as MatMuls);
 - `cnn_unet_tiny.onnx`: a diffusion UNet's kinds of layers at toy width
   (`TinyUNet`; input `x` [1, 3, 32, 32], output `y` [1, 4, 32, 32]);
 - `det_yolov8.onnx`: ultralytics YOLOv8 at n's depth and a quarter of its
   width, exported without NMS (`YOLO(...).export(format="onnx")`, 128×128,
   3 classes): the raw head, [1, 7, 336].
 
-    python -m venv /tmp/exp && /tmp/exp/bin/pip install 'torch==2.14.1' 'torchvision==0.29.0' 'timm==1.0.29' \\
+    python -m venv /tmp/exp && /tmp/exp/bin/pip install 'torch==2.14.0' 'torchvision==0.29.0' 'timm==1.0.29' \\
         'onnx==1.23.2' pyyaml psutil opencv-python-headless matplotlib scipy requests tqdm polars \\
         ultralytics-thop pandas
     /tmp/exp/bin/pip install --no-deps 'ultralytics==8.4.190'
@@ -44,6 +46,8 @@ TIMM = {  # a registered model with its own widths, or one of timm's generators 
     "cnn_resnet18": lambda: timm.create_model("resnet18", num_classes=10, channels=(8, 16, 32, 64), stem_width=8),
     "cnn_mobilenetv3": lambda: mobilenetv3._gen_mobilenet_v3("mobilenetv3_large_100", 0.25, num_classes=10),
     "cnn_efficientnet_b0": lambda: efficientnet._gen_efficientnet("efficientnet_b0", 0.25, num_classes=10),
+    "cnn_convnext_atto": lambda: timm.create_model("convnext_atto", num_classes=10, dims=(16, 32, 64, 128),
+                                                   depths=(1, 1, 2, 1)),
 }
 
 

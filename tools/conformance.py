@@ -207,6 +207,17 @@ def _guarded(result: Result, run):
 _STATIC_OPERANDS = {"Resize": (1, 2, 3), "Upsample": (1,)}
 
 
+def _judged(case, run, formats: bool = True) -> Result:
+    """The prepared case's outputs as `run(result, model, feeds)` computes
+    them, compared with those the case ships."""
+    prepared = _prepare(case)
+    if isinstance(prepared, Result):
+        return prepared
+    result, model, feeds, expected = prepared
+    actual = _guarded(result, lambda: run(result, model, {n: np.asarray(v) for n, v in feeds.items()}))
+    return result if actual is None else _compare(result, case, expected, actual, formats)
+
+
 def run_case(case, executor: str = "standin") -> Result:
     """The case compiled whole to Forge and run on the stand-in (or, with
     `executor="xla"`, its StableHLO form on XLA CPU)."""
@@ -215,18 +226,12 @@ def run_case(case, executor: str = "standin") -> Result:
 
     run_program = run_compiled_on_xla if executor == "xla" else run_compiled
 
-    prepared = _prepare(case)
-    if isinstance(prepared, Result):
-        return prepared
-    result, model, feeds, expected = prepared
-
-    def run():
+    def run(result, model, feeds):
         compiled = compile_model(model, shapes=InputShapes().with_arrays(model.graph, feeds))
         result.forge_ops = {op.name for op in compiled.module.walk() if op.name.startswith("forge.")}
-        return run_program(compiled, [np.asarray(feeds[n]) for n in compiled.input_names])
+        return run_program(compiled, [feeds[n] for n in compiled.input_names])
 
-    actual = _guarded(result, run)
-    return result if actual is None else _compare(result, case, expected, actual)
+    return _judged(case, run)
 
 
 def run_case_split(case) -> Result:
@@ -237,23 +242,17 @@ def run_case_split(case) -> Result:
     from forge_opt.frontends.onnx.shapes import InputShapes
     from forge_opt.split.api import convert, run_split, split_model
 
-    prepared = _prepare(case)
-    if isinstance(prepared, Result):
-        return prepared
-    result, model, feeds, expected = prepared
-
-    def run():
+    def run(result, model, feeds):
         with tempfile.TemporaryDirectory() as tmp:
             shapes = InputShapes().with_arrays(model.graph, feeds).shapes
             _, plan = split_model(model, Path(tmp) / "split", shapes=shapes)
             result.forge_ops = {g.device for g in plan.graphs}
             convert(Path(tmp) / "split")
-            outputs = run_split(Path(tmp) / "split", {n: np.asarray(v) for n, v in feeds.items()})
+            outputs = run_split(Path(tmp) / "split", feeds)
         return [outputs[o.name] for o in model.graph.output]
 
-    actual = _guarded(result, run)
     # the runner gives each output its declared type back (the CPU has no DataFormats)
-    return result if actual is None else _compare(result, case, expected, actual, formats=False)
+    return _judged(case, run, formats=False)
 
 
 def run_case_parallel(case, devices: int = 2) -> Result:
@@ -266,23 +265,16 @@ def run_case_parallel(case, devices: int = 2) -> Result:
     from forge_opt.split.parallel import compile_parallel, write_parallel
     from forge_opt.split.runner import assemble, run_parallel
 
-    prepared = _prepare(case)
-    if isinstance(prepared, Result):
-        return prepared
-    result, model, feeds, expected = prepared
-
-    def run():
+    def run(result, model, feeds):
         with tempfile.TemporaryDirectory() as tmp:
             module = compile_parallel(model, None, devices, InputShapes().with_arrays(model.graph, feeds))
             plan = write_parallel(module, Path(tmp) / "tp")
-            given = {n: np.asarray(v) for n, v in feeds.items()}
-            outputs, differ = assemble(plan, run_parallel(Path(tmp) / "tp", given))
+            outputs, differ = assemble(plan, run_parallel(Path(tmp) / "tp", feeds))
         if differ:
             raise ValueError(f"the devices' outputs differ ({', '.join(differ)})")
         return [outputs[o.name] for o in model.graph.output]
 
-    actual = _guarded(result, run)
-    return result if actual is None else _compare(result, case, expected, actual)
+    return _judged(case, run)
 
 
 def read_expectations(path: Path) -> dict[str, str]:

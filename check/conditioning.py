@@ -15,8 +15,9 @@ Gather by it reads: `TiesFlipped`), onnxruntime with each quantizer and
 rounding op taking its other result at a near-tie (`RoundingFlipped`), and
 the wide run (`wide.py`). The position is ill-conditioned where one of them
 fails the same rule there, by at least a tenth of the program's own error
-(for an index: in a row where it chooses otherwise), or where an ArgMax behind the output chose a value
-onnxruntime's own run ties with the largest (`near_tied_rows`). An output is
+(for an index: in a row where it chooses otherwise), or where an ArgMax
+behind the output chose a value onnxruntime's own run ties with the
+largest (`near_tied_rows`). An output is
 ill-conditioned when every position that fails is; a position the variants
 reproduce and the program does not is a mismatch, however many others are
 ill-conditioned. An output that fails as a whole (its run-time size, its PCC

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, numpy_helper
 
+from forge_opt import dtypes
 from forge_opt.check.compare import BUDGET_FACTOR
 from forge_opt.check.wide import wide_outputs
 from forge_opt.execution.oracle import onnxruntime_outputs
@@ -128,14 +129,10 @@ def _rounds_to_integers(node: NodeProto, model: ModelProto) -> bool:
     if node.op_type != "QuantizeLinear":
         return True
     output_dtype = _attrs(node).get("output_dtype", 0)
-    if output_dtype:
-        return output_dtype in _INTEGER_TYPES
     point = next((t for t in model.graph.initializer if len(node.input) > 2 and t.name == node.input[2]), None)
-    return point is None or point.data_type in _INTEGER_TYPES  # (an unknown zero point: found on the values)
-
-
-_INTEGER_TYPES = {onnx.TensorProto.UINT8, onnx.TensorProto.INT8, onnx.TensorProto.UINT16, onnx.TensorProto.INT16,
-                  onnx.TensorProto.UINT4, onnx.TensorProto.INT4, onnx.TensorProto.UINT2, onnx.TensorProto.INT2}
+    written = output_dtype or (point.data_type if point is not None else 0)
+    # (an unknown zero point: the values say, `_rounded_otherwise`)
+    return not written or not dtypes.is_float(onnx.helper.tensor_dtype_to_np_dtype(written))
 
 
 def _rounded_otherwise(node: NodeProto, values: dict[str, np.ndarray], exact: dict[str, np.ndarray],

@@ -301,15 +301,6 @@ class _Reader:
         tensors = self.tensors(data["tensors"])
         if data["graph_num"] != len(data["graphs"]):
             raise self.fail(f"graph_num is {data['graph_num']} but there are {len(data['graphs'])} graphs")
-        # what a run returns: the `output` tensors, and the inputs or host values a plan's `outputs` name (a
-        # program that returns its input)
-        named = [o for o in data.get("outputs") or [] if isinstance(o, dict)] if isinstance(data.get("outputs"), list) \
-            else []
-        inputs = {name for name, t in tensors.items() if t.attr == "input"}
-        if not any(t.attr == "output" for t in tensors.values()) and not any(
-                o.get("file") == HOST_OUTPUTS or (isinstance(o.get("tensor"), str) and o["tensor"] in inputs)
-                for o in named):
-            raise self.fail("no tensor has attr 'output', so a run would return nothing to compare")
         parallel = data.get("parallel", 1)
         if type(parallel) is not int or parallel < 1:
             raise self.fail(f"parallel is {parallel!r}, not a count of devices")
@@ -345,6 +336,12 @@ class _Reader:
             for name, t in tensors.items():
                 if t.attr == "output" and name not in known:
                     raise self.fail(f"the output '{name}' is made by no graph")
+        # what a run returns: the `output` tensors, or what the plan's `outputs` name beside them (a program that
+        # returns its input, or a value computed on the host)
+        inputs = {name for name, t in tensors.items() if t.attr == "input"}
+        if not any(t.attr == "output" for t in tensors.values()) and not any(
+                o.file is not None or o.tensor in inputs for o in plan.outputs or []):
+            raise self.fail("no tensor has attr 'output', so a run would return nothing to compare")
         return plan
 
     def static_cache(self, entry: Any, tensors: dict[str, Tensor]) -> StaticCache:

@@ -75,6 +75,17 @@ def assert_matches(model, inputs=None, **kwargs) -> None:
     assert report.status == MATCH, report.error or report.format()
 
 
+def matched_plan(source, devices: int, **options):
+    """The plan of a check at `devices` devices (`check_parallel`) that matched."""
+    from forge_opt.check import MATCH
+    from forge_opt.check.split import check_parallel
+
+    report = check_parallel(source, devices=devices, **options)
+    assert report.status == MATCH, report.error or report.format()
+    assert report.plan is not None
+    return report.plan
+
+
 def relu_topk_sigmoid(y_shape=(2, 3)) -> onnx.ModelProto:
     """Relu -> TopK (k=3 on axis 1) -> Sigmoid of a [2, 8] input: a model
     whose middle op AutoSplit can pin to the CPU. `y_shape` None declares

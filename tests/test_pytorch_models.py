@@ -17,10 +17,11 @@ MODELS_DIR = Path(__file__).parent / "data" / "models"
 # the symbolic-dim exports need sizes: tests/test_dynamic_shapes.py checks them
 # (the merged seq2seq decoders branch on a run-time If: tests/test_merged_decoders.py checks them; the
 # decoders with a KV cache need sizes: tests/test_llm_decoders.py, tests/test_llm_families.py; the detectors
-# need the CPU for their post-processing: tests/test_detectors.py)
+# need the CPU for their post-processing: tests/test_detectors.py; the quantized encoders need sizes:
+# tests/test_tp_quantized.py)
 MODELS = sorted(
     p for p in MODELS_DIR.glob("*.onnx")
-    if "_dynamic" not in p.stem and not p.stem.startswith(("splits", "llm_", "fam_", "det_"))
+    if "_dynamic" not in p.stem and not p.stem.startswith(("splits", "llm_", "fam_", "det_", "q_"))
     and not p.stem.endswith("_merged")
 )
 

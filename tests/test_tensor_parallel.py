@@ -504,25 +504,6 @@ def test_a_linear_whose_output_is_reshaped_to_a_scalar_splits():
     assert report.status == MATCH, report.error or report.format()
 
 
-@pytest.mark.parametrize("op, gates", [("GRU", 3), ("LSTM", 4), ("RNN", 1)])
-@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_a_recurrent_layer_with_a_bias_shares_across_devices(op, gates, direction):
-    """Issue 52: every GRU, LSTM and RNN with a bias broke the IR at P=2 (its
-    weights are picked by a constant direction index, which was taken for an
-    Embedding's lookup and split by rows: 'result 0 has type tensor<96xf32>,
-    expected tensor<1x96xf32>', or a slice outside the one direction)."""
-    rng = np.random.default_rng(0)
-    size, hidden, steps = 8, 16, 5
-    dirs = 2 if direction == "bidirectional" else 1
-    weights = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n) for n, s in (
-        ("W", (dirs, gates * hidden, size)), ("R", (dirs, gates * hidden, hidden)), ("B", (dirs, 2 * gates * hidden)))]
-    node = helper.make_node(op, ["x", "W", "R", "B"], ["y"], hidden_size=hidden, direction=direction, name=op)
-    model = make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, 1, size])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, dirs, 1, hidden])], weights)
-    report = check_parallel(model, devices=2)
-    assert report.status == MATCH, report.error or report.format()
-
-
 @pytest.mark.parametrize("tool, args, says", [
     ("forge-check", ["--timeout", "5"], "--timeout bounds how long MPI processes wait for each other: it goes with "
                                         "--mpi"),

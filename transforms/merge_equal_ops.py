@@ -2,8 +2,10 @@
 and properties, compute the same value: the later one's uses move to the
 first, and it goes (common subexpression elimination). Exporters repeat
 whole computations (a mask or a position table rebuilt in every layer, two
-branches reading one input through equal constants). Model weights are
-never compared (that would read them), nor constants over 1 MiB."""
+branches reading one input through equal constants). Across devices, two
+`shard.all_slice`s of one value take one block: each reader of a weight
+(an unrolled recurrence's, once a step) then reads one parameter. Model
+weights are never compared (that would read them), nor constants over 1 MiB."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 
-from forge_opt.dialects import tir
+from forge_opt.dialects import shard, tir
 from forge_opt.transforms.lowering import erase_dead_ops
 
 #: constants up to this size are compared by value
@@ -22,6 +24,8 @@ COMPARED_BYTES = 1 << 20
 
 
 def _compared(op: Operation) -> bool:
+    if isinstance(op, shard.AllSliceOp):  # (a device's own block: no collective is merged)
+        return True
     if not isinstance(op, tir.TirOp) or op.regions:
         return False
     return not isinstance(op, tir.ConstantOp) or (op.weight_name is None and _nbytes(op) <= COMPARED_BYTES)

@@ -46,6 +46,16 @@ class NotStaticError(ForgeOptError):
     as exported instead."""
 
 
+def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -> bool:
+    """Whether `past` is the cache `present` extends: the same type but for
+    the length of one axis (not `axis`, the split one)."""
+    a, b = dtypes.tensor(past.type), dtypes.tensor(present.type)
+    if a.element_type != b.element_type or len(a.get_shape()) != len(b.get_shape()):
+        return False
+    differ = [i for i, (x, y) in enumerate(zip(a.get_shape(), b.get_shape())) if x != y]
+    return len(differ) == 1 and differ[0] != axis
+
+
 def static_past(present: SSAValue) -> SSAValue | None:
     """The past input a static cache's present writes (the Where that keeps
     its other positions), if `present` is one."""

@@ -35,3 +35,25 @@ func.func @weights(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, te
 // CHECK-NEXT: %q = tir.binary add %x, %v
 // CHECK-NEXT: %s = tir.binary sub %x, %u
 // CHECK-NEXT: func.return %p, %q, %s
+
+// -----
+
+// Two readers' slices of one weight (an unrolled recurrence's, once a step)
+// are one block a device; a slice along another axis stays its own.
+// CHECK-LABEL: func.func @one_block
+shard.grid @tp(shape = 2)
+func.func @one_block(%h: tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>, tensor<4x16xf32>) {
+  %w = tir.constant {value = dense<1.0> : tensor<8x16xf32>, weight_name = "w"} : tensor<8x16xf32>
+  %a = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 1 : tensor<8x16xf32> -> tensor<8x8xf32>
+  %p = tir.matmul %h, %a : tensor<1x8xf32>, tensor<8x8xf32> -> tensor<1x8xf32>
+  %b = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 1 : tensor<8x16xf32> -> tensor<8x8xf32>
+  %q = tir.matmul %p, %b : tensor<1x8xf32>, tensor<8x8xf32> -> tensor<1x8xf32>
+  %c = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+  func.return %p, %q, %c : tensor<1x8xf32>, tensor<1x8xf32>, tensor<4x16xf32>
+}
+// CHECK-NEXT: %w = tir.constant
+// CHECK-NEXT: %a = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 1
+// CHECK-NEXT: %p = tir.matmul %h, %a
+// CHECK-NEXT: %q = tir.matmul %p, %a
+// CHECK-NEXT: %c = shard.all_slice %w on @tp grid_axes = [0] slice_axis = 0
+// CHECK-NEXT: func.return %p, %q, %c

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, IntegerType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.interpreter import Interpreter
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -24,7 +24,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import array_view_attr
-from forge_opt.dialects.forge_ops import Index
+from forge_opt.dialects.forge_ops import CastOp, Index
 from forge_opt.interpreters.forge import ForgeFunctions
 from forge_opt.split.graph_infos import HOST_OUTPUTS, Output, Tensor
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
@@ -106,7 +106,7 @@ class Program:
                     self.segments.append(Segment(current))
                     current = []
                 self.collectives.append(Collective(op, len(self.segments) - 1))
-            elif all(v in self.constant for v in op.operands):
+            elif all(v in self.constant for v in op.operands) and not self._dequantizes_a_block(op):
                 self.constant.update(op.results)
             else:
                 current.append(op)
@@ -137,6 +137,15 @@ class Program:
             for v in op.results:
                 if v not in self.names and (v in crossing or type(op) in COLLECTIVE_OPS):
                     self.names[v] = self._unique(_tensor_name(v, op) or f"t{len(self.names)}")
+
+    def _dequantizes_a_block(self, op: Operation) -> bool:
+        """An integer block's cast to float (a quantized weight split where
+        it is stored, `tp/narrow_blocks`): run on the device, so that the
+        device stores the integers, not their float values."""
+        if not isinstance(op, CastOp) or not self.per_device(op.operands[0]):
+            return False
+        a, b = (dtypes.tensor(v.type).element_type for v in (op.operands[0], op.results[0]))
+        return isinstance(a, IntegerType) and isinstance(b, AnyFloat)
 
     def peak_activation_bytes(self) -> int:
         """The most bytes of non-constant values alive at once, the device's

@@ -2,7 +2,13 @@
 Sigmoid, Tanh and element-wise ops per step (Forge has no recurrent op;
 its TVM path unrolls too). The input projection of every step is one Matmul
 up front; each step adds the recurrent projection and applies the cell.
-Gate orders and formulas are ONNX's (LSTM `iofc`, GRU `zrh`)."""
+Gate orders and formulas are ONNX's (LSTM `iofc`, GRU `zrh`).
+
+Each projection's bias is added to the whole projection and its gates are
+then sliced from the sum, so a projection is a Linear whose output is taken
+apart by columns (`tp/fused_parts`): across devices each gate is split by
+hidden units, the cell runs on each device's units, and only the hidden
+state is gathered once a step."""
 
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ lowers = LOWERINGS.lowers
 
 _ACTIVATIONS = {"Sigmoid": UnaryFn.SIGMOID, "Tanh": UnaryFn.TANH, "Relu": UnaryFn.RELU}
 
-Cell = Callable[[TirEmitter, "_Direction", SSAValue, SSAValue, SSAValue | None], tuple[SSAValue, SSAValue | None]]
+#: one step: the direction, its input's projection by gates, h and c in; h and c out
+Cell = Callable[[TirEmitter, "_Direction", list[SSAValue], SSAValue, SSAValue | None],
+                tuple[SSAValue, SSAValue | None]]
 
 
 def _take(e: TirEmitter, x: SSAValue, index: int, axis: int) -> SSAValue:
@@ -49,10 +57,11 @@ def _mul(e: TirEmitter, a: SSAValue, b: SSAValue) -> SSAValue:
 
 
 class _Direction:
-    """One direction's weights, split per gate, and its activations."""
+    """One direction's weights and activations."""
 
     def __init__(self, op, e: TirEmitter, d: int, gates: int, hidden: int, activations: list[str]):
         self.hidden = hidden
+        self.gates = gates
         self.activations = activations
         self.clip = op.clip.value.data if op.clip is not None else None
         self.recurrent_t = e.transpose(_take(e, op.R, d, 0), [1, 0])  # (H, G*H)
@@ -64,8 +73,20 @@ class _Direction:
             self.recurrent_bias = _cols(e, b, gates * hidden, gates * hidden)
         self.peepholes = _take(e, op.P, d, 0) if isinstance(op, onnx.LSTMOp) and op.P is not None else None
 
-    def gate(self, e: TirEmitter, values: SSAValue, k: int) -> SSAValue:
-        return _cols(e, values, k * self.hidden, self.hidden)
+    def gates_of(self, e: TirEmitter, values: SSAValue, count: int | None = None) -> list[SSAValue]:
+        """The first `count` gates' columns of `values` (all of them by default)."""
+        count = self.gates if count is None else count
+        return [_cols(e, values, k * self.hidden, self.hidden) for k in range(count)] if count > 1 else [values]
+
+    def recurrence(self, e: TirEmitter, h: SSAValue, first: int = 0, count: int | None = None) -> list[SSAValue]:
+        """h's projection onto gates first..first+count, its bias added, taken apart by gates."""
+        count = self.gates - first if count is None else count
+        whole = first == 0 and count == self.gates
+        weight = self.recurrent_t if whole else _cols(e, self.recurrent_t, first * self.hidden, count * self.hidden)
+        bias = self.recurrent_bias
+        if bias is not None and not whole:
+            bias = _cols(e, bias, first * self.hidden, count * self.hidden)
+        return self.gates_of(e, _add(e, e.matmul(h, weight), bias), count)
 
     def act(self, e: TirEmitter, k: int, x: SSAValue) -> SSAValue:
         if self.clip is not None:
@@ -105,13 +126,14 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
     outputs, last_h, last_c = [], [], []
     for d in range(dirs):
         w = _Direction(op, e, d, gates, hidden, names[d * per : (d + 1) * per])
-        projected = e.matmul(x, w.input_t)  # (steps, batch, G*H): every step's input projection
+        # (steps, batch, H) a gate: every step's input projection
+        projected = w.gates_of(e, _add(e, e.matmul(x, w.input_t), w.input_bias))
         h = _initial(e, op.initial_h, d, batch, hidden)
         c = _initial(e, op.initial_c, d, batch, hidden) if with_cell_state else None
         ys: list[SSAValue | None] = [None] * steps
         reverse = direction == "reverse" or d == 1
         for t in reversed(range(steps)) if reverse else range(steps):
-            h, c = cell(e, w, _add(e, _take(e, projected, t, 0), w.input_bias), h, c)
+            h, c = cell(e, w, [_take(e, gate, t, 0) for gate in projected], h, c)
             ys[t] = h
         outputs.append(e.concat([e.reshape(y, [1, 1, batch, hidden]) for y in ys if y], 0))
         last_h.append(e.reshape(h, [1, batch, hidden]))
@@ -128,10 +150,9 @@ def _recurrent(op, e: TirEmitter, gates: int, defaults: list[str], cell: Cell, w
     return [v for v, r in zip(values, op.onnx_results()) if r is not None]
 
 
-def _lstm_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAValue | None):
+def _lstm_cell(e: TirEmitter, w: _Direction, xw: list[SSAValue], h: SSAValue, c: SSAValue | None):
     assert c is not None
-    hw = _add(e, e.matmul(h, w.recurrent_t), w.recurrent_bias)
-    i_, o_, f_, g_ = (_add(e, w.gate(e, xw, k), w.gate(e, hw, k)) for k in range(4))
+    i_, o_, f_, g_ = (_add(e, x, r) for x, r in zip(xw, w.recurrence(e, h)))
     peep = None
     if w.peepholes is not None:  # P is [p_i, p_o, p_f]: input and forget gates see C(t-1), output C(t)
         peep = [_cols(e, w.peepholes, k * w.hidden, w.hidden) for k in range(3)]
@@ -145,32 +166,22 @@ def _lstm_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, c: SSAVa
     return _mul(e, o, w.act(e, 2, c)), c
 
 
-def _bias(e: TirEmitter, w: _Direction, k: int) -> SSAValue | None:
-    """Gate k's recurrence bias, if the node has biases."""
-    return None if w.recurrent_bias is None else w.gate(e, w.recurrent_bias, k)
-
-
 def _gru_cell(linear_before_reset: bool):
-    def cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
-        r_t = w.recurrent_t
-        rz = _cols(e, r_t, 0, 2 * w.hidden)
-        hz = e.matmul(h, rz)
-        z = w.act(e, 0, _add(e, w.gate(e, xw, 0), _cols(e, hz, 0, w.hidden), _bias(e, w, 0)))
-        r = w.act(e, 0, _add(e, w.gate(e, xw, 1), _cols(e, hz, w.hidden, w.hidden), _bias(e, w, 1)))
-        rh = _cols(e, r_t, 2 * w.hidden, w.hidden)
-        if linear_before_reset:
-            candidate = _mul(e, r, _add(e, e.matmul(h, rh), _bias(e, w, 2)))
-        else:
-            candidate = _add(e, e.matmul(_mul(e, r, h), rh), _bias(e, w, 2))
-        h_new = w.act(e, 1, _add(e, w.gate(e, xw, 2), candidate))
+    def cell(e: TirEmitter, w: _Direction, xw: list[SSAValue], h: SSAValue, _c: SSAValue | None):
+        # linear_before_reset: one projection of h for all three gates; else the candidate's is of r * h
+        hz, hr, *hh = w.recurrence(e, h, 0, 3 if linear_before_reset else 2)
+        z = w.act(e, 0, _add(e, xw[0], hz))
+        r = w.act(e, 0, _add(e, xw[1], hr))
+        candidate = _mul(e, r, hh[0]) if linear_before_reset else w.recurrence(e, _mul(e, r, h), 2)[0]
+        h_new = w.act(e, 1, _add(e, xw[2], candidate))
         one_minus_z = e.binary(BinaryFn.SUB, e.scalar(1.0, z), z)
         return _add(e, _mul(e, one_minus_z, h_new), _mul(e, z, h)), None
 
     return cell
 
 
-def _rnn_cell(e: TirEmitter, w: _Direction, xw: SSAValue, h: SSAValue, _c: SSAValue | None):
-    return w.act(e, 0, _add(e, xw, e.matmul(h, w.recurrent_t), w.recurrent_bias)), None
+def _rnn_cell(e: TirEmitter, w: _Direction, xw: list[SSAValue], h: SSAValue, _c: SSAValue | None):
+    return w.act(e, 0, _add(e, xw[0], *w.recurrence(e, h))), None
 
 
 @lowers(onnx.LSTMOp)

@@ -5,8 +5,8 @@ into the IR as `shard` annotations (the global program stays exact:
 weight elements stay replicated.
 
 - A *Linear* is `tir.matmul(x, W)` with W a 2-d constant, or one laid
-  out by a transpose, reshape or cast (ONNX MatMul and Gemm with any
-  `transB`; an LM head reading the embedding's table). With x replicated
+  out by a transpose, reshape or cast, or dequantized (ONNX MatMul, Gemm,
+  MatMulInteger; an LM head reading the embedding's table). With x replicated
   (or partial, all-reduced first) it is column-parallel (W split by
   columns: `split_axes = [[], [0]]`); with x split along its last dim, as
   the output of a column layer is after element-wise ops, head reshapes,
@@ -19,7 +19,9 @@ weight elements stay replicated.
   heads P does not divide (grouped-query attention's K/V) stays
   replicated, as Megatron does; so does a Linear whose columns P does not
   divide (or whose rows, where it would be row-parallel), a 3-class head
-  say, with its reason in the report (pinned so by the plan, an error).
+  say, with its reason in the report (pinned so by the plan, an error). A
+  weight several Linears read takes one case for all (`weight_layouts`);
+  a quantized one is split as stored, before its cast (`narrow_blocks`).
   A matmul of a replicated image by a constant the compiler made (a
   bilinear Resize's interpolation) stays replicated, not split by pixels.
 - A column layer whose output is taken apart by columns, by a `Split` or
@@ -79,13 +81,12 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.lowering import erase_dead_ops
-from forge_opt.transforms.static_cache import PRESENT, static_past
+from forge_opt.transforms.static_cache import PRESENT, pairs_as_cache, static_past
 from forge_opt.transforms.tp.channel_parts import (
     channel_split,
     pack_concat,
@@ -105,6 +106,7 @@ from forge_opt.transforms.tp.layer_records import (
     VOCAB,
     record_layers,
 )
+from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
@@ -119,6 +121,7 @@ from forge_opt.transforms.tp.rules import (
     split,
 )
 from forge_opt.transforms.tp.tied_head import read_rows, tied_table
+from forge_opt.transforms.tp.weight_layouts import WeightLayouts, read_twice
 
 GRID = "tp"
 
@@ -146,16 +149,6 @@ class Layer:
     @property
     def weight(self) -> SSAValue:
         return self.op.operands[0] if self.kind == "embedding" else self.op.operands[1]
-
-
-def pairs_as_cache(past: SSAValue, present: SSAValue, axis: int | None = None) -> bool:
-    """Whether `past` is the cache `present` extends: the same type but for
-    the length of one axis (not `axis`, the split one)."""
-    a, b = dtypes.tensor(past.type), dtypes.tensor(present.type)
-    if a.element_type != b.element_type or len(a.get_shape()) != len(b.get_shape()):
-        return False
-    differ = [i for i, (x, y) in enumerate(zip(a.get_shape(), b.get_shape())) if x != y]
-    return len(differ) == 1 and differ[0] != axis
 
 
 def _model_weight(v: SSAValue) -> bool:
@@ -189,6 +182,7 @@ class _Annotator:
     dead: bool = False  # ops were replaced (a tied head read as its table's rows, a fused projection unfused)
     whole: set[Operation] = field(default_factory=set)  # the Linears of parts kept whole (`fused_parts`)
     replaced: set[Operation] = field(default_factory=set)  # layers rewritten into others
+    layouts: WeightLayouts = field(default_factory=WeightLayouts)  # one per weight (`weight_layouts`)
 
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
@@ -287,8 +281,7 @@ class _Annotator:
 
     def decide(self, layer: Layer) -> None:
         pin = self.pins.get(layer.name)
-        w = shape(layer.weight)
-        small = math.prod(w) < self.min_size
+        small = math.prod(w := shape(layer.weight)) < self.min_size
         if layer.kind == "conv":
             self.decide_conv(layer, pin, small)
             return
@@ -299,6 +292,12 @@ class _Annotator:
             layer.unshared = axis is None and pin is None and not small
             if axis is not None:
                 self.annotate_weight(layer, [[0] if d == axis else [] for d in range(3)])
+            return
+        if layer.kind == "linear":
+            weight, parts = layer.weight, fused_parts(layer.op.results[0]) is not None  # (before packing)
+            self.decide_linear(layer, pin, small)
+            self.layouts.note(weight, layer.case, parts)
+            layer.reason += self.layouts.record(weight, layer.case, layer.packed, layer.name)
             return
         if layer.kind == "embedding":
             if pin is not None and pin.axis == 1:
@@ -317,10 +316,13 @@ class _Annotator:
             if vocab:
                 self.vocab(layer)
             layer.unshared = not vocab and pin is None and not small
-            return
+
+    def decide_linear(self, layer: Layer, pin: Pin | None, small: bool) -> None:
+        w = shape(layer.weight)
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
         fused = fused_parts(layer.op.results[0])
+        follow = self.layouts.follow(layer.weight, x, last)
         router = image = False
         if layer.op in self.whole:
             wanted, layer.reason = REPLICATE, ("the parts of a fused projection whose heads the devices do not "
@@ -330,15 +332,17 @@ class _Annotator:
             layer.gather_out = pin.gather_out and wanted == COLUMN
         elif small:
             wanted, layer.reason = REPLICATE, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
-        elif x == split(last):
+        elif follow is not None and follow[0] == ROW:
+            wanted, layer.reason = follow
+        elif x == split(last) and follow is None:
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
         elif x == REPLICATED and len(shape(layer.op.operands[0])) == 4 and not _model_weight(layer.weight):
             # (a model's Linear on an image, as ConvNeXt's on channels last, reads a model weight)
             wanted, layer.reason = REPLICATE, ("a constant the compiler made for an image (a Resize's "
                                                "interpolation): split, its result would be split by pixels")
             image = True
-        elif x == REPLICATED or x.partial:  # a partial input (an Embedding's rows) all-reduced first
-            wanted, layer.reason = COLUMN, f"its input is {x}"
+        elif x == REPLICATED or x.partial or follow is not None:  # a partial input all-reduced first
+            wanted, layer.reason = (COLUMN, f"its input is {x}") if follow is None else follow
             if fused is not None:  # its parts decide (`fuse_column`)
                 if all(whole_parts(fused, self.devices)):
                     wanted, layer.reason = REPLICATE, (
@@ -470,6 +474,10 @@ class _Annotator:
         return op.results[0]
 
     def annotate_weight(self, layer: Layer, per_dim: list[list[int]]) -> None:
+        axis = next(i for i, a in enumerate(per_dim) if a)
+        if layer.kind in ("linear", "conv") and split_narrow(layer.weight, axis, self.sharding, self.devices,
+                                                             GRID, self._insert):
+            return
         s = self._insert(shard.sharding(GRID, per_dim), layer.op)
         annotated = self._insert(shard.ShardOp(layer.weight, s, None), layer.op)
         layer.op.operands[0 if layer.kind == "embedding" else 1] = annotated
@@ -557,7 +565,12 @@ def annotate(
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
     layers: list[Layer] = []
     for func in funcs:
-        layers += _Annotator(func, devices, min_size, pins).run()
+        layouts = WeightLayouts()
+        if read_twice([layer.weight for op in func.walk() if (layer := find_layer(op)) and layer.kind == "linear"]):
+            first = WeightLayouts(following=False)  # each reader's own case, for the case most take
+            _Annotator(func.clone(), devices, min_size, pins, layouts=first).run()
+            layouts.preferred = first.settled()
+        layers += _Annotator(func, devices, min_size, pins, layouts=layouts).run()
     unshared = [layer for layer in layers if layer.unshared]
     if require_sharded and unshared:
         listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)

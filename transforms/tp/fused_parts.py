@@ -20,7 +20,7 @@ from forge_opt.diagnostics import describe
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.transforms.tp.rules import TPError, shape
+from forge_opt.transforms.tp.rules import TPError, constant_root, shape
 
 #: inserts an op before another; its result
 Insert = Callable[[Operation, Operation], SSAValue]
@@ -42,6 +42,14 @@ class Fused:
     @property
     def biases(self) -> list[tir.BinaryOp]:
         return [op for op in self.chain if isinstance(op, tir.BinaryOp)]
+
+
+def bias_index(add: tir.BinaryOp, v: SSAValue | None = None) -> int:
+    """Which operand of a bias add is the bias: a constant (`constant_root`),
+    or the one that is not `v`."""
+    if v is not None:
+        return 1 if add.lhs is v else 0
+    return 0 if constant_root(add.lhs) is not None else 1
 
 
 def _slice_part(op: Operation, axis: int, size: int) -> tuple[int, int] | None:
@@ -97,8 +105,8 @@ def fused_parts(y: SSAValue) -> Fused | None:
             chain.append(user)
             v = user.output
         elif isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
-            other = user.rhs if user.lhs is v else user.lhs
-            if not (isinstance(other.owner, tir.ConstantOp) and shape(other) == [width]):
+            other = user.operands[bias_index(user, v)]
+            if not (constant_root(other) is not None and shape(other) == [width]):
                 return None
             chain.append(user)
             v = user.output
@@ -156,7 +164,7 @@ def unfuse(matmul: tir.MatmulOp, fused: Fused, whole: list[bool],
         made.append(linear)
         for op in fused.chain:  # its biases' columns, its reshapes with the width it has
             if isinstance(op, tir.BinaryOp):
-                bias = op.lhs if isinstance(op.lhs.owner, tir.ConstantOp) else op.rhs
+                bias = op.operands[bias_index(op)]
                 y = insert(tir.BinaryOp(BinaryFn.ADD, y, insert(tir.GatherOp(bias, index, 0))))
             else:
                 y = insert(tir.ReshapeOp(y, [*shape(op.results[0])[:-1], len(columns)]))
@@ -198,7 +206,7 @@ def pack(matmul: tir.MatmulOp, fused: Fused, devices: int, insert: Insert) -> No
     order = packed_order([n for _, n in fused.parts], p)  # the parts cover the columns in order
     matmul.operands[1] = permuted(matmul.rhs, order, 1, matmul, insert)
     for add in fused.biases:
-        index = 0 if isinstance(add.lhs.owner, tir.ConstantOp) else 1
+        index = bias_index(add)
         add.operands[index] = permuted(add.operands[index], order, 0, add, insert)
     # each part: its columns of every device's block, [..., P, width/P] sliced, read in its shape again
     z, first = fused.value, fused.users[0]

@@ -45,6 +45,7 @@ from forge_opt.transforms.tp.rules import (
     PARTIAL,
     REPLICATED,
     Sharding,
+    constant_root,
     local_type,
     nonnegative_indices,
     rule,
@@ -142,7 +143,9 @@ class _Partitioner:
                 out = self.add(shard.ReduceScatterOp(v, g, [0], want.axis, local_type(t, want, p)), want)
         elif have.axis is None:
             assert want.axis is not None
-            out = self.add(shard.AllSliceOp(v, g, [0], want.axis, local_type(t, want, p)), want)
+            out = self.sliced_scaling(v, want)
+            if out is None:
+                out = self.add(shard.AllSliceOp(v, g, [0], want.axis, local_type(t, want, p)), want)
         else:
             full = list(t.get_shape())
             full[have.axis] *= p
@@ -151,6 +154,28 @@ class _Partitioner:
                 out = self.reshard(out, want)
         self.resharded[key] = out
         return out
+
+    def sliced_scaling(self, v: SSAValue, want: Sharding) -> SSAValue | None:
+        """A block of a constant scaled by a value it broadcasts against
+        (a per-channel quantization scale times the input's scale, computed
+        per run): the constant's block scaled, so each device stores the
+        constant's block, not the whole."""
+        op = v.owner
+        if not isinstance(op, tir.BinaryOp) or want.axis is None:
+            return None
+        rank = len(shape(v))
+        operands = []
+        for o in (op.lhs, op.rhs):
+            a = want.axis - (rank - len(shape(o)))
+            if a < 0 or shape(o)[a] == 1:
+                operands.append(o)  # broadcast along the split axis: whole on every device
+            elif constant_root(o) is not None and shape(o) == shape(v):
+                operands.append(self.reshard(o, want))
+            else:
+                return None
+        if operands == [op.lhs, op.rhs]:
+            return None
+        return self.add(tir.BinaryOp(op.fn.data, *operands), want)
 
     def run(self) -> None:
         for arg in self.block.args:

@@ -63,13 +63,27 @@ def shape(v: SSAValue) -> list[int]:
 def constant_root(v: SSAValue) -> tir.ConstantOp | None:
     """The constant `v` is, or is laid out from by a transpose, reshape or
     cast (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input), or
-    some of whose columns or channels it gathers (`fused_parts`,
-    `channel_parts`)."""
+    some of whose columns or channels it gathers or slices (`fused_parts`,
+    `channel_parts`; a recurrent node's direction and gates), or which it
+    shifts and scales by constants (a quantized weight dequantized: its
+    zero point subtracted, its scale multiplied)."""
     op = v.owner
-    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp) or (
-            isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
-        op = op.input.owner
-    return op if isinstance(op, tir.ConstantOp) else None
+    while True:
+        if isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.StridedSliceOp) or (
+                isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
+            op = op.input.owner
+        elif isinstance(op, tir.BinaryOp) and op.fn.data in _SHIFTS_AND_SCALES and (
+                shaped := [o for o in (op.lhs, op.rhs) if o.type == op.output.type]):
+            other = op.rhs if shaped[0] is op.lhs else op.lhs
+            if constant_root(other) is None:
+                return None
+            op = shaped[0].owner
+        else:
+            return op if isinstance(op, tir.ConstantOp) else None
+
+
+#: the element-wise ops that dequantize a weight
+_SHIFTS_AND_SCALES = (BinaryFn.SUB, BinaryFn.MUL, BinaryFn.ADD, BinaryFn.DIV)
 
 
 def constant_weight(v: SSAValue, rank: int = 2) -> bool:

@@ -23,8 +23,7 @@ from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, DataFormat
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.transforms.data_formats import matmul_weights
-from forge_opt.transforms.static_cache import static_past
-from forge_opt.transforms.tp.annotate import pairs_as_cache
+from forge_opt.transforms.static_cache import pairs_as_cache, static_past
 from forge_opt.transforms.tp.sharing import sharing_passes
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,

@@ -1,0 +1,94 @@
+"""A quantized weight split where it is stored narrow. A Linear's weight
+dequantized from 8-bit integers (DequantizeLinear, MatMulInteger's zero
+point, a Cast then Mul) is split before its widening cast, not after: each
+device then stores its block of the integers (and the per-channel scales
+and zero points by the same blocks, sliced as the partition carries the
+split through the element-wise ops), and dequantizes it as one device
+does, instead of storing a float32 block four times its size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import AnyFloat, IntegerType
+from xdsl.ir import Operation, SSAValue
+
+from forge_opt import dtypes
+from forge_opt.dialects import shard, tir
+from forge_opt.transforms.tp.rules import REPLICATED, Sharding, constant_root, reshape_axis, rule, shape, split
+
+#: inserts an op before another; its result
+Insert = Callable[[Operation, Operation], SSAValue]
+
+
+def _dequantizes(op: Operation) -> bool:
+    """An integer-to-float cast."""
+    if not isinstance(op, tir.CastOp):
+        return False
+    a, b = dtypes.tensor(op.input.type).element_type, dtypes.tensor(op.output.type).element_type
+    return isinstance(a, IntegerType) and isinstance(b, AnyFloat)
+
+
+def _source_axis(op: Operation, v: SSAValue, axis: int) -> tuple[SSAValue, int] | None:
+    """The operand of `op` (the chain's next value up) and its axis that
+    `v`'s `axis` is, if the op keeps a split of it local."""
+    if isinstance(op, tir.TransposeOp):
+        return op.input, list(op.perm.get_values())[axis]
+    if isinstance(op, tir.ReshapeOp):
+        a = reshape_axis(shape(v), shape(op.input), axis)
+        return None if a is None else (op.input, a)
+    if isinstance(op, tir.StridedSliceOp):
+        rank = len(shape(v))
+        return None if axis in [a % rank for a in op.axes.get_values()] else (op.input, axis)
+    if isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp):
+        g, index_rank = op.axis.value.data, len(shape(op.indices))
+        if index_rank == 0:
+            return op.input, axis if axis < g else axis + 1
+        return None if axis == g or index_rank != 1 else (op.input, axis)
+    if isinstance(op, tir.BinaryOp):
+        shaped = [o for o in (op.lhs, op.rhs) if o.type == op.output.type]
+        other = op.rhs if shaped and shaped[0] is op.lhs else op.lhs
+        return (shaped[0], axis) if shaped and constant_root(other) is not None else None
+    return None
+
+
+def narrow_source(weight: SSAValue, axis: int) -> tuple[tir.CastOp, int, list[Operation]] | None:
+    """The integer-to-float cast in `weight`'s chain, the axis of its input
+    that `weight`'s `axis` is, and the ops after it up to `weight` in
+    order; None if the chain has none or does not keep the split local."""
+    chain: list[Operation] = []
+    v = weight
+    while isinstance(v.owner, Operation):
+        op = v.owner
+        chain.append(op)
+        if _dequantizes(op):
+            return op, axis, list(reversed(chain))  # pyright: ignore[reportReturnType]
+        up = _source_axis(op, v, axis)
+        if up is None:
+            return None
+        v, axis = up
+    return None
+
+
+def split_narrow(weight: SSAValue, axis: int, sharding: dict[SSAValue, Sharding], devices: int, grid: str,
+                 insert: Insert) -> bool:
+    """Split a dequantized weight before its cast, on `grid`, the split
+    carried through the ops after it (`sharding` updated as the annotator
+    keeps it); whether the weight arrives split along `axis`."""
+    found = narrow_source(weight, axis)
+    if found is None:
+        return False
+    cast, at, chain = found
+    source = cast.input
+    if not isinstance(source.owner, shard.ShardOp):  # (else an earlier reader split it)
+        if source.uses.get_length() > 1:  # read whole elsewhere too
+            return False
+        target = insert(shard.sharding(grid, [[0] if d == at else [] for d in range(len(shape(source)))]), cast)
+        annotated = insert(shard.ShardOp(source, target, None), cast)
+        cast.operands[0] = annotated
+        sharding[annotated] = split(at)
+    for op in chain:
+        r = rule(op, [sharding.get(o, REPLICATED) for o in op.operands], devices)
+        for res, s in zip(op.results, r.results):
+            sharding[res] = s
+    return sharding.get(weight, REPLICATED) == split(axis)

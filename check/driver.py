@@ -74,27 +74,6 @@ def hidden_folder():
             raise ForgeOptError(str(e).replace(tmp + os.sep, "the check's ")) from None
 
 
-def read_inputs(path: str) -> dict[str, np.ndarray]:
-    """`--inputs x.npz`: one array per input, by name."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ForgeOptError(f"{path}: cannot read the inputs (an .npz file of one array per input, by name): "
-                            f"{e}") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ForgeOptError(f"{path}: one array, not an .npz file of one array per input by name "
-                            "(np.savez(path, input_ids=..., attention_mask=...))")
-    with data:
-        arrays = {}
-        for k in data.files:
-            try:
-                arrays[k] = data[k]
-            except ValueError:  # numpy refuses pickled (object) arrays without allow_pickle
-                raise ForgeOptError(f"{path}: input '{k}' is an array of Python objects; give numbers "
-                                    "(np.savez(path, x=np.asarray(x, np.float32)))") from None
-        return arrays
-
-
 def frozen(model, inputs, freeze: tuple[str, ...]):
     """`--freeze`: the model with the named graph inputs compiled as
     constants (their values from `inputs`, a dict), and the other inputs."""

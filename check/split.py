@@ -6,7 +6,8 @@ Forge can, CPU elsewhere) against onnxruntime on the whole model,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from forge_opt.check.driver import Loaded, compare_outputs, load_checked
 from forge_opt.check.model import tt_mlir_line
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, run_check
+from forge_opt.check.run import Ran, Strategy, run_check
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
@@ -49,7 +50,7 @@ class Fallback:
     MPI process each, which must all return the same outputs."""
 
     mode = "--fallback"
-    takes = frozenset({"freeze", "devices", "mpi", "timeout", "min_device_ops", "executor"})
+    takes = frozenset({"fallback", "freeze", "devices", "mpi", "timeout", "min_device_ops", "executor"})
     failed = "a device sub-model failed on Forge"
     forge_python = ""
 
@@ -250,6 +251,54 @@ def check_parallel(
     return run_check(source, options, Parallel(options))
 
 
+class SizedDevices:
+    """`--device-memory`: the smallest device count whose per-device share
+    (parameters and KV cache) fits, chosen from the model as loaded; then
+    the check `make` builds for the options at that count (one device keeps
+    no plan: it has no layers to pin). The table of the counts tried leads
+    the summary."""
+
+    failed = "a device program failed on Forge"
+    forge_python = ""  # the inner strategy's, once it has one
+
+    def __init__(self, options: CheckOptions, make: Callable[[CheckOptions], Strategy]):
+        self.options, self.make = options, make
+        self.mode = "--device-memory"
+        # it chooses the count, for a tensor-parallel program (not a split's)
+        self.takes = make(replace(options, devices=2)).takes - {"devices", "fallback"} | {"device_memory",
+                                                                                           "max_devices"}
+        self.inner: Strategy | None = None
+        self.table: list[str] = []
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        o = self.options
+        sizing = _sized(loaded, o.device_memory, o.max_devices or 8, min_size=o.min_size, plan=o.plan,
+                        data_format=o.data_format, weight_format=o.weight_format, steps=o.steps,
+                        max_length=o.max_length, growing_cache=o.growing_cache)
+        self.table = [*sizing.table, f"devices: {sizing.devices}"]
+        chosen = replace(o, devices=sizing.devices, device_memory=0, max_devices=0)
+        if sizing.devices == 1:
+            chosen = replace(chosen, plan="", min_size=0)
+        self.inner = self.make(chosen)
+        self.failed = self.inner.failed
+        try:
+            return self.inner.prepare(loaded)
+        finally:
+            self.forge_python = self.inner.forge_python
+
+    def module(self) -> ModuleOp | None:
+        return self.inner.module() if self.inner is not None else None
+
+    def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        assert self.inner is not None
+        try:
+            ran = self.inner.run(prepared, feeds, reference, folder)
+        finally:
+            self.forge_python = self.inner.forge_python
+        ran.summary = "\n".join(filter(None, [*self.table, ran.summary]))
+        return ran
+
+
 def size_devices(
     source,
     memory: int,
@@ -270,6 +319,14 @@ def size_devices(
     parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
     the inputs or `shapes`/`dims` give, in these formats; for `--decode
     steps`, with the static cache that decode runs (unless `growing_cache`)."""
+    return _sized(load_checked(source, inputs, shapes=shapes, dims=dims), memory, max_devices, min_size=min_size,
+                  plan=plan, data_format=data_format, weight_format=weight_format, steps=steps, max_length=max_length,
+                  growing_cache=growing_cache)
+
+
+def _sized(loaded: Loaded, memory: int, max_devices: int, *, min_size: int, plan: str, data_format: str,
+           weight_format: str, steps: int, max_length: int, growing_cache: bool):
+    """`size_devices` of a model loaded."""
     import tempfile
 
     from xdsl.context import Context
@@ -278,7 +335,6 @@ def size_devices(
     from forge_opt.transforms.pipelines import OnnxToForgePass
     from forge_opt.transforms.tp.sizing import choose_devices
 
-    loaded = load_checked(source, inputs, shapes=shapes, dims=dims)
     module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
     static_cache, static_shapes = 0, {}
     if steps and not growing_cache:

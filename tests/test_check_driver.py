@@ -24,7 +24,8 @@ STRATEGIES = [OneDevice, Fallback, Parallel, Decode]
 GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "devices": 2, "mpi": True,
          "plan": "pins.json", "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2,
          "data_format": "bfloat16", "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True,
-         "timeout": 5.0, "executor": "xla", "tt_mlir": True}
+         "timeout": 5.0, "executor": "xla", "tt_mlir": True, "fallback": True, "device_memory": 100_000,
+         "max_devices": 4}
 
 
 def test_every_flagged_option_has_a_value_to_try():
@@ -34,20 +35,38 @@ def test_every_flagged_option_has_a_value_to_try():
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.__name__)
 @pytest.mark.parametrize("option", sorted(GIVEN))
 def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
-    base = CheckOptions(devices=2, steps=2) if strategy in (Parallel, Decode) else CheckOptions()
+    base = {Parallel: CheckOptions(devices=2), Decode: CheckOptions(devices=2, steps=2)}.get(strategy, CheckOptions())
     options = replace(base, **{option: GIVEN[option]})
     chosen = strategy(options)
     if option in chosen.takes:
         return
     report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, chosen)
-    flag = next(f.metadata["flag"] for f in fields(CheckOptions) if f.name == option)
+    flag, needs = next((f.metadata["flag"], f.metadata["needs"]) for f in fields(CheckOptions) if f.name == option)
     assert report.status == NOT_COMPILED
-    if option == "max_length" and not options.steps:  # audit U3: what it lacks is --decode, not another mode
-        assert report.error == "--max-length sizes the KV cache of a decode: it goes with --decode N"
-    elif option == "timeout" and not options.mpi:
-        assert report.error.startswith("--timeout bounds how long MPI processes wait")
+    if needs is not None and not getattr(options, needs[0]):  # audit U3: what it lacks, not another mode
+        assert report.error == needs[1]
     else:
         assert report.error == f"{flag} does not combine with {chosen.mode}"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--fallback", "--decode", "2"], "--fallback does not combine with --decode 2"),
+    (["--device-memory", "1MB", "--devices", "2"], "--devices does not combine with --device-memory"),
+    (["--device-memory", "1MB", "--fallback"], "--fallback does not combine with --device-memory"),
+    (["--device-memory", "0"], "--device-memory 0: give a size above 0"),
+    (["--decode", "0"], "--decode 0: decode at least one step"),
+    (["--max-length", "8"], "--max-length sizes the KV cache of a decode: it goes with --decode N"),
+    (["--devices", "2", "--timeout", "5"], "--timeout bounds how long MPI processes wait for each other"),
+])
+def test_flags_that_do_not_go_together_are_named(flags, says, capsys):
+    """The rules are the options record's (`needs`) and each strategy's
+    `takes`: a flag the chosen check cannot use is an error, never dropped."""
+    from forge_opt.tools.forge_check import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(MODELS / "tiny_cnn_opset17.onnx"), *flags])
+    assert done.value.code == NOT_COMPILED
+    assert says in capsys.readouterr().err
 
 
 def test_fallback_with_devices_no_longer_drops_min_size(capsys):

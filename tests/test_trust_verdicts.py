@@ -186,7 +186,7 @@ def _convert_a_plan(tmp_path):
 
 
 def _npy_inputs(tmp_path):
-    from forge_opt.check.driver import read_inputs
+    from forge_opt.check.options import read_inputs
 
     np.save(tmp_path / "x.npy", rand(1, 4, 8))
     read_inputs(str(tmp_path / "x.npy"))

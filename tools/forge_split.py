@@ -188,7 +188,7 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
 
     plan, graphs = read_split(folder)
     if path:
-        from forge_opt.check.driver import read_inputs
+        from forge_opt.check.options import read_inputs
 
         return read_inputs(path)
     rng = np.random.default_rng(0)

@@ -1,0 +1,27 @@
+"""Which strategy a check's options ask for: `--decode` (around the one
+that runs each step's program), `--fallback`, `--devices P`, or one device;
+`--device-memory` around the one for the count it chooses."""
+
+from __future__ import annotations
+
+from forge_opt.check.decode import Decode
+from forge_opt.check.model import OneDevice
+from forge_opt.check.options import CheckOptions
+from forge_opt.check.run import Strategy
+from forge_opt.check.split import Fallback, Parallel, SizedDevices
+
+
+def strategy_for(options: CheckOptions) -> Strategy:
+    if options.device_memory:
+        return SizedDevices(options, _at_count)
+    return _at_count(options)
+
+
+def _at_count(options: CheckOptions) -> Strategy:
+    if options.steps:
+        return Decode(options)
+    if options.fallback:
+        return Fallback(options)
+    if options.devices > 1:
+        return Parallel(options)
+    return OneDevice(options)

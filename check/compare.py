@@ -171,17 +171,8 @@ def compare_output(
     tolerance = max(atol + rtol * scale, quantum)
     with np.errstate(invalid="ignore", over="ignore"):
         bound = tolerance if scaled else np.maximum(atol + rtol * np.abs(w), quantum)
-        if is_float(want.dtype) and want.dtype.itemsize < 4:
-            # a float narrower than float32 may also differ by two units in its own last place: at the
-            # output's scale when the tolerance is (rounding anywhere upstream is at that scale), so the
-            # tolerance shown is the bound applied
-            eps = float(ml_dtypes.finfo(want.dtype).eps)
-            if scaled:
-                bound = bound + 2 * eps * max(1.0, scale)
-                tolerance += 2 * eps * max(1.0, scale)
-            else:
-                bound = bound + 2 * eps * (1 + np.abs(w))
-                tolerance += 2 * eps * (1 + scale)
+        to_bound, to_tolerance = _narrow_float_margin(want.dtype, w, scale, scaled)
+        bound, tolerance = bound + to_bound, tolerance + to_tolerance
         close = diff <= bound
     ok = bool(np.all(close))
     p = math.nan
@@ -201,6 +192,19 @@ def compare_output(
         off[differ] = ~close
     return OutputResult(name, got.shape, err, p, ok, tolerance=tolerance, accepting_rtol=accepting,
                         budget="q-step" if quantum and tolerance == quantum else "scale", off=off)
+
+
+def _narrow_float_margin(dtype: np.dtype, w: np.ndarray, scale: float, scaled: bool):
+    """What a float narrower than float32 adds to the bound and to the
+    tolerance shown: it may also differ by two units in its own last place,
+    at the output's scale when the tolerance is (rounding anywhere upstream
+    is at that scale), so the tolerance shown is the bound applied."""
+    if not (is_float(dtype) and dtype.itemsize < 4):
+        return 0.0, 0.0
+    eps = float(ml_dtypes.finfo(dtype).eps)
+    if scaled:
+        return 2 * eps * max(1.0, scale), 2 * eps * max(1.0, scale)
+    return 2 * eps * (1 + np.abs(w)), 2 * eps * (1 + scale)
 
 
 #: why a reduced format's output is no match where it has infinities or NaN the reference has not

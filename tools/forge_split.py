@@ -231,8 +231,6 @@ def _run(argv: list[str]) -> int:
     check_tolerances(args.rtol, args.atol, args.pcc)
     if not args.loop_seconds > 0:
         raise ForgeOptError(f"--loop-seconds {args.loop_seconds}: give a positive number of seconds")
-    from forge_opt.check.compare import compare_output
-    from forge_opt.check.report import format_results, verdict
     from forge_opt.execution.oracle import expected_outputs
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
@@ -277,6 +275,14 @@ def _run(argv: list[str]) -> int:
         print("reference: this split on the CPU (give --model to compare with the whole model: only that "
               "sees an error of the split itself)")
         want = run_split(folder, inputs, mode="cpu", loop_seconds=args.loop_seconds)
+    return _compared(want, outputs, args)
+
+
+def _compared(want: dict, outputs: dict, args: argparse.Namespace) -> int:
+    """`run --check`: the split's outputs against `want`, the table and the verdict printed; its status."""
+    from forge_opt.check.compare import compare_output
+    from forge_opt.check.report import format_results, verdict
+
     missing = [name for name in want if name not in outputs]
     if missing:
         raise ForgeOptError(f"the split returns no output '{missing[0]}' of the model; nothing to compare it with")

@@ -115,7 +115,7 @@ class OnnxToForgePass(ModulePass):
 
     # `device-memory=BYTES` (a count, or `512MiB`, `24GB`): choose `devices`
     # as the smallest count up to `max-devices` whose per-device share fits
-    # (`tp_sizing`).
+    # (`tp/sizing`).
     device_memory: int | str = 0
     max_devices: int = 8
 

@@ -51,9 +51,11 @@ class Segment:
 
 
 @dataclass
-class Collective:
+class CollectiveStep:
+    """A collective of the program where it is cut: the op, and the segment it follows."""
+
     op: Operation
-    after: int  # the segment it follows
+    after: int
 
 
 def value_nbytes(t) -> int:
@@ -86,7 +88,7 @@ class Program:
                                     "fuse-patterns, merge-equal-ops, lower-split, tir-to-forge)")
         self.constant: set[SSAValue] = set()  # values computed from constants alone
         self.segments: list[Segment] = []
-        self.collectives: list[Collective] = []
+        self.collectives: list[CollectiveStep] = []
         self.names: dict[SSAValue, str] = {}
         self._per_device: dict[SSAValue, bool] = {}
         self._cut()
@@ -105,7 +107,7 @@ class Program:
                 if current:
                     self.segments.append(Segment(current))
                     current = []
-                self.collectives.append(Collective(op, len(self.segments) - 1))
+                self.collectives.append(CollectiveStep(op, len(self.segments) - 1))
             elif all(v in self.constant for v in op.operands) and not self._dequantizes_a_block(op):
                 self.constant.update(op.results)
             else:

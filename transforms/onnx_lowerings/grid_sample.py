@@ -79,6 +79,44 @@ def _clip(e: TirEmitter, x: SSAValue, lo: float, hi: float) -> SSAValue:
     return e.value(tir.ClipOp(x, lo, hi))
 
 
+def _taps(e: TirEmitter, x: SSAValue, d: int, lo: float, hi: float, mode: str, padding: str):
+    """One spatial dim's taps at coordinate `x` (in input positions, of a
+    dim of `d`): each an index, a float of an integer inside the dim, and
+    its weight (None: 1), zero for a tap outside under zeros padding."""
+    if mode == "nearest":
+        # the coordinate is integral (rounded, clipped or reflected to one): truncate as int32 would
+        taps = [(x, None)]
+    else:
+        base = e.floor(x)
+        t = e.binary(BinaryFn.SUB, x, base)
+        if mode == "linear":
+            weights = [e.binary(BinaryFn.SUB, e.scalar(1, t), t), t]
+            offsets = [0, 1]
+        else:
+            weights = _cubic_weights(e, t)
+            offsets = [-1, 0, 1, 2]
+        taps = [
+            (base if o == 0 else e.binary(BinaryFn.ADD, base, e.scalar(o, base)), w)
+            for o, w in zip(offsets, weights)
+        ]
+    resolved = []
+    for index, weight in taps:
+        inside = None
+        if padding == "zeros":
+            ge = e.binary(BinaryFn.GE, index, e.scalar(0, index))
+            le = e.binary(BinaryFn.LE, index, e.scalar(d - 1, index))
+            inside = e.cast_like(e.binary(BinaryFn.AND, ge, le), index)
+        elif padding == "reflection" and mode != "nearest":
+            index = _reflect(e, index, lo, hi)
+        index = _clip(e, index, 0.0, d - 1.0)
+        if mode == "nearest" or padding == "reflection":  # int(...) truncates toward zero; here all >= 0
+            index = e.floor(index)
+        if inside is not None:
+            weight = inside if weight is None else e.binary(BinaryFn.MUL, weight, inside)
+        resolved.append((index, weight))
+    return resolved
+
+
 @lowers(onnx.GridSampleOp)
 def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
     shape = static_shape(op.X, e)
@@ -118,40 +156,7 @@ def _grid_sample(op: onnx.GridSampleOp, e: TirEmitter):
         coords.append((x, d, lo, hi))
 
     # per dim: its taps, each an index (a float of an integer) and a weight
-    taps_per_dim = []
-    for x, d, lo, hi in coords:
-        if mode == "nearest":
-            # the coordinate is integral (rounded, clipped or reflected to one): truncate as int32 would
-            taps = [(x, None)]
-        else:
-            base = e.floor(x)
-            t = e.binary(BinaryFn.SUB, x, base)
-            if mode == "linear":
-                weights = [e.binary(BinaryFn.SUB, e.scalar(1, t), t), t]
-                offsets = [0, 1]
-            else:
-                weights = _cubic_weights(e, t)
-                offsets = [-1, 0, 1, 2]
-            taps = [
-                (base if o == 0 else e.binary(BinaryFn.ADD, base, e.scalar(o, base)), w)
-                for o, w in zip(offsets, weights)
-            ]
-        resolved = []
-        for index, weight in taps:
-            inside = None
-            if padding == "zeros":
-                ge = e.binary(BinaryFn.GE, index, e.scalar(0, index))
-                le = e.binary(BinaryFn.LE, index, e.scalar(d - 1, index))
-                inside = e.cast_like(e.binary(BinaryFn.AND, ge, le), index)
-            elif padding == "reflection" and mode != "nearest":
-                index = _reflect(e, index, lo, hi)
-            index = _clip(e, index, 0.0, d - 1.0)
-            if mode == "nearest" or padding == "reflection":  # int(...) truncates toward zero; here all >= 0
-                index = e.floor(index)
-            if inside is not None:
-                weight = inside if weight is None else e.binary(BinaryFn.MUL, weight, inside)
-            resolved.append((index, weight))
-        taps_per_dim.append(resolved)
+    taps_per_dim = [_taps(e, x, d, lo, hi, mode, padding) for x, d, lo, hi in coords]
 
     # the input as rows: (batch, positions...) x channels
     positions = math.prod(dims)

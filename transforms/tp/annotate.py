@@ -14,7 +14,7 @@ weight elements stay replicated.
   its sum is all-reduced where first needed: Megatron's pairing, one
   all-reduce per MLP and per attention. A bias or a residual added to a
   partial sum that nothing else reads is counted on device 0 alone
-  (`tp_rules`), so a parallel block's attention and MLP sums (GPT-J,
+  (`tp/rules`), so a parallel block's attention and MLP sums (GPT-J,
   GPT-NeoX, Phi-2) meet before their one all-reduce. A column layer whose
   heads P does not divide (grouped-query attention's K/V) stays
   replicated, as Megatron does; so does a Linear whose columns P does not
@@ -96,6 +96,7 @@ from forge_opt.transforms.tp.channel_parts import (
 )
 from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
+from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
 from forge_opt.transforms.tp.layer_records import (
     COLUMN,
     GROUPS,
@@ -112,8 +113,6 @@ from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
     TPError,
-    constant_root,
-    constant_weight,
     nonnegative_indices,
     reshape_axis,
     rule,
@@ -127,58 +126,14 @@ GRID = "tp"
 
 
 @dataclass
-class Layer:
-    op: Operation
-    kind: str  # "linear", "embedding" or "conv"
-    case: str = REPLICATE
-    gather_out: bool = False
-    packed: int = 0  # parts of a packed column layer
-    padded_rows: int = 0
-    reason: str = ""  # why this case
-    unshared: bool = False  # replicated, though large enough to share and not pinned so
-
-    def entry(self) -> dict:
-        """The layer as `graph_infos.json`'s `layers` lists it."""
-        return {"node": self.name, "kind": self.kind, "case": self.case, "packed": self.packed,
-                "padded_rows": self.padded_rows, "reason": self.reason, "unshared": self.unshared}
-
-    @property
-    def name(self) -> str:
-        return node_name(self.op) or self.op.name
-
-    @property
-    def weight(self) -> SSAValue:
-        return self.op.operands[0] if self.kind == "embedding" else self.op.operands[1]
-
-
-def _model_weight(v: SSAValue) -> bool:
-    root = constant_root(v)
-    return root is not None and root.weight_name is not None
-
-
-def find_layer(op: Operation) -> Layer | None:
-    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs):
-        return Layer(op, "linear")
-    if isinstance(op, tir.MatmulOp) and constant_weight(op.rhs, 3) and _model_weight(op.rhs):
-        # weights stacked over experts; not a table the compiler computed (SAM's relative positions, gathered)
-        return Layer(op, "experts")
-    if isinstance(op, tir.GatherOp) and op.axis.value.data == 0 and constant_weight(op.input) and \
-            not isinstance(op.indices.owner, tir.ConstantOp):  # rows a constant picks (a GRU's direction): a slice
-        return Layer(op, "embedding")
-    if isinstance(op, tir.Conv2dOp | tir.ConvTranspose2dOp) and constant_weight(op.weight, 4):
-        return Layer(op, "conv")
-    return None
-
-
-@dataclass
 class _Annotator:
     func: FuncOp
     devices: int
     min_size: int
     pins: dict[str, Pin]
-    layers: list[Layer] = field(default_factory=list)
+    layers: list[LayerChoice] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
-    tables: dict[SSAValue, Layer] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
+    tables: dict[SSAValue, LayerChoice] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
     dead: bool = False  # ops were replaced (a tied head read as its table's rows, a fused projection unfused)
     whole: set[Operation] = field(default_factory=set)  # the Linears of parts kept whole (`fused_parts`)
     replaced: set[Operation] = field(default_factory=set)  # layers rewritten into others
@@ -187,7 +142,7 @@ class _Annotator:
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
 
-    def run(self) -> list[Layer]:
+    def run(self) -> list[LayerChoice]:
         seen: set[str] = set()
         op = self.func.body.block.first_op
         while op is not None:
@@ -279,7 +234,7 @@ class _Annotator:
                 )
         return f"the plan names the node '{name}', which the model does not have"
 
-    def decide(self, layer: Layer) -> None:
+    def decide(self, layer: LayerChoice) -> None:
         pin = self.pins.get(layer.name)
         small = math.prod(w := shape(layer.weight)) < self.min_size
         if layer.kind == "conv":
@@ -317,7 +272,7 @@ class _Annotator:
                 self.vocab(layer)
             layer.unshared = not vocab and pin is None and not small
 
-    def decide_linear(self, layer: Layer, pin: Pin | None, small: bool) -> None:
+    def decide_linear(self, layer: LayerChoice, pin: Pin | None, small: bool) -> None:
         w = shape(layer.weight)
         x = self.of(layer.op.operands[0])
         last = len(shape(layer.op.operands[0])) - 1
@@ -336,7 +291,7 @@ class _Annotator:
             wanted, layer.reason = follow
         elif x == split(last) and follow is None:
             wanted, layer.reason = ROW, "its input is split along its last dim (a column layer's output)"
-        elif x == REPLICATED and len(shape(layer.op.operands[0])) == 4 and not _model_weight(layer.weight):
+        elif x == REPLICATED and len(shape(layer.op.operands[0])) == 4 and not model_weight(layer.weight):
             # (a model's Linear on an image, as ConvNeXt's on channels last, reads a model weight)
             wanted, layer.reason = REPLICATE, ("a constant the compiler made for an image (a Resize's "
                                                "interpolation): split, its result would be split by pixels")
@@ -382,7 +337,7 @@ class _Annotator:
             return
         self.annotate_weight(layer, [[], [0]] if dim else [[0], []])
 
-    def decide_conv(self, layer: Layer, pin: Pin | None, small: bool) -> None:
+    def decide_conv(self, layer: LayerChoice, pin: Pin | None, small: bool) -> None:
         """Output-channel, input-channel or grouped, as `_window` reads it;
         a plan's axis 1 asks for output channels, 0 for input channels
         (either, for a grouped convolution: its groups)."""
@@ -428,7 +383,7 @@ class _Annotator:
         axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
         self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])
 
-    def _undivided_heads(self, layer: Layer) -> str | None:
+    def _undivided_heads(self, layer: LayerChoice) -> str | None:
         """Why not, where the reshape to heads after a Linear (past its
         bias) parts its columns by an axis the devices do not divide: the
         heads of [heads, head_dim], or the first of more parts (SAM's
@@ -450,7 +405,7 @@ class _Annotator:
             return None
         return None
 
-    def _read_whole(self, layer: Layer) -> Operation | None:
+    def _read_whole(self, layer: LayerChoice) -> Operation | None:
         """The op, if one, that would need a column layer's output whole
         along the axis it would be split on, so an all-gather would follow
         at once: a Tile repeating it (GQA's K/V as `repeat` exports them),
@@ -473,7 +428,7 @@ class _Annotator:
         before.parent.insert_op_before(op, before)
         return op.results[0]
 
-    def annotate_weight(self, layer: Layer, per_dim: list[list[int]]) -> None:
+    def annotate_weight(self, layer: LayerChoice, per_dim: list[list[int]]) -> None:
         axis = next(i for i, a in enumerate(per_dim) if a)
         if layer.kind in ("linear", "conv") and split_narrow(layer.weight, axis, self.sharding, self.devices,
                                                              GRID, self._insert):
@@ -484,7 +439,7 @@ class _Annotator:
         axes = [i for i, a in enumerate(per_dim) if a]
         self.sharding[annotated] = split(axes[0])
 
-    def annotate_output(self, layer: Layer) -> None:
+    def annotate_output(self, layer: LayerChoice) -> None:
         """`gather_out`: the column layer's output replicated at once."""
         y = layer.op.results[0]
         after = layer.op.next_op
@@ -508,7 +463,7 @@ class _Annotator:
 
         return insert, made
 
-    def fuse_column(self, layer: Layer, fused: Fused) -> None:
+    def fuse_column(self, layer: LayerChoice, fused: Fused) -> None:
         """A column layer taken apart into parts: packed, or, where some parts
         are heads the devices do not divide, two Linears (`fused_parts`)."""
         op = layer.op
@@ -524,7 +479,7 @@ class _Annotator:
         self.replaced.add(op)
         self.dead = True
 
-    def tie(self, head: Layer, table: SSAValue) -> None:
+    def tie(self, head: LayerChoice, table: SSAValue) -> None:
         """A head tied to a vocab-parallel Embedding's `table` reads that
         table's block (`tied_head`): column-parallel in effect, stored once."""
         embedding, old = self.tables[table], head.op
@@ -537,7 +492,7 @@ class _Annotator:
         head.op = next(op for op in made if isinstance(op, tir.MatmulOp))
         head.case, head.reason = COLUMN, f"tied to {describe(embedding.op)}: reads the rows of its table's block"
 
-    def vocab(self, layer: Layer) -> None:
+    def vocab(self, layer: LayerChoice) -> None:
         op = layer.op
         assert isinstance(op, tir.GatherOp)
         self.tables[op.input] = layer
@@ -555,7 +510,7 @@ class _Annotator:
 
 def annotate(
     module: ModuleOp, devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False
-) -> list[Layer]:
+) -> list[LayerChoice]:
     """Annotate `module` for `devices` devices; the layers, each with its
     case. `require_sharded`: a layer left replicated though large enough to
     share (and not pinned so) is an error."""
@@ -563,7 +518,7 @@ def annotate(
         return []
     pins = read_plan(plan) if plan else {}
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
-    layers: list[Layer] = []
+    layers: list[LayerChoice] = []
     for func in funcs:
         layouts = WeightLayouts()
         if read_twice([layer.weight for op in func.walk() if (layer := find_layer(op)) and layer.kind == "linear"]):

@@ -15,7 +15,7 @@ EXPERTS = "expert"
 
 
 def record_layers(module: ModuleOp, entries: list[dict]) -> None:
-    """Record the layers (`Layer.entry`s) on the module."""
+    """Record the layers (`LayerChoice.entry`s) on the module."""
     def value(v) -> Attribute:
         if isinstance(v, bool):
             return BoolAttr.from_bool(v)

@@ -4,7 +4,7 @@ P devices runs: local shapes, weights taken in blocks (`shard.all_slice`,
 which costs no communication) and explicit collectives where a value's
 sharding must change (`shard.all_reduce`, `shard.all_gather`,
 `shard.reduce_scatter`). MLIR's shard partition pass does the same for its
-ops; the rules for ours are `tp_rules`.
+ops; the rules for ours are `tp/rules`.
 
 A gather from a table split by rows (vocab-parallel embedding) becomes
 Paddle's masked lookup: device k's table is its N/P rows; an index in its

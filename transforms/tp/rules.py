@@ -6,7 +6,7 @@ A value is replicated (every device holds it whole), split along one axis
 (device k holds the k-th of P equal blocks), or partial (every device holds
 a summand of it). `rule(op, given, P)` says which sharding each operand
 must have for the op to run locally and what its results then are; a
-caller reshards an operand that has another (`tp_partition.reshard`).
+caller reshards an operand that has another (`tp/partition`, `reshard`).
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
 def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     """A partial value that this add alone reads, plus a replicated one: the
     sum stays partial, the replicated term counted on the first device only
-    (`tp_partition`). A bias or a residual then costs no all-reduce of its
+    (`tp/partition`). A bias or a residual then costs no all-reduce of its
     own, and a parallel block's attention and MLP sums meet before one."""
     if op.fn.data not in (BinaryFn.ADD, BinaryFn.SUB) or REPLICATED not in given or PARTIAL not in given:
         return False
@@ -267,7 +267,7 @@ def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
     if table.partial and indices == REPLICATED and _read_alone(op.operands[0]):
         return Rule(given, [PARTIAL])  # rows of each summand
     if table.axis == 0 and axis == 0 and indices.axis is None:
-        return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp_partition masks the indices
+        return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp/partition masks the indices
     if table.axis is not None and table.axis != axis and not indices.partial:
         # along another axis (nearest-neighbour Resize of split channels): each device its block
         a = table.axis if table.axis < axis else table.axis + len(shape(op.indices)) - 1
@@ -291,7 +291,7 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
         return Rule([split(1), w, *bias], [split(1)], {"groups": IntegerAttr(groups // devices, 64)})
     if groups == 1 and w.axis == outputs:
         return Rule([REPLICATED, w, *bias], [split(1)])
-    if groups == 1 and w.axis == inputs:  # the bias on device 0's summand only (`tp_partition`)
+    if groups == 1 and w.axis == inputs:  # the bias on device 0's summand only (`tp/partition`)
         return Rule([split(1), w, *([PARTIAL] if bias else [])], [PARTIAL])
     return _replicated(op)
 

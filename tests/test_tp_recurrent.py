@@ -151,3 +151,13 @@ def test_a_transformer_sharing_its_layers_weights_stores_them_once(devices):
     assert _held(plan, onnx.load(path)) <= 1 / devices + 0.1
     assert not any("two layouts" in layer.reason for layer in plan.layers)
     assert len(plan.collectives) <= 2 * 4 + 3
+
+
+def test_gates_the_devices_do_not_divide_stay_whole_and_say_so():
+    """At P=3 the tagger's GRU gates (64 units) do not divide: its
+    projections stay whole on every device, with the reason in the report
+    (this was an error naming the node)."""
+    plan = matched_plan(MODELS / "rnn_gru_tagger.onnx", 3)
+    gru = [layer for layer in plan.layers if layer.node == "/rnn/GRU"]
+    assert gru and {layer.case for layer in gru} == {"replicated"}
+    assert all(layer.reason == "its parts of [64, 64, 64] columns do not all divide by 3 devices" for layer in gru)

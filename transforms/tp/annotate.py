@@ -299,9 +299,13 @@ class _Annotator:
         elif x == REPLICATED or x.partial or follow is not None:  # a partial input all-reduced first
             wanted, layer.reason = (COLUMN, f"its input is {x}") if follow is None else follow
             if fused is not None:  # its parts decide (`fuse_column`)
-                if all(whole_parts(fused, self.devices)):
+                whole = whole_parts(fused, self.devices)
+                if all(whole):
                     wanted, layer.reason = REPLICATE, (
                         f"the heads of each of its {len(fused.parts)} parts do not divide by {self.devices} devices")
+                elif not any(whole) and any(n % self.devices for _, n in fused.parts):  # (a GRU's 3 gates of 64)
+                    wanted, layer.reason = REPLICATE, (f"its parts of {[n for _, n in fused.parts]} columns do not "
+                                                       f"all divide by {self.devices} devices")
             elif (undivided := self._undivided_heads(layer)) is not None:
                 # Megatron's rule for grouped-query attention with fewer KV heads than devices
                 wanted, layer.reason = REPLICATE, undivided

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, IntegerType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.interpreter import Interpreter
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -30,6 +30,7 @@ from forge_opt.split.graph_infos import HOST_OUTPUTS, Output, Tensor
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
+from forge_opt.transforms.tp.narrow_blocks import dequantizes
 from forge_opt.transforms.tp.partition import grid_info, split_axes
 
 COLLECTIVE_OPS = {
@@ -144,10 +145,8 @@ class Program:
         """An integer block's cast to float (a quantized weight split where
         it is stored, `tp/narrow_blocks`): run on the device, so that the
         device stores the integers, not their float values."""
-        if not isinstance(op, CastOp) or not self.per_device(op.operands[0]):
-            return False
-        a, b = (dtypes.tensor(v.type).element_type for v in (op.operands[0], op.results[0]))
-        return isinstance(a, IntegerType) and isinstance(b, AnyFloat)
+        return isinstance(op, CastOp) and self.per_device(op.operands[0]) and \
+            dequantizes(op.operands[0].type, op.results[0].type)
 
     def peak_activation_bytes(self) -> int:
         """The most bytes of non-constant values alive at once, the device's

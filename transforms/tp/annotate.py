@@ -236,7 +236,8 @@ class _Annotator:
 
     def decide(self, layer: LayerChoice) -> None:
         pin = self.pins.get(layer.name)
-        small = math.prod(w := shape(layer.weight)) < self.min_size
+        w = shape(layer.weight)
+        small = math.prod(w) < self.min_size
         if layer.kind == "conv":
             self.decide_conv(layer, pin, small)
             return

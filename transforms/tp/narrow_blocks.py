@@ -11,62 +11,56 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import AnyFloat, IntegerType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from forge_opt import dtypes
 from forge_opt.dialects import shard, tir
-from forge_opt.transforms.tp.rules import REPLICATED, Sharding, constant_root, reshape_axis, rule, shape, split
+from forge_opt.transforms.tp.rules import REPLICATED, Sharding, reshape_axis, rule, shape, split, weight_chain
 
 #: inserts an op before another; its result
 Insert = Callable[[Operation, Operation], SSAValue]
 
 
-def _dequantizes(op: Operation) -> bool:
-    """An integer-to-float cast."""
-    if not isinstance(op, tir.CastOp):
-        return False
-    a, b = dtypes.tensor(op.input.type).element_type, dtypes.tensor(op.output.type).element_type
+def dequantizes(source: Attribute, result: Attribute) -> bool:
+    """A cast of these tensor types turns integers into floats."""
+    a, b = dtypes.tensor(source).element_type, dtypes.tensor(result).element_type
     return isinstance(a, IntegerType) and isinstance(b, AnyFloat)
 
 
-def _source_axis(op: Operation, v: SSAValue, axis: int) -> tuple[SSAValue, int] | None:
-    """The operand of `op` (the chain's next value up) and its axis that
-    `v`'s `axis` is, if the op keeps a split of it local."""
+def _source_axis(op: Operation, v: SSAValue, up: SSAValue, axis: int) -> int | None:
+    """The axis of `up` (`op`'s operand the chain goes on to) that `v`'s
+    `axis` is, if the op keeps a split of it local."""
     if isinstance(op, tir.TransposeOp):
-        return op.input, list(op.perm.get_values())[axis]
+        return list(op.perm.get_values())[axis]
     if isinstance(op, tir.ReshapeOp):
-        a = reshape_axis(shape(v), shape(op.input), axis)
-        return None if a is None else (op.input, a)
+        return reshape_axis(shape(v), shape(up), axis)
     if isinstance(op, tir.StridedSliceOp):
-        rank = len(shape(v))
-        return None if axis in [a % rank for a in op.axes.get_values()] else (op.input, axis)
-    if isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp):
+        return None if axis in [a % len(shape(v)) for a in op.axes.get_values()] else axis
+    if isinstance(op, tir.GatherOp):
         g, index_rank = op.axis.value.data, len(shape(op.indices))
         if index_rank == 0:
-            return op.input, axis if axis < g else axis + 1
-        return None if axis == g or index_rank != 1 else (op.input, axis)
-    if isinstance(op, tir.BinaryOp):
-        shaped = [o for o in (op.lhs, op.rhs) if o.type == op.output.type]
-        other = op.rhs if shaped and shaped[0] is op.lhs else op.lhs
-        return (shaped[0], axis) if shaped and constant_root(other) is not None else None
-    return None
+            return axis if axis < g else axis + 1
+        return None if axis == g or index_rank != 1 else axis
+    return axis if isinstance(op, tir.BinaryOp) else None  # (an element-wise shift or scale: the same type)
 
 
 def narrow_source(weight: SSAValue, axis: int) -> tuple[tir.CastOp, int, list[Operation]] | None:
-    """The integer-to-float cast in `weight`'s chain, the axis of its input
-    that `weight`'s `axis` is, and the ops after it up to `weight` in
-    order; None if the chain has none or does not keep the split local."""
-    chain: list[Operation] = []
-    v = weight
-    while isinstance(v.owner, Operation):
+    """The integer-to-float cast in `weight`'s chain (`rules.weight_chain`),
+    the axis of its input that `weight`'s `axis` is, and the ops after it
+    up to `weight` in order; None if the chain has none or does not keep
+    the split local."""
+    chain = weight_chain(weight)
+    ops: list[Operation] = []
+    for v, up in zip(chain or [], (chain or [])[1:]):
         op = v.owner
-        chain.append(op)
-        if _dequantizes(op):
-            return op, axis, list(reversed(chain))  # pyright: ignore[reportReturnType]
-        up = _source_axis(op, v, axis)
-        if up is None:
+        assert isinstance(op, Operation)
+        ops.append(op)
+        if isinstance(op, tir.CastOp) and dequantizes(op.input.type, op.output.type):
+            return op, axis, ops[::-1]
+        found = _source_axis(op, v, up, axis)
+        if found is None:
             return None
-        v, axis = up
+        axis = found
     return None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, IntegerAttr, IntegerType, TensorType
@@ -60,26 +61,35 @@ def shape(v: SSAValue) -> list[int]:
     return list(t.get_shape())
 
 
-def constant_root(v: SSAValue) -> tir.ConstantOp | None:
-    """The constant `v` is, or is laid out from by a transpose, reshape or
-    cast (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input), or
-    some of whose columns or channels it gathers or slices (`fused_parts`,
-    `channel_parts`; a recurrent node's direction and gates), or which it
-    shifts and scales by constants (a quantized weight dequantized: its
-    zero point subtracted, its scale multiplied)."""
-    op = v.owner
+def weight_chain(v: SSAValue) -> list[SSAValue] | None:
+    """The values from `v` up to the constant it is laid out from, `v`
+    first and the constant last: through transposes, reshapes and casts
+    (`Gemm`'s `transB=1`, PyTorch's `nn.Linear` on 2-d input), gathers and
+    slices of some of its columns or channels (`fused_parts`,
+    `channel_parts`; a recurrent node's direction and gates), and shifts and
+    scales by constants (a quantized weight dequantized: its zero point
+    subtracted, its scale multiplied). None where `v` is not so made."""
+    chain = [v]
     while True:
+        op = chain[-1].owner
+        if isinstance(op, tir.ConstantOp):
+            return chain
         if isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.StridedSliceOp) or (
                 isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
-            op = op.input.owner
+            chain.append(op.input)
         elif isinstance(op, tir.BinaryOp) and op.fn.data in _SHIFTS_AND_SCALES and (
                 shaped := [o for o in (op.lhs, op.rhs) if o.type == op.output.type]):
-            other = op.rhs if shaped[0] is op.lhs else op.lhs
-            if constant_root(other) is None:
+            if constant_root(op.rhs if shaped[0] is op.lhs else op.lhs) is None:
                 return None
-            op = shaped[0].owner
+            chain.append(shaped[0])
         else:
-            return op if isinstance(op, tir.ConstantOp) else None
+            return None
+
+
+def constant_root(v: SSAValue) -> tir.ConstantOp | None:
+    """The constant `v` is, or is laid out from (`weight_chain`)."""
+    chain = weight_chain(v)
+    return None if chain is None else cast(tir.ConstantOp, chain[-1].owner)
 
 
 #: the element-wise ops that dequantize a weight

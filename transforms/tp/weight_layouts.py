@@ -16,12 +16,13 @@ weight is stored in two layouts."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from forge_opt.dialects import tir
 from forge_opt.transforms.tp.layer_records import COLUMN, REPLICATE, ROW
-from forge_opt.transforms.tp.rules import REPLICATED, Sharding, split
+from forge_opt.transforms.tp.rules import REPLICATED, Sharding, split, weight_chain
 
 #: a weight as its readers see it: the constant (a model weight by its name, as a copy of the program
 #: names it too), and what lays it out (each op's name, properties and index)
@@ -29,22 +30,22 @@ Key = tuple[object, tuple[tuple[str, str, str], ...]]
 
 
 def layout_key(v: SSAValue) -> Key | None:
-    """The constant `v` is laid out from and how (`rules.constant_root`'s
-    chain, compared by what each op does: two Gemms' `transB` transposes
-    of one initializer read it alike)."""
-    steps = []
-    op = v.owner
-    while isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.StridedSliceOp | tir.GatherOp):
-        index = ""
-        if isinstance(op, tir.GatherOp):
-            if not isinstance(op.indices.owner, tir.ConstantOp):
-                return None
-            index = str(op.indices.owner.value)
-        steps.append((op.name, str(sorted((k, str(a)) for k, a in op.properties.items())), index))
-        op = op.input.owner
-    if not isinstance(op, tir.ConstantOp):
+    """The constant `v` is laid out from and how (`rules.weight_chain`,
+    compared by what each op does: two Gemms' `transB` transposes of one
+    initializer read it alike); None for a weight dequantized on the way."""
+    chain = weight_chain(v)
+    if chain is None:
         return None
-    return (op.weight_name.data if op.weight_name is not None else op, tuple(steps))
+    steps = []
+    for value in chain[:-1]:
+        op = value.owner
+        if isinstance(op, tir.BinaryOp):
+            return None
+        assert isinstance(op, Operation)
+        index = str(cast(tir.ConstantOp, op.indices.owner).value) if isinstance(op, tir.GatherOp) else ""
+        steps.append((op.name, str(sorted((k, str(a)) for k, a in op.properties.items())), index))
+    root = cast(tir.ConstantOp, chain[-1].owner)
+    return (root.weight_name.data if root.weight_name is not None else root, tuple(steps))
 
 
 def _stored(case: str, packed: int) -> str:

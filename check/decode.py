@@ -21,6 +21,7 @@ differs, which a reduced format may well make happen.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from forge_opt.check.compare import ATOL, RTOL, OutputResult, compare_output
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, run_check
+from forge_opt.check.run import Ran, check_with
 from forge_opt.check.static_cache import MASK, POSITION, from_static, past_length, to_static
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import compile_model, run_compiled
@@ -42,6 +43,7 @@ from forge_opt.split.api import parallel_report, tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import agreed, run_parallel
 from forge_opt.targets.forge_python import output_names
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.static_cache import PAST, PRESENT, NotStaticError
 
 Feeds = dict[str, np.ndarray]
@@ -97,8 +99,9 @@ class Programs:
     def _build(self, shapes: dict[str, tuple[int, ...]]) -> Callable[[Feeds], dict[str, np.ndarray]]:
         chosen = InputShapes.of(shapes)
         o = self.options
-        if o.devices < 2:
-            compiled = compile_model(self.model, self.base, o.pipeline(self.length), shapes=chosen)
+        compiled_as = replace(o.compile.as_options(), static_cache=self.length)
+        if compiled_as.devices < 2:
+            compiled = compile_model(self.model, self.base, compiled_as, shapes=chosen)
             outs = output_names(main_func(compiled.module))
 
             def one(feeds: Feeds) -> dict[str, np.ndarray]:
@@ -106,14 +109,14 @@ class Programs:
 
             return one
         folder = self.folder / f"program_{len(self.built)}"
-        written = tensor_parallel(self.model, folder, o.devices, plan=o.plan, shapes=chosen.shapes, base=self.base,
-                                  min_size=o.min_size, require_sharded=o.require_sharded, data_format=o.data_format,
-                                  weight_format=o.weight_format, static_cache=self.length)
+        written = tensor_parallel(self.model, folder, compiled_as, shapes=chosen.shapes, base=self.base)
         if not self.report:
             self.report = parallel_report(written)
 
+        devices = compiled_as.devices
+
         def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
-            per_device = run_mpi(folder, feeds, o.devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
+            per_device = run_mpi(folder, feeds, devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
             return agreed(written, per_device, "the decode step's program")
 
         return parallel
@@ -183,7 +186,7 @@ class Decode:
                 reference = expected_outputs(model, prepared.base, theirs)
             want = dict(zip(out_names, reference.outputs))
             # teacher-forced, where a reduced format may part the loops: on the oracle's feeds
-            forced = run(theirs, step) if o.reduced and step else got
+            forced = run(theirs, step) if o.compile.reduced and step else got
             results.append(compared(f"logits (step {step})", want["logits"], forced["logits"]))
             agree.add(want["logits"], forced["logits"])
             ours, token = next_feeds(ours, got, pairs)
@@ -194,12 +197,13 @@ class Decode:
         # the last step's cache, which no later step reads: compared here, or an error in it passes
         results += [compared(f"{present} (step {steps - 1})", want[present], forced[present]) for present in pairs]
         built = len(programs.built)
-        where = f"{o.devices} devices" + (" under MPI" if o.mpi else "") if o.devices > 1 else "one device"
+        devices = o.compile.devices
+        where = f"{devices} devices" + (" under MPI" if o.mpi else "") if devices > 1 else "one device"
         how = f"a static KV cache of {length} positions" if length else "one per input shape"
         lines.append(f"decode: {equal}/{steps} tokens equal to {reference.oracle}'s ({where}; "
                      f"{built} program{'' if built == 1 else 's'} built, {how})")
         problems = [] if equal == steps else [f"decode: {steps - equal} of {steps} tokens differ from the oracle's"]
-        if o.reduced:
+        if o.compile.reduced:
             differs = next((i for i, line in enumerate(lines[1:]) if line.endswith("differs")), None)
             lines.append(agree.format(reference.oracle) + "; greedy: " + (
                 "every token the oracle's" if differs is None else f"the first token that differs is step {differs}"))
@@ -290,11 +294,10 @@ def check_decode(
     None); in reduced formats as `check_model` takes them; with a static KV
     cache of `max_length` positions (by default the prompt and the steps),
     or with the cache as exported (`growing_cache`)."""
-    options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, devices=devices, mpi=mpi,
-                           plan=plan, min_size=min_size, require_sharded=require_sharded, steps=steps,
-                           data_format=data_format, weight_format=weight_format, max_length=max_length,
-                           growing_cache=growing_cache).with_pcc(min_pcc)
-    return run_check(source, options, Decode(options))
+    return check_with(source, lambda: CheckOptions(
+        inputs, Tolerances(rtol, atol), seed, shapes, dims,
+        CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format), mpi=mpi, steps=steps,
+        max_length=max_length, growing_cache=growing_cache).with_pcc(min_pcc), Decode)
 
 
 def _tokens(t: np.ndarray) -> str:

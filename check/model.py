@@ -15,10 +15,11 @@ from forge_opt.check.compare import ATOL, RTOL
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, run_check
+from forge_opt.check.run import Ran, check_with
 from forge_opt.execution.engine import Compiled, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import Expected
 from forge_opt.execution.xla import executed_by_xla
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import saturation_notes
 
 
@@ -33,7 +34,7 @@ class OneDevice:
         self.forge_python = ""
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        self.compiled = compile_model(loaded.model, loaded.base, self.options.pipeline(), shapes=loaded.sizes,
+        self.compiled = compile_model(loaded.model, loaded.base, self.options.compile, shapes=loaded.sizes,
                                       stem=self.options.stem)
         self.forge_python = self.compiled.emitted.source
         return loaded
@@ -47,7 +48,7 @@ class OneDevice:
         run = run_compiled_on_xla if self.options.executor == "xla" else run_compiled
         actual = run(compiled, [feeds[n] for n in compiled.input_names])
         tolerances = self.options.tolerances
-        reduced_pcc = tolerances.min_pcc if self.options.reduced else None
+        reduced_pcc = tolerances.min_pcc if self.options.compile.reduced else None
         notes = [executed_by_xla()] if self.options.executor == "xla" else []
         notes += saturation_notes(compiled.module)
         if self.options.tt_mlir:
@@ -61,14 +62,14 @@ class OneDevice:
 
 def tt_mlir_line(module: ModuleOp, options: CheckOptions, folder: Path) -> str:
     """The report's line on tt-mlir compiling the program's StableHLO form
-    for `options.devices` mock chips; its dumps are kept in
+    for the program's devices as mock chips; its dumps are kept in
     `options.tt_mlir_dumps` (named in the line), or in the check's `folder`."""
     from forge_opt.execution.tt_mlir import compile_stablehlo
     from forge_opt.targets.stablehlo import stablehlo_text
 
     kept = options.tt_mlir_dumps
     dumps = Path(kept) if kept else folder / "tt_mlir"
-    result = compile_stablehlo(stablehlo_text(module), dumps, options.devices)
+    result = compile_stablehlo(stablehlo_text(module), dumps, options.compile.devices)
     return result.line() + (f"; its IR in {dumps}" if kept and result.dumps else "")
 
 
@@ -109,8 +110,7 @@ def check_model(
     XLA CPU (jaxlib) instead of the emitted Forge Python on the stand-in;
     `tt_mlir` also compiles that form with tt-mlir (jax-tt-plugin, a mock
     Blackhole p150) and says in the report whether it lowered to TTNN."""
-    options = CheckOptions(inputs, Tolerances(rtol, atol), seed, shapes, dims, freeze=freeze, bisect=bisect,
-                           layers=layers, stem=stem, data_format=data_format, weight_format=weight_format,
-                           executor=parse_executor(executor), tt_mlir=tt_mlir)
-    options = options.with_pcc(min_pcc)
-    return run_check(source, options, OneDevice(options))
+    return check_with(source, lambda: CheckOptions(
+        inputs, Tolerances(rtol, atol), seed, shapes, dims,
+        CompileOptions(data_format=data_format, weight_format=weight_format), freeze=freeze, bisect=bisect,
+        layers=layers, stem=stem, executor=parse_executor(executor), tt_mlir=tt_mlir).with_pcc(min_pcc), OneDevice)

@@ -101,6 +101,18 @@ def run_check(source, options: CheckOptions, strategy: Strategy) -> CheckReport:
     return report
 
 
+def check_with(source, build: Callable[[], CheckOptions], strategy: Callable[[CheckOptions], Strategy]
+               ) -> CheckReport:
+    """`run_check` with the options `build` makes and the strategy for them;
+    options no run can use are the report's error (NOT_COMPILED), as the
+    Python API reports every user's mistake."""
+    try:
+        options = build()
+    except ForgeOptError as e:
+        return CheckReport(NOT_COMPILED, error=str(e))
+    return run_check(source, options, strategy(options))
+
+
 def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.ndarray], notes: list[str],
             reference: Expected, ran: Ran, forge_python: str) -> CheckReport:
     """The report of a run: every output compared, the verdict, and outputs
@@ -108,8 +120,8 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
     results = ran.results
     wide = WideRun(model, loaded.base, feeds)
     if results is None:
-        tolerances = options.tolerances
-        results = compare_outputs(model, reference.outputs, ran.got, tolerances, wide=wide, reduced=options.reduced)
+        results = compare_outputs(model, reference.outputs, ran.got, options.tolerances, wide=wide,
+                                  reduced=options.compile.reduced)
         status, why = verdict(results, len(reference.outputs), ran.returned)
     else:
         status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
@@ -121,7 +133,7 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
         status, why, results, ill, verified = judge_doubts(
             status, results, ran.verify,
             lambda compared: unstable_outputs(loaded.model, loaded.base, feeds, reference.outputs, compared, ran.got,
-                                              options.rule(), None if options.reduced else wide))
+                                              options.rule(), None if options.compile.reduced else wide))
         if verified:
             notes.append(verified)
     return CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,

@@ -19,7 +19,7 @@ from forge_opt.check.driver import Loaded, compare_outputs, load_checked
 from forge_opt.check.model import tt_mlir_line
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, Strategy, run_check
+from forge_opt.check.run import Ran, Strategy, check_with
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
@@ -37,6 +37,7 @@ from forge_opt.split.api import (
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import compile_parallel, write_parallel
 from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import saturation_notes
 
 
@@ -58,9 +59,9 @@ class Fallback:
         self.options = options
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        if self.options.mpi and self.options.devices < 2:
+        if self.options.mpi and self.options.compile.devices < 2:
             raise ForgeOptError("--mpi runs a split for several devices: give --devices P")
-        if self.options.executor == "xla" and self.options.devices > 1:
+        if self.options.executor == "xla" and self.options.compile.devices > 1:
             raise ForgeOptError("--fallback --executor xla runs each device sub-model on one XLA device: leave out "
                                 "--devices")
         model = resolved_model(loaded.model, loaded.sizes)
@@ -72,7 +73,7 @@ class Fallback:
         return None
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
-        devices, mpi = self.options.devices, self.options.mpi
+        devices, mpi = self.options.compile.devices, self.options.mpi
         _, plan = split_model(prepared.model, folder / "split", min_device_ops=self.options.min_device_ops,
                               devices=devices, base=prepared.base)
         convert(folder / "split")  # the check runs what ships: the converted modules
@@ -148,12 +149,9 @@ class Parallel:
 
     def __init__(self, options: CheckOptions):
         self.options = options
-        self.mode = f"--devices {options.devices}"
+        self.mode = f"--devices {options.compile.devices}"
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        if self.options.devices < 2:
-            raise ForgeOptError(f"--devices {self.options.devices}: tensor parallelism needs 2 devices or more "
-                                "(leave --devices out to check on one device)")
         if self.options.mpi and (self.options.executor == "xla" or self.options.tt_mlir):
             raise ForgeOptError("--executor xla and --tt-mlir take the P devices' one SPMD program: leave out --mpi")
         return loaded
@@ -164,20 +162,19 @@ class Parallel:
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         o = self.options
         # the program every device runs, written as the plan's per-device modules (which leaves it whole)
-        module = compile_parallel(prepared.model, prepared.base, o.devices, prepared.sizes, min_size=o.min_size,
-                                  plan=o.plan, require_sharded=o.require_sharded, data_format=o.data_format,
-                                  weight_format=o.weight_format)
+        devices = o.compile.devices
+        module = compile_parallel(prepared.model, prepared.base, prepared.sizes, o.compile)
         plan = write_parallel(module, folder / "tp")
         summary = parallel_report(plan)
         notes = saturation_notes(module)
         if o.tt_mlir:
             notes.append(tt_mlir_line(module, o, folder))
         if o.executor == "xla":
-            got = run_spmd_on_xla(module, prepared, feeds, o.devices)
-            notes.append(executed_by_xla() + f", on {o.devices} devices")
+            got = run_spmd_on_xla(module, prepared, feeds, devices)
+            notes.append(executed_by_xla() + f", on {devices} devices")
             return Ran(got, summary=summary, plan=plan, notes=notes)
         if o.mpi:
-            per_device = run_mpi(folder / "tp", feeds, o.devices, o.timeout)
+            per_device = run_mpi(folder / "tp", feeds, devices, o.timeout)
         else:
             per_device = run_parallel(folder / "tp", feeds)
         got, differ = assemble(plan, per_device)
@@ -221,10 +218,9 @@ def check_fallback(
     executor: str = "standin",
 ) -> CheckReport:
     """`forge-check --fallback` (`Fallback`); `freeze` as `check_model`'s."""
-    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, freeze=freeze,
-                           devices=devices, mpi=mpi, min_device_ops=min_device_ops,
-                           executor=parse_executor(executor))
-    return run_check(source, options, Fallback(options))
+    return check_with(source, lambda: CheckOptions(
+        inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, CompileOptions(devices), freeze=freeze, mpi=mpi,
+        min_device_ops=min_device_ops, executor=parse_executor(executor)), Fallback)
 
 
 def check_parallel(
@@ -245,10 +241,10 @@ def check_parallel(
     executor: str = "standin",
 ) -> CheckReport:
     """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`)."""
-    options = CheckOptions(inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, devices=devices, mpi=mpi,
-                           plan=plan, min_size=min_size, require_sharded=require_sharded,
-                           executor=parse_executor(executor))
-    return run_check(source, options, Parallel(options))
+    return check_with(source, lambda: CheckOptions(
+        inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims,
+        CompileOptions(devices, min_size, plan, require_sharded), mpi=mpi, executor=parse_executor(executor)),
+        Parallel)
 
 
 class SizedDevices:
@@ -265,21 +261,16 @@ class SizedDevices:
         self.options, self.make = options, make
         self.mode = "--device-memory"
         # it chooses the count, for a tensor-parallel program (not a split's)
-        self.takes = make(replace(options, devices=2)).takes - {"devices", "fallback"} | {"device_memory",
-                                                                                           "max_devices"}
+        at_two = make(replace(options, compile=options.compile.at(2))).takes
+        self.takes = at_two - {"devices", "fallback"} | {"device_memory", "max_devices"}
         self.inner: Strategy | None = None
         self.table: list[str] = []
 
     def prepare(self, loaded: Loaded) -> Loaded:
         o = self.options
-        sizing = _sized(loaded, o.device_memory, o.max_devices or 8, min_size=o.min_size, plan=o.plan,
-                        data_format=o.data_format, weight_format=o.weight_format, steps=o.steps,
-                        max_length=o.max_length, growing_cache=o.growing_cache)
+        sizing = _sized(loaded, o.compile, steps=o.steps, max_length=o.max_length, growing_cache=o.growing_cache)
         self.table = [*sizing.table, f"devices: {sizing.devices}"]
-        chosen = replace(o, devices=sizing.devices, device_memory=0, max_devices=0)
-        if sizing.devices == 1:
-            chosen = replace(chosen, plan="", min_size=0)
-        self.inner = self.make(chosen)
+        self.inner = self.make(replace(o, compile=o.compile.at(sizing.devices)))
         self.failed = self.inner.failed
         try:
             return self.inner.prepare(loaded)
@@ -301,31 +292,25 @@ class SizedDevices:
 
 def size_devices(
     source,
-    memory: int,
-    max_devices: int = 8,
+    options: CompileOptions,
     inputs: dict[str, np.ndarray] | None = None,
     *,
-    min_size: int = 0,
-    plan: str = "",
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
-    data_format: str = "float32",
-    weight_format: str = "",
     steps: int = 0,
     max_length: int = 0,
     growing_cache: bool = False,
 ):
-    """`--device-memory BYTES`: the smallest device count whose per-device
-    parameters and KV cache fit (`transforms/tp/sizing.py`), at the sizes
-    the inputs or `shapes`/`dims` give, in these formats; for `--decode
-    steps`, with the static cache that decode runs (unless `growing_cache`)."""
-    return _sized(load_checked(source, inputs, shapes=shapes, dims=dims), memory, max_devices, min_size=min_size,
-                  plan=plan, data_format=data_format, weight_format=weight_format, steps=steps, max_length=max_length,
-                  growing_cache=growing_cache)
+    """`--device-memory BYTES` (`options.device_memory`): the smallest device
+    count up to `options.max_devices` whose per-device parameters and KV
+    cache fit (`transforms/tp/sizing.py`), at the sizes the inputs or
+    `shapes`/`dims` give, compiled as `options` say; for `--decode steps`,
+    with the static cache that decode runs (unless `growing_cache`)."""
+    return _sized(load_checked(source, inputs, shapes=shapes, dims=dims), options, steps=steps,
+                  max_length=max_length, growing_cache=growing_cache)
 
 
-def _sized(loaded: Loaded, memory: int, max_devices: int, *, min_size: int, plan: str, data_format: str,
-           weight_format: str, steps: int, max_length: int, growing_cache: bool):
+def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: int, growing_cache: bool):
     """`size_devices` of a model loaded."""
     import tempfile
 
@@ -342,25 +327,24 @@ def _sized(loaded: Loaded, memory: int, max_devices: int, *, min_size: int, plan
         if static is not None:
             static_cache, static_shapes = static
             module = import_model(loaded.model, loaded.base, shapes=InputShapes.of(static_shapes))
-    sized = OnnxToForgePass(data_format=data_format, weight_format=weight_format, static_cache=static_cache,
-                            device_memory=memory, max_devices=max_devices, min_size=min_size, plan=plan)
+    if not options.device_memory:
+        raise ForgeOptError("size_devices sizes for a device's memory: give options with device_memory")
+    sized = OnnxToForgePass.of(replace(options, static_cache=static_cache))
     sizing = sized.size(Context(), module)
     # the estimate counts the program's weights; what a device stores is what the writer writes (the
     # constants its modules compute, a block each segment declares): each count chosen is written to see
     sizes = static_shapes if static_cache else {**loaded.sizes.shapes}
     while sizing.devices > 1:
         with tempfile.TemporaryDirectory() as tmp:
-            written = tensor_parallel(loaded.model, Path(tmp) / "tp", sizing.devices, min_size=min_size, plan=plan,
-                                      shapes=sizes, dims=None if static_cache else loaded.sizes.dims,
-                                      base=loaded.base, data_format=data_format, weight_format=weight_format,
-                                      static_cache=static_cache)
+            written = tensor_parallel(loaded.model, Path(tmp) / "tp", sized.at(sizing.devices), shapes=sizes,
+                                      dims=None if static_cache else loaded.sizes.dims, base=loaded.base)
         stored = max(d.stored_bytes for d in written.devices)
-        if stored + sizing.cache <= memory:
+        if stored + sizing.cache <= sized.memory:
             break
         sizing.table.append(f"{sizing.devices:<8} {stored:>14,} {sizing.cache:>12,} {stored + sizing.cache:>14,}  "
                             "no: as the writer stores it")
         # the next count that fits by the estimate (past max_devices: none, and the error with the table)
-        sizing = choose_devices(module, memory, max_devices, min_size, plan, sized.formats[1],
+        sizing = choose_devices(module, sized.memory, sized.max_devices, sized.min_size, sized.plan, sized.formats[1],
                                 start=sizing.devices + 1, table=sizing.table)
     return sizing
 

@@ -12,7 +12,7 @@ from forge_opt.check.split import Fallback, Parallel, SizedDevices
 
 
 def strategy_for(options: CheckOptions) -> Strategy:
-    if options.device_memory:
+    if options.compile.device_memory:
         return SizedDevices(options, _at_count)
     return _at_count(options)
 
@@ -22,6 +22,6 @@ def _at_count(options: CheckOptions) -> Strategy:
         return Decode(options)
     if options.fallback:
         return Fallback(options)
-    if options.devices > 1:
+    if options.compile.devices > 1:
         return Parallel(options)
     return OneDevice(options)

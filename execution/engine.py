@@ -25,6 +25,7 @@ from forge_opt.frontends.onnx.values import as_loaded, release_mapped_pages
 from forge_opt.interpreters.forge_standin import run_forge_module
 from forge_opt.interpreters.run import main_func
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, input_names
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.pipelines import run_pipeline
 
 
@@ -41,10 +42,11 @@ class Compiled:
 
 
 def compile_model(
-    model: ModelProto, base: Path | None = None, pipeline: str = "onnx-to-forge", shapes: InputShapes | None = None,
-    stem: str = "",
+    model: ModelProto, base: Path | None = None, pipeline: str | CompileOptions = "onnx-to-forge",
+    shapes: InputShapes | None = None, stem: str = "",
 ) -> Compiled:
-    """`shapes`: sizes for symbolic input dims (`--dim`/`--shape`); `stem`:
+    """`pipeline`: a pass pipeline, or onnx-to-forge's compile options;
+    `shapes`: sizes for symbolic input dims (`--dim`/`--shape`); `stem`:
     the name of the module's file without `.py`, which names its constants."""
     module = import_model(model, base, shapes=shapes)
     run_pipeline(module, pipeline)

@@ -16,6 +16,8 @@ from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import MATCH, NOT_COMPILED
 from forge_opt.check.run import run_check
 from forge_opt.check.split import Fallback, Parallel
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.transforms.compile_options import CompileOptions
 
 MODELS = Path(__file__).resolve().parent / "data" / "models"
 SHAPE = (1, 3, 16, 16)  # tiny_cnn's input x
@@ -28,22 +30,40 @@ GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "dev
          "max_devices": 4}
 
 
+#: the flagged options: the check's own, and the compile options it holds
+FLAGGED = {f.name: f for record in (CheckOptions, CompileOptions) for f in fields(record) if "flag" in f.metadata}
+COMPILE = {f.name for f in fields(CompileOptions)}
+
+
+def _given(options: CheckOptions, name: str, value) -> CheckOptions:
+    if name in COMPILE:
+        return replace(options, compile=replace(options.compile, **{name: value}))
+    return replace(options, **{name: value})
+
+
 def test_every_flagged_option_has_a_value_to_try():
-    assert set(GIVEN) == {f.name for f in fields(CheckOptions) if "flag" in f.metadata}
+    assert set(GIVEN) == set(FLAGGED)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.__name__)
 @pytest.mark.parametrize("option", sorted(GIVEN))
 def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
-    base = {Parallel: CheckOptions(devices=2), Decode: CheckOptions(devices=2, steps=2)}.get(strategy, CheckOptions())
-    options = replace(base, **{option: GIVEN[option]})
+    two = CheckOptions(compile=CompileOptions(devices=2))
+    base = {Parallel: two, Decode: replace(two, steps=2)}.get(strategy, CheckOptions())
+    try:
+        options = _given(base, option, GIVEN[option])
+    except ForgeOptError as e:  # the compile options refuse the pair themselves
+        assert (option, str(e)) == ("device_memory", "devices=2 with device-memory: device-memory chooses the "
+                                                     "device count: leave devices out")
+        return
     chosen = strategy(options)
     if option in chosen.takes:
         return
     report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, chosen)
-    flag, needs = next((f.metadata["flag"], f.metadata["needs"]) for f in fields(CheckOptions) if f.name == option)
+    flag, needs = FLAGGED[option].metadata["flag"], FLAGGED[option].metadata["needs"]
     assert report.status == NOT_COMPILED
-    if needs is not None and not getattr(options, needs[0]):  # audit U3: what it lacks, not another mode
+    holder = options.compile if option in COMPILE else options
+    if needs is not None and not getattr(holder, needs[0]):  # audit U3: what it lacks, not another mode
         assert report.error == needs[1]
     else:
         assert report.error == f"{flag} does not combine with {chosen.mode}"
@@ -51,7 +71,7 @@ def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
 
 @pytest.mark.parametrize("flags, says", [
     (["--fallback", "--decode", "2"], "--fallback does not combine with --decode 2"),
-    (["--device-memory", "1MB", "--devices", "2"], "--devices does not combine with --device-memory"),
+    (["--device-memory", "1MB", "--devices", "2"], "device-memory chooses the device count: leave devices out"),
     (["--device-memory", "1MB", "--fallback"], "--fallback does not combine with --device-memory"),
     (["--device-memory", "0"], "--device-memory 0: give a size above 0"),
     (["--decode", "0"], "--decode 0: decode at least one step"),
@@ -92,14 +112,15 @@ def test_max_devices_goes_with_device_memory(capsys):
 def test_inputs_the_model_cannot_take_are_the_users_in_every_mode(strategy):
     """The oracle's refusal is NOT_COMPILED wherever the mode runs it (the
     tensor-parallel check let it escape)."""
-    options = CheckOptions(inputs={"x": np.zeros(SHAPE, np.float64)}, devices=2 if strategy is Parallel else 1)
+    options = CheckOptions(inputs={"x": np.zeros(SHAPE, np.float64)},
+                           compile=CompileOptions(devices=2 if strategy is Parallel else 1))
     report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, strategy(options))
     assert report.status == NOT_COMPILED and "'x'" in report.error and "float64" in report.error, report.error
 
 
 @pytest.mark.parametrize("strategy", [OneDevice, Fallback, Parallel], ids=lambda s: s.__name__)
 def test_every_mode_matches_on_the_same_driver(strategy):
-    options = CheckOptions(devices=2 if strategy is Parallel else 1)
+    options = CheckOptions(compile=CompileOptions(devices=2 if strategy is Parallel else 1))
     report = run_check(MODELS / "tiny_cnn_opset17.onnx", options, strategy(options))
     assert report.status == MATCH, report.format()
     assert report.oracle == "onnxruntime" and report.outputs

@@ -284,14 +284,14 @@ def test_device_memory_as_a_pass_option(tmp_path, capsys):
 @pytest.mark.parametrize("text, size", [("12000", 12000), ("512MiB", 512 * 2**20), ("24GB", 24 * 10**9),
                                         ("1.5k", 1500)])
 def test_sizes_in_bytes(text, size):
-    from forge_opt.transforms.tp.sizing import parse_bytes
+    from forge_opt.transforms.compile_options import parse_bytes
 
     assert parse_bytes(text) == size
 
 
 def test_a_size_that_is_not_one():
     from forge_opt.diagnostics import ForgeOptError
-    from forge_opt.transforms.tp.sizing import parse_bytes
+    from forge_opt.transforms.compile_options import parse_bytes
 
     with pytest.raises(ForgeOptError, match="'lots' is not a size in bytes"):
         parse_bytes("lots")

@@ -18,6 +18,7 @@ from forge_opt.check.decode import Agreement, check_decode
 from forge_opt.check.report import MATCH
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.transforms.compile_options import CompileOptions
 
 BF16, BFP8 = "bfloat16", "bfp8_b"
 
@@ -102,8 +103,9 @@ def test_device_bytes_count_each_format_as_the_device_stores_it(tmp_path):
         stored[data, weights] = plan.devices[0].stored_bytes
     assert stored["bfloat16", ""] == pytest.approx(stored["float32", ""] / 2, rel=0.01)
     assert stored["bfloat16", BFP8] < 0.65 * stored["bfloat16", ""]
-    sizing = size_devices(str(model_path("llama")), stored["bfloat16", BFP8] + 1000, 2, dims=DECODE,
-                          data_format="bfloat16", weight_format=BFP8)
+    sizing = size_devices(str(model_path("llama")), CompileOptions(
+        data_format="bfloat16", weight_format=BFP8, device_memory=stored["bfloat16", BFP8] + 1000, max_devices=2),
+        dims=DECODE)
     assert sizing.devices == 2
     row = sizing.table[2].split()  # devices, parameters, kv cache, per device, fits
     assert int(row[1].replace(",", "")) == pytest.approx(stored["bfloat16", BFP8], rel=0.01)

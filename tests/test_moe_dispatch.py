@@ -17,6 +17,7 @@ from test_llm_families import feeds
 
 from forge_opt.check.model import check_model
 from forge_opt.check.report import MATCH, NOT_COMPILED
+from forge_opt.transforms.compile_options import CompileOptions
 
 ROOT = Path(__file__).parent.parent
 DISPATCH = ROOT / "lit_tests" / "frontends" / "resolve_expert_dispatch.onnxtxt"
@@ -176,7 +177,7 @@ def test_device_memory_sizes_the_experts_as_they_will_be_shared():
     from forge_opt.transforms.pipelines import run_pipeline
 
     dims = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
-    sizing = size_devices(QWEN3_MOE, 40_000, dims=dims)
+    sizing = size_devices(QWEN3_MOE, CompileOptions(device_memory=40_000), dims=dims)
     assert sizing.devices == 4
     [three] = [line for line in sizing.table if line.startswith("3 ")]
     assert "no:" not in three, sizing.table

@@ -22,6 +22,7 @@ from forge_opt.check.static_cache import from_static, to_static
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import compile_model, run_compiled
 from forge_opt.split.api import tensor_parallel
+from forge_opt.transforms.compile_options import CompileOptions
 
 NAMES = ["gpt2", "llama", "qwen2", "mistral", "phi3"]
 
@@ -148,14 +149,16 @@ def test_forge_check_sizes_a_decode_by_the_static_cache_it_runs():
     from forge_opt.check.split import size_devices
 
     dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 4}
-    sizing = size_devices(model_path("llama"), 620_000, dims=dims, steps=4, max_length=4000)
+    sizing = size_devices(model_path("llama"), CompileOptions(device_memory=620_000), dims=dims, steps=4,
+                          max_length=4000)
     four_caches = 4 * 1 * 2 * 4000 * 8 * 4  # [batch, KV heads, L, head size] float32
     rows = [line.split() for line in sizing.table[1:3]]
     assert sizing.devices == 2 and [int(r[2].replace(",", "")) for r in rows] == [four_caches, four_caches // 2]
-    growing = size_devices(model_path("llama"), 600_000, dims=dims, steps=4, max_length=0, growing_cache=True)
+    growing = size_devices(model_path("llama"), CompileOptions(device_memory=600_000), dims=dims, steps=4,
+                           max_length=0, growing_cache=True)
     assert growing.devices == 1
     with pytest.raises(ForgeOptError, match="--max-length 6: the prompt and 4 steps write 8 positions"):
-        size_devices(model_path("llama"), 600_000, dims=dims, steps=4, max_length=6)
+        size_devices(model_path("llama"), CompileOptions(device_memory=600_000), dims=dims, steps=4, max_length=6)
 
 
 def test_a_decode_whose_cache_cannot_be_static_says_how_to_run_it():

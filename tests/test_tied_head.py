@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel, size_devices
 from forge_opt.split.api import tensor_parallel
+from forge_opt.transforms.compile_options import CompileOptions
 
 MODELS = Path(__file__).parent / "data" / "models"
 RNG = np.random.default_rng(0)
@@ -108,5 +109,6 @@ def test_optimums_gpt2_holds_its_table_once(tmp_path):
     copy = next(t.name for t in onnx.load(str(model)).graph.initializer if t.name.startswith("onnx::MatMul"))
     assert "transformer.wte.weight.shard" in names and not any(n.startswith(copy) for n in names)
     stored = plan.devices[0].stored_bytes
-    row = size_devices(str(model), int(stored * 1.01) + 2048, 2, dims=dims).table[2].split()  # + its KV cache
+    fits = CompileOptions(device_memory=int(stored * 1.01) + 2048, max_devices=2)  # + its KV cache
+    row = size_devices(str(model), fits, dims=dims).table[2].split()
     assert int(row[1].replace(",", "")) == pytest.approx(stored, rel=0.01)

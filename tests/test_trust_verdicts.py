@@ -18,6 +18,7 @@ from forge_opt.check import NOT_COMPILED, check_model
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import InputError, expected_outputs
 from forge_opt.tools.forge_opt import run as forge_opt
+from forge_opt.transforms.compile_options import CompileOptions
 
 # --- the oracle (audit 4, 24, 25) ---------------------------------------------------------------
 
@@ -123,7 +124,7 @@ def test_the_checker_measurement_finds_no_false_verdict_on_a_sample():
 
 @pytest.mark.parametrize("flags, says", [
     (["--rtol", "-1"], "--rtol -1.0"), (["--pcc", "2"], "--pcc 2.0"), (["--atol", "nan"], "--atol nan"),
-    (["--device-memory", "1MB", "--max-devices", "0"], "--max-devices 0"),
+    (["--device-memory", "1MB", "--max-devices", "0"], "max-devices=0: give 1 or more"),
 ])
 def test_bad_flag_values_are_one_line_errors(flags, says, capsys):
     from forge_opt.tools.forge_check import main as forge_check
@@ -155,7 +156,7 @@ def test_device_memory_counts_a_tied_lm_head_with_its_embedding():
     whose program holds 237,224 bytes each, for 220,000."""
     from forge_opt.check.split import size_devices
 
-    assert size_devices(str(MODELS / "gpt2_opset17.onnx"), 220_000).devices > 2
+    assert size_devices(str(MODELS / "gpt2_opset17.onnx"), CompileOptions(device_memory=220_000)).devices > 2
 
 
 def _misspelt_plan(tmp_path):
@@ -244,6 +245,6 @@ def test_device_memory_chooses_a_count_whose_written_program_fits():
     from forge_opt.check.split import size_devices
 
     with pytest.raises(ForgeOptError, match="no: as the writer stores it"):
-        size_devices(str(MODELS / "gpt2_opset17.onnx"), 113_700, 4)
-    sizing = size_devices(str(MODELS / "gpt2_opset17.onnx"), 113_888, 4)
+        size_devices(str(MODELS / "gpt2_opset17.onnx"), CompileOptions(device_memory=113_700, max_devices=4))
+    sizing = size_devices(str(MODELS / "gpt2_opset17.onnx"), CompileOptions(device_memory=113_888, max_devices=4))
     assert sizing.devices == 4

@@ -264,10 +264,12 @@ def run_case_parallel(case, devices: int = 2) -> Result:
     from forge_opt.frontends.onnx.shapes import InputShapes
     from forge_opt.split.parallel import compile_parallel, write_parallel
     from forge_opt.split.runner import assemble, run_parallel
+    from forge_opt.transforms.compile_options import CompileOptions
 
     def run(result, model, feeds):
         with tempfile.TemporaryDirectory() as tmp:
-            module = compile_parallel(model, None, devices, InputShapes().with_arrays(model.graph, feeds))
+            shapes = InputShapes().with_arrays(model.graph, feeds)
+            module = compile_parallel(model, None, shapes, CompileOptions(devices))
             plan = write_parallel(module, Path(tmp) / "tp")
             outputs, differ = assemble(plan, run_parallel(Path(tmp) / "tp", feeds))
         if differ:

@@ -15,6 +15,7 @@ from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL
 from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.mpi import MPI_TIMEOUT
+from forge_opt.transforms.compile_options import CompileOptions
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -155,7 +156,8 @@ def _devices(group) -> None:
                        help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
                        "BYTES (e.g. 512MiB, 24GB), with the table of each count tried")
     group.add_argument("--max-devices", type=int, metavar="N",
-                       help="with --device-memory: the most devices to consider (default 8)")
+                       help="with --device-memory: the most devices to consider (default "
+                       f"{CompileOptions.max_devices})")
     group.add_argument("--min-size", type=int, default=0, metavar="N",
                        help="with --devices: layers of fewer weight elements stay replicated (default 0)")
     group.add_argument("--require-sharded", action="store_true",

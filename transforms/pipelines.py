@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
@@ -13,10 +13,10 @@ from xdsl.utils.exceptions import VerifyException
 from forge_opt.data_formats import BLOCK_FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import forge
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import (
     MarkWeightFormatsPass,
     TirDataFormatPass,
-    checked_formats,
     data_format_passes,
     weight_format_passes,
 )
@@ -86,9 +86,10 @@ def weight_passes(weight_format: DataFormat = DataFormat.FLOAT32) -> list[Module
 
 
 @dataclass(frozen=True)
-class OnnxToForgePass(ModulePass):
+class OnnxToForgePass(CompileOptions, ModulePass):
     """The whole lowering: onnx-to-tir, fuse-patterns, merge-equal-ops,
-    lower-split, tir-to-forge, fold-weight-layouts; `static-cache=L` makes
+    lower-split, tir-to-forge, fold-weight-layouts; its options are a
+    `CompileOptions`'s fields. `static-cache=L` makes
     a growing KV cache one of L positions (`static-kv-cache`, after
     onnx-to-tir). `data-format=bfloat16`
     computes in Forge's Float16_b (`tir-data-format` before lower-split);
@@ -100,28 +101,19 @@ class OnnxToForgePass(ModulePass):
     blocks of the weights are `shard.all_slice`s of the model's
     `forge.parameter`s, the collectives between stay `shard` ops. forge-python
     cuts it at each collective and gives each device its blocks, laid out
-    and formatted for that device (`split/parallel/`)."""
+    and formatted for that device (`split/parallel/`). `device-memory=BYTES`
+    chooses `devices` (`tp/sizing`)."""
 
     name = "onnx-to-forge"
-
-    devices: int = 1
-    min_size: int = 0
-    plan: str = ""
-    require_sharded: bool = False
-    data_format: str = "float32"
-    weight_format: str = ""  # the data format's, or a block float (bfp8_b, bfp4_b)
-    # `static-cache=L`: a growing KV cache as one of L positions (`static-kv-cache`)
-    static_cache: int = 0
-
-    # `device-memory=BYTES` (a count, or `512MiB`, `24GB`): choose `devices`
-    # as the smallest count up to `max-devices` whose per-device share fits
-    # (`tp/sizing`).
-    device_memory: int | str = 0
-    max_devices: int = 8
 
     # `onnx-to-forge{verify-each=true}` verifies between its steps, naming the
     # step that produced invalid IR.
     verify_each: bool = False
+
+    @classmethod
+    def of(cls, options: CompileOptions, verify_each: bool = False) -> OnnxToForgePass:
+        """The lowering `options` ask for."""
+        return cls(**{f.name: getattr(options, f.name) for f in fields(CompileOptions)}, verify_each=verify_each)
 
     def passes(self, devices: int | None = None) -> list[ModulePass]:
         devices = self.devices if devices is None else devices
@@ -135,23 +127,6 @@ class OnnxToForgePass(ModulePass):
             shared = sharing_passes(devices, self.min_size, self.plan, self.require_sharded)
             return [*first, *data_format_passes(data_format), *shared, *lowering_passes()]
         return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
-
-    @property
-    def formats(self) -> tuple[DataFormat, DataFormat]:
-        return checked_formats(self.data_format, self.weight_format)
-
-    def __post_init__(self):
-        # a value no run can use is the user's mistake, said at once (as forge-check says it)
-        if self.devices < 1:
-            raise ForgeOptError(f"onnx-to-forge: devices={self.devices}: give 1 or more (2 or more for tensor "
-                                "parallelism)")
-        if self.max_devices < 1:
-            raise ForgeOptError(f"onnx-to-forge: max-devices={self.max_devices}: give 1 or more")
-        if self.device_memory and self.devices != 1:
-            raise ForgeOptError("onnx-to-forge: device-memory chooses the device count: leave devices out")
-        if self.min_size < 0:
-            raise ForgeOptError(f"onnx-to-forge: min-size={self.min_size}: give 0 or more")
-        self.formats  # noqa: B018  (an unknown format is an error at once)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.formats[1] in BLOCK_FORMATS:  # the setting, which each device's segments are lowered with
@@ -170,11 +145,10 @@ class OnnxToForgePass(ModulePass):
         """`device-memory`: run the passes before sharing on `op` (the program
         measured as it will run: its cache static, in its format) and choose
         the device count. forge-check --device-memory sizes by this too."""
-        from forge_opt.transforms.tp.sizing import choose_devices, parse_bytes
+        from forge_opt.transforms.tp.sizing import choose_devices
 
         run_passes([p for p in self.passes(2) if isinstance(p, _BEFORE_SIZING)], ctx, op, self.verify_each)
-        memory = parse_bytes(str(self.device_memory))
-        return choose_devices(op, memory, self.max_devices, self.min_size, self.plan, self.formats[1])
+        return choose_devices(op, self.memory, self.max_devices, self.min_size, self.plan, self.formats[1])
 
 
 #: what onnx-to-forge{device-memory=} runs before it chooses the device count
@@ -191,13 +165,14 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
 }
 
 
-def run_pipeline(module: ModuleOp, pipeline: str = "onnx-to-forge", ctx: Context | None = None) -> None:
-    """Run a pass pipeline (xdsl-opt's syntax, our passes) on `module` in
-    place, verifying the IR before the first pass and after each, as
-    xdsl-opt does."""
-    passes = PassPipeline.parse_spec(
-        {n: (lambda p=p: p) for n, p in ALL_PASSES.items()},
-        pipeline,
-        lambda done, module, _next: verify_after(done, module),
-    )
+def run_pipeline(module: ModuleOp, pipeline: str | CompileOptions = "onnx-to-forge",
+                 ctx: Context | None = None) -> None:
+    """Run a pass pipeline (xdsl-opt's syntax, our passes; or the lowering
+    compile options ask for) on `module` in place, verifying the IR before
+    the first pass and after each, as xdsl-opt does."""
+    verify = lambda done, module, _next: verify_after(done, module)  # noqa: E731
+    if isinstance(pipeline, CompileOptions):
+        passes = PassPipeline((OnnxToForgePass.of(pipeline),), verify)
+    else:
+        passes = PassPipeline.parse_spec({n: (lambda p=p: p) for n, p in ALL_PASSES.items()}, pipeline, verify)
     passes.apply(ctx or Context(), module)

@@ -22,7 +22,7 @@ import gc
 import math
 import os
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +50,7 @@ from forge_opt.split.parallel.program import (
 )
 from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
 from forge_opt.transforms.tp.layer_records import layer_entries
@@ -266,51 +267,40 @@ def _static_cache(module: ModuleOp, tensors: Mapping[str, Tensor]) -> StaticCach
 def tensor_parallel(
     source: str | os.PathLike | bytes | ModelProto,
     folder: str | os.PathLike,
-    devices: int,
+    options: CompileOptions | int,
     *,
-    min_size: int = 0,
-    plan: str = "",
-    require_sharded: bool = False,
     force: bool = False,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     base: Path | None = None,
-    data_format: str = "float32",
-    weight_format: str = "",
-    static_cache: int = 0,
+    **changes,
 ) -> Plan:
-    """Compile the model for `devices` devices into `folder` (per-device
-    Forge modules and the plan, `graph_infos.json`); the plan. `min_size`:
-    layers of fewer weight elements stay replicated; `plan`: a JSON file
-    pinning layers (`transforms/tp/annotate.py`); `require_sharded`:
-    a larger layer left replicated is an error; `base`: the folder of
-    a loaded model's external data; `data_format`, `weight_format` and
-    `static_cache` as onnx-to-forge takes them."""
-    if devices < 2:
-        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {devices}")
-    if not isinstance(plan, str | os.PathLike):
-        raise ForgeOptError("plan= takes the path of a plan's JSON file")
-    plan = os.fspath(plan)
+    """Compile the model for `options.devices` devices into `folder`
+    (per-device Forge modules and the plan, `graph_infos.json`); the plan.
+    `options`: the compile options, or a device count; `changes`: compile
+    options' fields (`CompileOptions`: `plan=`, `min_size=`,
+    `data_format=`, ...) set over them. `base`: the folder of a loaded
+    model's external data."""
+    if isinstance(options, int):
+        options = CompileOptions(options)
+    if isinstance(changes.get("plan"), os.PathLike):  # a plan's file named by a Path
+        changes["plan"] = os.fspath(changes["plan"])
+    options = replace(options.as_options(), **changes)
     out = Path(folder)
     model, loaded_from = load_model(source)
     check_folder(out, base or loaded_from, force, "--force replaces it")
-    module = compile_parallel(model, base or loaded_from, devices, InputShapes.of(shapes, dims), min_size=min_size,
-                              plan=plan, require_sharded=require_sharded, data_format=data_format,
-                              weight_format=weight_format, static_cache=static_cache)
+    module = compile_parallel(model, base or loaded_from, InputShapes.of(shapes, dims), options)
     return write_parallel(module, out)
 
 
-def compile_parallel(
-    model: ModelProto, base: Path | None, devices: int, shapes: InputShapes, *, min_size: int = 0, plan: str = "",
-    require_sharded: bool = False, data_format: str = "float32", weight_format: str = "", static_cache: int = 0,
-) -> ModuleOp:
-    """The program every one of `devices` devices runs, in one module
-    (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the plan's
-    per-device modules without changing it."""
+def compile_parallel(model: ModelProto, base: Path | None, shapes: InputShapes, options: CompileOptions) -> ModuleOp:
+    """The program every one of `options.devices` devices runs, in one
+    module (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the
+    plan's per-device modules without changing it."""
+    if options.devices < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
     module = import_model(model, base, shapes=shapes)
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
-    pipeline = OnnxToForgePass(devices, min_size, plan, require_sharded, data_format, weight_format, static_cache,
-                               verify_each=True)
     verify_after(None, module)
-    run_passes([pipeline], Context(), module, verify_each=False)
+    run_passes([OnnxToForgePass.of(options, verify_each=True)], Context(), module, verify_each=False)
     return module

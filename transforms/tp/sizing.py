@@ -9,7 +9,6 @@ replicated cache count as they will.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,17 +24,6 @@ from forge_opt.dialects import shard, tir
 from forge_opt.transforms.data_formats import matmul_weights
 from forge_opt.transforms.static_cache import pairs_as_cache, static_past
 from forge_opt.transforms.tp.sharing import sharing_passes
-
-_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
-
-
-def parse_bytes(text: str) -> int:
-    """`24GB`, `16GiB`, `512MiB` or a plain count of bytes."""
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", text.lower())
-    if not found:
-        raise ForgeOptError(f"'{text}' is not a size in bytes (e.g. 12000000, 512MiB, 24GB)")
-    return int(float(found.group(1)) * _UNITS[found.group(2) or ""])
 
 
 def _bytes(t) -> int:

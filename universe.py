@@ -55,7 +55,7 @@ def _pass(name: str) -> Callable[[], type[ModulePass]]:
 
 
 def _forge_python() -> type[Target]:
-    from forge_opt.targets.forge_python import ForgePythonTarget
+    from forge_opt.targets.forge_python_target import ForgePythonTarget
 
     return ForgePythonTarget
 

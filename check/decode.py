@@ -39,9 +39,10 @@ from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.interpreters.run import main_func
-from forge_opt.split.api import parallel_report, tensor_parallel
+from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import agreed, run_parallel
+from forge_opt.targets.devices import parallel_report
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.static_cache import PAST, PRESENT, NotStaticError

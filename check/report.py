@@ -11,7 +11,7 @@ import numpy as np
 
 from forge_opt.check.bisect import Divergence, LayerError, format_layers
 from forge_opt.check.compare import OutputResult, compared_verdict
-from forge_opt.split.graph_infos import Plan
+from forge_opt.plan.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2

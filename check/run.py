@@ -26,7 +26,7 @@ from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs, two_sizes_note
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.split.graph_infos import Plan
+from forge_opt.plan.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
 
 

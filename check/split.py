@@ -29,14 +29,14 @@ from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.split.api import (
     convert,
     describe_split,
-    parallel_report,
     require_static_inputs,
     run_split,
     split_model,
 )
 from forge_opt.split.mpi import run_mpi
-from forge_opt.split.parallel import compile_parallel, write_parallel
+from forge_opt.split.parallel import compile_parallel
 from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.targets.devices import parallel_report, write_parallel
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import saturation_notes
 

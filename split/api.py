@@ -14,18 +14,10 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import write_text
 from forge_opt.frontends.onnx import import_model, load_model, resolved_model
 from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
+from forge_opt.plan.folder import check_folder, clear_folder, read_split
+from forge_opt.plan.graph_infos import DEVICE, INFOS, Branches, Loop, Plan
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
-from forge_opt.split.folder import (
-    SOURCE,
-    check_folder,
-    clear_folder,
-    converted_module,
-    model_digest,
-    parallel_dir,
-    read_split,
-    write_split,
-)
-from forge_opt.split.graph_infos import DEVICE, INFOS, Branches, Loop, Plan
+from forge_opt.split.folder import SOURCE, converted_module, model_digest, parallel_dir, write_split
 from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.partition import Partition, make_partition
 from forge_opt.transforms.placement import place
@@ -174,12 +166,6 @@ def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile
                             record=record, executor=executor)
 
 
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
     """Each device's outputs, by name, from the tensor-parallel plan in
     `folder` (`runner.run_parallel`: simulated devices, or `member`, this
@@ -189,37 +175,6 @@ def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:
     return runner.run_parallel(Path(folder), inputs, member)
 
 
-def parallel_report(plan: Plan) -> str:
-    """Per device its parameter bytes (as written, and as stored in their
-    formats) and the most activation bytes it holds at once; per collective
-    the bytes it carries and what each device sends for it in a ring."""
-    lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15} {'stored bytes':>14} "
-             f"{'peak activations':>17}"]
-    for d in plan.devices:
-        lines.append(f"{d.rank:<8} {d.parameters:>10} {d.parameter_bytes:>16,} {d.constant_bytes:>15,} "
-                     f"{d.stored_bytes:>14,} {d.activation_bytes:>17,}")
-    lines.append(f"{'step':<6} {'collective':<15} {'of the tensor':<40} {'bytes':>10} {'sent per device':>16}")
-    total = 0
-    for n, c in enumerate(plan.collectives):
-        total += c.ring_bytes_per_device
-        name = c.input if len(c.input) <= 40 else "..." + c.input[-37:]
-        lines.append(f"{n:<6} {c.op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
-    padded = [f"{layer.node} (+{layer.padded_rows} zero rows)" for layer in plan.layers if layer.padded_rows]
-    lines.append(f"{_count(len(plan.graphs), 'segment')} on {plan.device_count} devices; "
-                 f"{_count(len(plan.collectives), 'collective')} sending {total:,} bytes per device per run (ring)")
-    if padded:
-        lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
-    cases: dict[str, int] = {}
-    for layer in plan.layers:
-        cases[layer.case] = cases.get(layer.case, 0) + 1
-    if cases:
-        lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
-    for layer in plan.layers:
-        if layer.unshared:
-            lines.append(f"warning: {layer.node} stays replicated on every device: {layer.reason or 'pinned'}")
-    return "\n".join(lines)
-
-
 __all__ = [
-    "convert", "describe_split", "parallel_report", "run_parallel", "run_split", "split_model", "tensor_parallel",
+    "convert", "describe_split", "run_parallel", "run_split", "split_model", "tensor_parallel",
 ]

@@ -30,7 +30,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TypeProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import describe_node, outer_reads
 from forge_opt.frontends.onnx.shapes import is_known
-from forge_opt.split.graph_infos import BRANCHES, Branch, Branches, Loop, LoopBody
+from forge_opt.plan.graph_infos import BRANCHES, Branch, Branches, Loop, LoopBody
 
 
 def is_host_control_flow(node: NodeProto) -> bool:

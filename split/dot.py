@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from forge_opt.frontends.onnx import node_label
-from forge_opt.split.graph_infos import DEVICE
+from forge_opt.plan.graph_infos import DEVICE
 from forge_opt.split.partition import Partition
 
 _COLOURS = {DEVICE: "#cfe2ff", "cpu": "#ffe0b2"}

@@ -141,7 +141,7 @@ def _failure(code: int, stdout: str, stderr: str, missing: list[int], said: list
 def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = MPI_TIMEOUT) -> dict[str, np.ndarray]:
     """`forge-split run --mpi`: the outputs of the plan or split in
     `folder`, run with one MPI process per device it is for."""
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
     from forge_opt.split.runner import agreed
 
     plan = read_split(folder)[0]

@@ -19,8 +19,8 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import infer_types, node_label
 from forge_opt.frontends.onnx.graph import node_reads
+from forge_opt.plan.graph_infos import CPU, DEVICE, Tensor
 from forge_opt.split.control_flow import is_host_control_flow
-from forge_opt.split.graph_infos import CPU, DEVICE, Tensor
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
 

@@ -36,16 +36,9 @@ from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inpu
 from forge_opt.frontends.onnx.values import as_loaded
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
 from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_threads
-from forge_opt.split.folder import (
-    SplitGraph,
-    converted_from_this,
-    converted_module,
-    host_weights,
-    parallel_dir,
-    read_split,
-    returned,
-)
-from forge_opt.split.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
+from forge_opt.plan.folder import SplitGraph, read_split
+from forge_opt.plan.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
+from forge_opt.split.folder import converted_from_this, converted_module, host_weights, parallel_dir, returned
 
 
 def _load_converted(g: SplitGraph, model: onnx.ModelProto):

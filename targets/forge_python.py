@@ -17,14 +17,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import IO, cast
+from typing import cast
 
 import numpy as np
-from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType, f32
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, SSAValue
-from xdsl.utils.target import Target
 
 from forge_opt import dtypes
 from forge_opt.data_formats import BFLOAT16_MAX, FORMATS, SATURATED_WEIGHTS_ATTR, WEIGHT_FORMAT_ATTR
@@ -398,7 +396,8 @@ def emit_module(module: ModuleOp, laid_out: Collection[str] = (), stem: str = ""
     file without `.py`, names its constants file."""
     if any(op.name == "shard.grid" for op in module.ops):
         raise ForgeOptError("a program for several devices is a folder of modules, one per device and segment: "
-                            "write it with forge_opt.tensor_parallel(model, folder, devices), or forge-opt -o DIR/")
+                            "write it with -t 'forge-python{folder=\"DIR\"}' (forge-opt: -o DIR/), or "
+                            "forge_opt.tensor_parallel(model, folder, devices)")
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     if len(funcs) != 1:
         raise ForgeOptError(f"forge-python prints one function; the module has {len(funcs)}")
@@ -428,19 +427,3 @@ def save_constants(emitted: ForgePythonModule, folder: Path) -> Path | None:
                             "name the output otherwise with -o)")
     save_npz(path, emitted.constants, CONSTANTS_MARK)
     return path
-
-
-@dataclass(frozen=True)
-class ForgePythonTarget(Target):
-    """Forge Python; computed constants go beside the output file (or into
-    the current folder when printing to standard output)."""
-
-    name = "forge-python"
-
-    constants_dir: str = ""
-    stem: str = ""  # the output file's name without .py: its constants are <stem>_constants.npz
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        emitted = emit_module(module, stem=self.stem)
-        save_constants(emitted, Path(self.constants_dir or "."))  # first: a refused file leaves no module behind
-        output.write(emitted.source)

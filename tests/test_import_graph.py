@@ -85,6 +85,8 @@ FORBIDDEN = {
     "dialects": ("interpreters", "transforms", "split", "check", "frontends", "tools", "targets"),
     "transforms": ("split", "check", "execution", "tools"),
     "execution": ("split", "check", "tools"),
+    "targets": ("split", "check", "tools"),
+    "plan": ("transforms", "targets", "split", "check", "execution", "tools", "interpreters"),
     "split": ("check", "tools"),
     "frontends": ("transforms", "split", "check", "execution", "tools", "targets"),
 }

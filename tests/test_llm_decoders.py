@@ -316,7 +316,7 @@ def test_forge_split_runs_a_plan_with_a_split_cache(tmp_path, capsys):
 def test_devices_past_the_second_reuse_its_segment_modules(tmp_path, monkeypatch):
     """Every file of the plan is the same whether devices 2 and 3 reuse
     device 0's segment modules or make their own."""
-    from forge_opt.split import parallel
+    from forge_opt.targets import devices as parallel
 
     made = []
     compile_segment = parallel.compile_segment

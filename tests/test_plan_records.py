@@ -1,4 +1,4 @@
-"""`graph_infos.json` is read and written only as `split/graph_infos.py`'s
+"""`graph_infos.json` is read and written only as `plan/graph_infos.py`'s
 records: what they write is what the schema users validate against
 accepts, reads back as the same records, and no other module reads the
 file's keys by hand."""
@@ -16,9 +16,9 @@ import pytest
 from test_split_control_flow import wake_word_style
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.split import graph_infos
+from forge_opt.plan import graph_infos
+from forge_opt.plan.graph_infos import Collective, Device, Layer, Plan, Tensor
 from forge_opt.split.api import split_model, tensor_parallel
-from forge_opt.split.graph_infos import Collective, Device, Layer, Plan, Tensor
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: the schema is not installed
 SCHEMA = json.loads((ROOT / "docs" / "graph_infos.schema.json").read_text())
@@ -134,7 +134,7 @@ def test_no_module_but_the_records_reads_the_files_keys():
     found = []
     for path in ROOT.rglob("*.py"):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in {".venv", "build", "tests"} or rel == Path("split", Path(graph_infos.__file__).name):
+        if rel.parts[0] in {".venv", "build", "tests"} or rel == Path("plan", Path(graph_infos.__file__).name):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in _KEYS:

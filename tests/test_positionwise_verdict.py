@@ -104,7 +104,7 @@ def test_an_all_nan_output_in_bfloat16_is_no_match():
 
 def test_devices_that_agree_on_nan_agree():
     """W3: a replicated output holding NaN where every device has it."""
-    from forge_opt.split.graph_infos import Plan
+    from forge_opt.plan.graph_infos import Plan
     from forge_opt.split.runner import assemble
 
     value = np.array([1.0, np.nan], np.float32)

@@ -17,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from forge_opt.check.split import check_fallback
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import onnxruntime_outputs
+from forge_opt.plan.folder import read_split
 from forge_opt.split.api import convert, run_split, split_model
-from forge_opt.split.folder import read_split
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "graph_infos.schema.json").read_text())
 

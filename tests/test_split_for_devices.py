@@ -38,8 +38,8 @@ def _model_with_a_cpu_op() -> onnx.ModelProto:
 def test_autosplit_with_tensor_parallel_device_sub_models(tmp_path):
     """The op Forge lacks runs in a CPU sub-model; each device sub-model is
     its own tensor-parallel plan, run by the one host runner."""
+    from forge_opt.plan.folder import read_split
     from forge_opt.split.api import convert, run_split, split_model
-    from forge_opt.split.folder import read_split
 
     model = _model_with_a_cpu_op()
     _, plan = split_model(model, tmp_path / "split", devices=2)

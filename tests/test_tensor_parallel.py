@@ -21,8 +21,8 @@ from forge_opt.check.split import check_parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi
-from forge_opt.split.parallel import ring_bytes
 from forge_opt.split.runner import run_parallel
+from forge_opt.targets.devices.program import ring_bytes
 from forge_opt.tools import forge_opt as forge_opt_tool
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -454,8 +454,8 @@ def test_a_collective_of_a_weights_blocks_is_computed_when_compiled(tmp_path):
     failing on a collective of constants (it raised a KeyError)."""
     from xdsl.parser import Parser
 
-    from forge_opt.split.parallel import write_parallel
     from forge_opt.split.runner import assemble
+    from forge_opt.targets.devices import write_parallel
     from forge_opt.transforms.pipelines import lowering_passes, run_passes
     from forge_opt.transforms.tp.partition import TPPartitionPass
     from forge_opt.universe import make_context

@@ -15,7 +15,7 @@ import pytest
 from model_helpers import make_model, matched_plan, value_info
 from onnx import TensorProto, helper, numpy_helper
 
-from forge_opt.split.graph_infos import Plan
+from forge_opt.plan.graph_infos import Plan
 
 MODELS = Path(__file__).parent / "data" / "models"
 STEPS = 6

@@ -22,7 +22,7 @@ def test_a_block_read_in_bands_is_the_block(monkeypatch, tmp_path, axis):
     from forge_opt.frontends.onnx import load_model
     from forge_opt.frontends.onnx.values import tensor_attr
     from forge_opt.interpreters.shard import block
-    from forge_opt.split.parallel import weight_file
+    from forge_opt.targets.devices import weight_file
 
     w = f32(8, 12, 4)
     graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
@@ -72,7 +72,7 @@ def test_a_block_of_rows_is_copied_by_the_kernel(monkeypatch, tmp_path, refused)
     from forge_opt.dialects.elements import attr_to_array
     from forge_opt.frontends.onnx import load_model
     from forge_opt.frontends.onnx.values import mapped_span, tensor_attr
-    from forge_opt.split.parallel import weight_file
+    from forge_opt.targets.devices import weight_file
 
     w = f32(8, 6)
     onnx.save(make_model([helper.make_node("Identity", ["w"], ["y"])], [],
@@ -112,7 +112,7 @@ def test_a_kernel_copy_that_fails_fails_the_write(monkeypatch, tmp_path):
     from forge_opt.dialects.elements import attr_to_array
     from forge_opt.frontends.onnx import load_model
     from forge_opt.frontends.onnx.values import tensor_attr
-    from forge_opt.split.parallel import weight_file
+    from forge_opt.targets.devices import weight_file
 
     onnx.save(make_model([helper.make_node("Identity", ["w"], ["y"])], [],
                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 6])],
@@ -172,7 +172,7 @@ def test_a_weight_laid_out_at_load_is_stored_laid_out(tmp_path):
 def test_a_parameter_is_laid_out_in_place(tmp_path):
     """`WeightFile.lay_out` rewrites one parameter in its new order and shape,
     the parameters around it untouched."""
-    from forge_opt.split.parallel.weight_file import WeightFile
+    from forge_opt.targets.devices.weight_file import WeightFile
 
     a, w, b = f32(3), f32(2, 5), f32(4)
     f = WeightFile(tmp_path)
@@ -189,7 +189,7 @@ def test_a_parameter_is_laid_out_in_place(tmp_path):
 def test_an_equal_small_block_of_a_weight_is_written_once(tmp_path):
     """Two small blocks of one weight with the same content are one
     parameter; with other content, or of another weight, two."""
-    from forge_opt.split.parallel.weight_file import WeightFile
+    from forge_opt.targets.devices.weight_file import WeightFile
 
     f = WeightFile(tmp_path)
     w, other = f32(4, 2), f32(4, 2)

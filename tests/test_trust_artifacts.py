@@ -48,7 +48,7 @@ def test_a_plan_written_over_an_older_one_is_not_written_through_its_links(tmp_p
         feeds[i.name] = (rng.integers(0, 100, shape) if i.name == "input_ids" else np.ones(shape, np.int64)
                          if i.name == "attention_mask" else np.arange(3, 7)[None] if i.name == "position_ids"
                          else rng.standard_normal(shape).astype(np.float32))
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
 
     got, _ = assemble(read_split(tmp_path / "tp")[0], run_parallel(tmp_path / "tp", feeds))
     want = expected_outputs(model, MODELS, feeds).outputs

@@ -262,8 +262,9 @@ def run_case_parallel(case, devices: int = 2) -> Result:
     import tempfile
 
     from forge_opt.frontends.onnx.shapes import InputShapes
-    from forge_opt.split.parallel import compile_parallel, write_parallel
+    from forge_opt.split.parallel import compile_parallel
     from forge_opt.split.runner import assemble, run_parallel
+    from forge_opt.targets.devices import write_parallel
     from forge_opt.transforms.compile_options import CompileOptions
 
     def run(result, model, feeds):

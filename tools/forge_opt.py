@@ -4,7 +4,6 @@ ONNX frontends (`.onnx`, `.onnxtxt`)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import io
 import os
@@ -111,50 +110,38 @@ class ForgeOptMain(xDSLOptMain):
 
     def run(self):
         self._pending = None
+        self._target_for_output()
         super().run()
         if self._pending is not None:
             from forge_opt.files import write_text
 
             write_text(self.args.output_file, self._pending.getvalue())
 
-    def output_resulting_program(self, prog: ModuleOp) -> str:
-        from xdsl.utils.arg_spec import parse_spec
-
-        from forge_opt.transforms.tp.partition import grid_info
+    def apply_passes(self, prog: ModuleOp) -> None:
         from forge_opt.transforms.tp.sizing import SIZING_ATTR
 
-        folder = self._output_folder()
-        is_python = parse_spec(self.args.target).name == "forge-python"
+        super().apply_passes(prog)
         sizing = prog.attributes.get(SIZING_ATTR)
         if isinstance(sizing, StringAttr):  # device-memory=BYTES: the device count chosen, and why
             print(sizing.data, file=sys.stderr)
-        if is_python and grid_info(prog) is not None:
-            from pathlib import Path
 
-            from forge_opt.split.api import parallel_report
-            from forge_opt.split.parallel import write_parallel
+    def _target_for_output(self) -> None:
+        """`-o` as the target's options: forge-python writes a program for
+        several devices into `-o DIR/`, and a module's constants beside
+        `-o FILE` (named for it); another target writes no folder."""
+        from xdsl.utils.arg_spec import ArgSpec, parse_spec
 
-            if folder is None:
-                raise ForgeOptError("a program for several devices is a folder of modules: give -o DIR/")
-            _check_folder(Path(folder))
-            return parallel_report(write_parallel(prog, Path(folder))) + "\n"
-        if folder is not None:
-            raise ForgeOptError(f"{folder}: is a folder; -o names a file unless the program is for several devices")
-        if is_python:
-            from io import StringIO
-            from pathlib import Path
-
-            from forge_opt.targets.forge_python import ForgePythonTarget
-
-            # Computed constants are saved beside the output file, named for it (model.py: model_constants.npz).
-            output = Path(self.args.output_file) if self.args.output_file else None
-            folder = output.parent if output else Path.cwd()
-            target = ForgePythonTarget.from_spec(parse_spec(self.args.target))
-            out = StringIO()
-            dataclasses.replace(target, constants_dir=str(folder), stem=output.stem if output else "").emit(
-                self.ctx, prog, out)
-            return out.getvalue()
-        return super().output_resulting_program(prog)
+        spec = parse_spec(self.args.target)
+        folder, out = self._output_folder(), self.args.output_file
+        if spec.name != "forge-python":
+            if folder is not None:
+                raise ForgeOptError(f"{folder}: is a folder; -o names a file unless the program is for several "
+                                    "devices (-t forge-python)")
+            return
+        given: dict = {"folder": (folder,)} if folder is not None else {
+            "constants-dir": (os.path.dirname(os.path.abspath(out)) if out else os.getcwd(),),
+            "stem": (os.path.splitext(os.path.basename(out))[0] if out else "",)}
+        self.args.target = str(ArgSpec(spec.name, {**spec.parameters, **given}))
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -186,25 +173,6 @@ class _PendingOutput(io.StringIO):
 
     def close(self) -> None:
         pass
-
-
-def _check_folder(folder) -> None:
-    """Write into an empty folder or over our own tensor-parallel plan, never
-    over other files (an AutoSplit split included)."""
-    import json
-
-    if folder.exists() and not folder.is_dir():
-        raise ForgeOptError(f"{folder}: is a file; -o DIR/ names a folder for a program of several devices")
-    if not folder.exists() or not any(folder.iterdir()):
-        return
-    plan = folder / "graph_infos.json"
-    try:
-        ours = "grid" in json.loads(plan.read_text())
-    except (OSError, ValueError):
-        ours = False
-    if not ours:
-        what = "an AutoSplit split" if plan.is_file() else "no plan of ours"
-        raise ForgeOptError(f"{folder}: is not empty and holds {what}; choose an empty folder")
 
 
 def _message(e: BaseException) -> str:

@@ -87,7 +87,7 @@ def _report(partition, plan, folder: Path) -> str:
 def _why(plan, folder: Path, where: str = "") -> str:
     """Per CPU sub-model, each node and why it is on the CPU; inside a
     run-time If's branches and a Loop's body too, named by their folder."""
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
 
     lines = []
     for n, entry in enumerate(plan.graphs):
@@ -102,7 +102,7 @@ def _why(plan, folder: Path, where: str = "") -> str:
 
 def _branches_of(entry, folder: Path) -> list[tuple[str, str]]:
     """A run-time If's branches, or a Loop's body: each one's folder and its sub-models' devices."""
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
 
     if entry.branches is not None:
         info = entry.branches
@@ -184,7 +184,7 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
     import onnx
 
     from forge_opt.execution.engine import index_bounds, random_array
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
 
     plan, graphs = read_split(folder)
     if path:
@@ -239,7 +239,7 @@ def _run(argv: list[str]) -> int:
     inputs = _load_inputs(args.inputs, folder)
     if args.check and args.model and not args.inputs:
         _add_model_inputs(inputs, args.model)
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
 
     plan = read_split(folder)[0].is_parallel
     if plan and args.recompile:

@@ -69,9 +69,9 @@ def tt_mlir_cell(path: Path, dims: dict[str, int], split: bool = False, devices:
     from forge_opt.api import compile_onnx
     from forge_opt.diagnostics import ForgeOptError
     from forge_opt.execution.tt_mlir import compile_stablehlo
+    from forge_opt.plan.folder import read_split
+    from forge_opt.plan.graph_infos import DEVICE
     from forge_opt.split.api import split_model
-    from forge_opt.split.folder import read_split
-    from forge_opt.split.graph_infos import DEVICE
     from forge_opt.targets.stablehlo import stablehlo_text
 
     with tempfile.TemporaryDirectory() as folder:

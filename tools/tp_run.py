@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                         "launcher to name a device the others wait for")
     args = p.parse_args(argv)
     from forge_opt.interpreters.shard import MpiMember
-    from forge_opt.split.folder import read_split
+    from forge_opt.plan.folder import read_split
     from forge_opt.split.runner import run_parallel, run_split
 
     member = MpiMember(progress=args.progress)

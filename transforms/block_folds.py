@@ -3,7 +3,7 @@ known here: after tp-partition, a device's block of them (`shard.all_slice`
 of the model's weight), which differs by device. The fold is then written
 as `tir` ops on those constants (the weights times the scale, the bias
 shifted), which the tensor-parallel writer computes for each device at
-compile time, as it computes every block (`split/parallel/program.py`):
+compile time, as it computes every block (`targets/devices/program.py`):
 each device's Conv reads folded weights, as on one device."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class OnnxToForgePass(CompileOptions, ModulePass):
     blocks of the weights are `shard.all_slice`s of the model's
     `forge.parameter`s, the collectives between stay `shard` ops. forge-python
     cuts it at each collective and gives each device its blocks, laid out
-    and formatted for that device (`split/parallel/`). `device-memory=BYTES`
+    and formatted for that device (`targets/devices/`). `device-memory=BYTES`
     chooses `devices` (`tp/sizing`)."""
 
     name = "onnx-to-forge"

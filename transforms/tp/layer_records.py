@@ -1,5 +1,5 @@
 """The layers' cases and reasons `tensor-parallel` chose, carried on the
-module (`tensor_parallel.layers`) to the plan writer (`split/parallel/`)."""
+module (`tensor_parallel.layers`) to the plan writer (`targets/devices/`)."""
 
 from __future__ import annotations
 

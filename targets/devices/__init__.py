@@ -2,8 +2,10 @@
 segments of device work cut at each collective, each compiled to one Forge
 module per device, and the plan saying in order which segment runs and
 which collective joins them. The plan is `graph_infos.json` (AutoSplit's
-format, `split/graph_infos.py`) extended with `grid` and `collectives`; the same
-runner executes both (`split/runner.py`).
+format, `plan/graph_infos.py`) extended with `grid` and `collectives`; the same
+runner executes both (`split/runner.py`). `forge-python` writes it
+(`-t 'forge-python{folder="DIR"}'`, or forge-opt's `-o DIR/`):
+`write_parallel` and `parallel_report` are that target's.
 
 Device k's modules load only its blocks of the weights: every
 `shard.all_slice` of a value made of constants is computed once per device
@@ -20,38 +22,32 @@ from __future__ import annotations
 
 import gc
 import math
-import os
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import ModelProto
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
 
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
-from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.files import link_or_copy, write_text
-from forge_opt.frontends.onnx import import_model, load_model
-from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
-from forge_opt.split.folder import check_folder, clear_folder, write_infos
-from forge_opt.split.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, Tensor
-from forge_opt.split.parallel.program import (
+from forge_opt.plan.folder import clear_folder, write_infos
+from forge_opt.plan.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, Tensor
+from forge_opt.targets.devices.program import (
     COLLECTIVE_OPS,
     Blocks,
     Program,
     ring_bytes,
     value_nbytes,
 )
-from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightFile
+from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
-from forge_opt.transforms.compile_options import CompileOptions
-from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after, weight_passes
+from forge_opt.transforms.pipelines import run_passes, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
 from forge_opt.transforms.tp.layer_records import layer_entries
 
@@ -264,43 +260,36 @@ def _static_cache(module: ModuleOp, tensors: Mapping[str, Tensor]) -> StaticCach
     return StaticCache(int(attr_to_array(length)), position.data, caches)
 
 
-def tensor_parallel(
-    source: str | os.PathLike | bytes | ModelProto,
-    folder: str | os.PathLike,
-    options: CompileOptions | int,
-    *,
-    force: bool = False,
-    shapes: Mapping[str, Iterable[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    base: Path | None = None,
-    **changes,
-) -> Plan:
-    """Compile the model for `options.devices` devices into `folder`
-    (per-device Forge modules and the plan, `graph_infos.json`); the plan.
-    `options`: the compile options, or a device count; `changes`: compile
-    options' fields (`CompileOptions`: `plan=`, `min_size=`,
-    `data_format=`, ...) set over them. `base`: the folder of a loaded
-    model's external data."""
-    if isinstance(options, int):
-        options = CompileOptions(options)
-    if isinstance(changes.get("plan"), os.PathLike):  # a plan's file named by a Path
-        changes["plan"] = os.fspath(changes["plan"])
-    options = replace(options.as_options(), **changes)
-    out = Path(folder)
-    model, loaded_from = load_model(source)
-    check_folder(out, base or loaded_from, force, "--force replaces it")
-    module = compile_parallel(model, base or loaded_from, InputShapes.of(shapes, dims), options)
-    return write_parallel(module, out)
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def compile_parallel(model: ModelProto, base: Path | None, shapes: InputShapes, options: CompileOptions) -> ModuleOp:
-    """The program every one of `options.devices` devices runs, in one
-    module (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the
-    plan's per-device modules without changing it."""
-    if options.devices < 2:
-        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
-    module = import_model(model, base, shapes=shapes)
-    # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
-    verify_after(None, module)
-    run_passes([OnnxToForgePass.of(options, verify_each=True)], Context(), module, verify_each=False)
-    return module
+def parallel_report(plan: Plan) -> str:
+    """Per device its parameter bytes (as written, and as stored in their
+    formats) and the most activation bytes it holds at once; per collective
+    the bytes it carries and what each device sends for it in a ring."""
+    lines = [f"{'device':<8} {'parameters':>10} {'parameter bytes':>16} {'constant bytes':>15} {'stored bytes':>14} "
+             f"{'peak activations':>17}"]
+    for d in plan.devices:
+        lines.append(f"{d.rank:<8} {d.parameters:>10} {d.parameter_bytes:>16,} {d.constant_bytes:>15,} "
+                     f"{d.stored_bytes:>14,} {d.activation_bytes:>17,}")
+    lines.append(f"{'step':<6} {'collective':<15} {'of the tensor':<40} {'bytes':>10} {'sent per device':>16}")
+    total = 0
+    for n, c in enumerate(plan.collectives):
+        total += c.ring_bytes_per_device
+        name = c.input if len(c.input) <= 40 else "..." + c.input[-37:]
+        lines.append(f"{n:<6} {c.op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
+    padded = [f"{layer.node} (+{layer.padded_rows} zero rows)" for layer in plan.layers if layer.padded_rows]
+    lines.append(f"{_count(len(plan.graphs), 'segment')} on {plan.device_count} devices; "
+                 f"{_count(len(plan.collectives), 'collective')} sending {total:,} bytes per device per run (ring)")
+    if padded:
+        lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
+    cases: dict[str, int] = {}
+    for layer in plan.layers:
+        cases[layer.case] = cases.get(layer.case, 0) + 1
+    if cases:
+        lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
+    for layer in plan.layers:
+        if layer.unshared:
+            lines.append(f"warning: {layer.node} stays replicated on every device: {layer.reason or 'pinned'}")
+    return "\n".join(lines)

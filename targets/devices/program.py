@@ -26,8 +26,8 @@ from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import array_view_attr
 from forge_opt.dialects.forge_ops import CastOp, Index
 from forge_opt.interpreters.forge import ForgeFunctions
-from forge_opt.split.graph_infos import HOST_OUTPUTS, Output, Tensor
-from forge_opt.split.parallel.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
+from forge_opt.plan.graph_infos import HOST_OUTPUTS, Output, Tensor
+from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.tp.narrow_blocks import dequantizes

@@ -1,0 +1,66 @@
+"""`tensor_parallel`: a model compiled for P devices into a folder, as
+`forge-opt MODEL -p 'onnx-to-forge{devices=P}' -o DIR/` does it: import,
+the pipeline, then the forge-python target's P-device writer
+(`targets/devices/`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from onnx import ModelProto
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.folder import check_folder
+from forge_opt.plan.graph_infos import Plan
+from forge_opt.targets.devices import write_parallel
+from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after
+
+
+def tensor_parallel(
+    source: str | os.PathLike | bytes | ModelProto,
+    folder: str | os.PathLike,
+    options: CompileOptions | int,
+    *,
+    force: bool = False,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    base: Path | None = None,
+    **changes,
+) -> Plan:
+    """Compile the model for `options.devices` devices into `folder`
+    (per-device Forge modules and the plan, `graph_infos.json`); the plan.
+    `options`: the compile options, or a device count; `changes`: compile
+    options' fields (`CompileOptions`: `plan=`, `min_size=`,
+    `data_format=`, ...) set over them. `base`: the folder of a loaded
+    model's external data."""
+    if isinstance(options, int):
+        options = CompileOptions(options)
+    if isinstance(changes.get("plan"), os.PathLike):  # a plan's file named by a Path
+        changes["plan"] = os.fspath(changes["plan"])
+    options = replace(options.as_options(), **changes)
+    out = Path(folder)
+    model, loaded_from = load_model(source)
+    check_folder(out, base or loaded_from, force, "--force replaces it")
+    module = compile_parallel(model, base or loaded_from, InputShapes.of(shapes, dims), options)
+    return write_parallel(module, out)
+
+
+def compile_parallel(model: ModelProto, base: Path | None, shapes: InputShapes, options: CompileOptions) -> ModuleOp:
+    """The program every one of `options.devices` devices runs, in one
+    module (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the
+    plan's per-device modules without changing it."""
+    if options.devices < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
+    module = import_model(model, base, shapes=shapes)
+    # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
+    verify_after(None, module)
+    run_passes([OnnxToForgePass.of(options, verify_each=True)], Context(), module, verify_each=False)
+    return module

@@ -24,14 +24,14 @@ from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.execution.xla import executed_by_xla
-from forge_opt.frontends.onnx import import_model, resolved_model
+from forge_opt.frontends.onnx import Resolved, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.split.api import (
     convert,
     describe_split,
     require_static_inputs,
     run_split,
-    split_model,
+    split_resolved,
 )
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import compile_parallel
@@ -57,6 +57,7 @@ class Fallback:
 
     def __init__(self, options: CheckOptions):
         self.options = options
+        self.resolved: Resolved | None = None  # the model imported once: its feeds' types, its split
 
     def prepare(self, loaded: Loaded) -> Loaded:
         if self.options.mpi and self.options.compile.devices < 2:
@@ -64,18 +65,20 @@ class Fallback:
         if self.options.executor == "xla" and self.options.compile.devices > 1:
             raise ForgeOptError("--fallback --executor xla runs each device sub-model on one XLA device: leave out "
                                 "--devices")
-        model = resolved_model(loaded.model, loaded.sizes)
+        self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
+        model = self.resolved.model
         if loaded.inputs is None:
             require_static_inputs(model)  # names each unknown size and the flag that fixes it
         return Loaded(model, loaded.base, loaded.inputs, InputShapes())  # its sizes are fixed
 
     def module(self) -> ModuleOp | None:
-        return None
+        return None if self.resolved is None else self.resolved.module
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         devices, mpi = self.options.compile.devices, self.options.mpi
-        _, plan = split_model(prepared.model, folder / "split", min_device_ops=self.options.min_device_ops,
-                              devices=devices, base=prepared.base)
+        assert self.resolved is not None
+        _, plan = split_resolved(self.resolved, folder / "split", min_device_ops=self.options.min_device_ops,
+                                 devices=devices)
         convert(folder / "split")  # the check runs what ships: the converted modules
         layout = describe_split(folder / "split")
         record: list = []  # each device sub-model's outputs and onnxruntime's on its inputs
@@ -150,20 +153,23 @@ class Parallel:
     def __init__(self, options: CheckOptions):
         self.options = options
         self.mode = f"--devices {options.compile.devices}"
+        self.resolved: Resolved | None = None  # the model imported once: its feeds' types, its program
 
     def prepare(self, loaded: Loaded) -> Loaded:
         if self.options.mpi and (self.options.executor == "xla" or self.options.tt_mlir):
             raise ForgeOptError("--executor xla and --tt-mlir take the P devices' one SPMD program: leave out --mpi")
+        self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
         return loaded
 
     def module(self) -> ModuleOp | None:
-        return None
+        return None if self.resolved is None else self.resolved.module
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         o = self.options
         # the program every device runs, written as the plan's per-device modules (which leaves it whole)
         devices = o.compile.devices
-        module = compile_parallel(prepared.model, prepared.base, prepared.sizes, o.compile)
+        assert self.resolved is not None
+        module = compile_parallel(self.resolved, o.compile)
         plan = write_parallel(module, folder / "tp")
         summary = parallel_report(plan)
         notes = saturation_notes(module)
@@ -316,28 +322,26 @@ def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: i
 
     from xdsl.context import Context
 
-    from forge_opt.split.parallel import tensor_parallel
     from forge_opt.transforms.pipelines import OnnxToForgePass
     from forge_opt.transforms.tp.sizing import choose_devices
 
-    module = import_model(loaded.model, loaded.base, shapes=loaded.sizes)
-    static_cache, static_shapes = 0, {}
-    if steps and not growing_cache:
-        static = _static_decode(module, loaded.model, steps, max_length)
-        if static is not None:
-            static_cache, static_shapes = static
-            module = import_model(loaded.model, loaded.base, shapes=InputShapes.of(static_shapes))
     if not options.device_memory:
         raise ForgeOptError("size_devices sizes for a device's memory: give options with device_memory")
+    resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
+    static_cache = 0
+    if steps and not growing_cache:
+        static = _static_decode(resolved.module, loaded.model, steps, max_length)
+        if static is not None:
+            static_cache = static[0]
+            resolved = resolve_model(loaded.model, InputShapes.of(static[1]), loaded.base)
     sized = OnnxToForgePass.of(replace(options, static_cache=static_cache))
+    module = resolved.module.clone()  # the passes before sharing run on it
     sizing = sized.size(Context(), module)
     # the estimate counts the program's weights; what a device stores is what the writer writes (the
     # constants its modules compute, a block each segment declares): each count chosen is written to see
-    sizes = static_shapes if static_cache else {**loaded.sizes.shapes}
     while sizing.devices > 1:
         with tempfile.TemporaryDirectory() as tmp:
-            written = tensor_parallel(loaded.model, Path(tmp) / "tp", sized.at(sizing.devices), shapes=sizes,
-                                      dims=None if static_cache else loaded.sizes.dims, base=loaded.base)
+            written = write_parallel(compile_parallel(resolved, sized.at(sizing.devices)), Path(tmp) / "tp")
         stored = max(d.stored_bytes for d in written.devices)
         if stored + sizing.cache <= sized.memory:
             break

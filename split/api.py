@@ -12,7 +12,7 @@ from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import write_text
-from forge_opt.frontends.onnx import import_model, load_model, resolved_model
+from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
 from forge_opt.plan.folder import check_folder, clear_folder, read_split
 from forge_opt.plan.graph_infos import DEVICE, INFOS, Branches, Loop, Plan
@@ -47,25 +47,33 @@ def split_model(
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
     model, loaded_from = load_model(source)
-    base = base or loaded_from
     if not model.graph.output:
         raise ForgeOptError("the model has no outputs: a split of it would compute nothing")
-    model = resolved_model(model, InputShapes.of(shapes, dims))
-    require_static_inputs(model)
+    resolved = resolve_model(model, InputShapes.of(shapes, dims), base or loaded_from)
     out = Path(folder)
-    check_folder(out, base, force, "--force replaces its split")
-    return _split(model, base, out, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices)
+    check_folder(out, resolved.base, force, "--force replaces its split")
+    return split_resolved(resolved, out, cpu_ops=cpu_ops, cpu_nodes=cpu_nodes, min_device_ops=min_device_ops,
+                          layout=layout, devices=devices)
+
+
+def split_resolved(resolved: Resolved, folder: Path, *, cpu_ops: tuple[str, ...] = (), cpu_nodes: tuple[str, ...] = (),
+                   min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1) -> tuple[Partition, Plan]:
+    """`split_model` of a model resolved (`resolve_model`) into `folder`,
+    which is checked."""
+    require_static_inputs(resolved.model)
+    return _split(resolved, folder, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices)
 
 
 def _split(
-    model: ModelProto, base: Path | None, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...],
-    min_device_ops: int, layout: str, check_pins: bool, devices: int = 1,
+    resolved: Resolved, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...], min_device_ops: int,
+    layout: str, check_pins: bool, devices: int = 1,
 ) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
     sub-model (`control_flow.py`)."""
-    placements = place(import_model(model, base), cpu_ops, cpu_nodes, check_pins=check_pins)
-    partition = make_partition(model, placements, min_device_ops, base)
+    model, base = resolved.model, resolved.base
+    placements = place(resolved.module, cpu_ops, cpu_nodes, check_pins=check_pins)
+    partition = make_partition(model, placements, resolved.types, min_device_ops, base)
     if check_pins:  # the whole model's split, now known to be made: what an older one left goes
         clear_folder(folder)
     control: dict[int, Branches | Loop] = {}
@@ -77,8 +85,8 @@ def _split(
         folders = {which: f"graph_{n}_{which}" for which in models}
         for which, sub_model in models.items():
             # pins name nodes of the whole model: a subgraph holds some of them
-            _split(sub_model, base, folder / folders[which], cpu_ops, cpu_nodes, min_device_ops, layout, False,
-                   devices)
+            _split(resolve_model(sub_model, base=base), folder / folders[which], cpu_ops, cpu_nodes, min_device_ops,
+                   layout, False, devices)
         control[n] = control_flow_entry(node, folders, models)
     plan = write_split(folder, model, partition, base=base, force=True, layout=layout, control=control,
                        parallel=devices)

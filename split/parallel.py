@@ -15,7 +15,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import import_model, load_model
+from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.plan.folder import check_folder
 from forge_opt.plan.graph_infos import Plan
@@ -49,17 +49,20 @@ def tensor_parallel(
     out = Path(folder)
     model, loaded_from = load_model(source)
     check_folder(out, base or loaded_from, force, "--force replaces it")
-    module = compile_parallel(model, base or loaded_from, InputShapes.of(shapes, dims), options)
+    if options.devices < 2:  # before the import, which is the longer wait
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
+    module = compile_parallel(resolve_model(model, InputShapes.of(shapes, dims), base or loaded_from), options)
     return write_parallel(module, out)
 
 
-def compile_parallel(model: ModelProto, base: Path | None, shapes: InputShapes, options: CompileOptions) -> ModuleOp:
+def compile_parallel(resolved: Resolved, options: CompileOptions) -> ModuleOp:
     """The program every one of `options.devices` devices runs, in one
-    module (`onnx-to-forge{devices=P}`); `write_parallel` cuts it into the
-    plan's per-device modules without changing it."""
+    module (`onnx-to-forge{devices=P}`), compiled from a copy of the
+    model's import; `write_parallel` cuts it into the plan's per-device
+    modules without changing it."""
     if options.devices < 2:
         raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
-    module = import_model(model, base, shapes=shapes)
+    module = resolved.module.clone()
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
     verify_after(None, module)
     run_passes([OnnxToForgePass.of(options, verify_each=True)], Context(), module, verify_each=False)

@@ -9,6 +9,7 @@ their values recomputes it (they are shape arithmetic, cheap and small).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.frontends.onnx import infer_types, node_label
+from forge_opt.frontends.onnx import node_label
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.plan.graph_infos import CPU, DEVICE, Tensor
 from forge_opt.split.control_flow import is_host_control_flow
@@ -39,12 +40,6 @@ class Partition:
     graphs: list[SubModel]
     tensors: dict[str, Tensor]
     types: dict[str, TypeProto]  # of every value inference typed (every tensor the sub-models exchange among them)
-
-
-def _type_of(model: ModelProto) -> dict[str, TypeProto]:
-    inferred = infer_types(model)
-    g = inferred.graph
-    return {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
 
 
 def _info(name: str, types: dict[str, TypeProto], attr: str) -> Tensor:
@@ -145,8 +140,11 @@ def _control_flow_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Gro
 
 
 def make_partition(
-    model: ModelProto, placements: dict[str, Placement], min_device_ops: int = 1, base: Path | None = None
+    model: ModelProto, placements: dict[str, Placement], types: Mapping[str, TypeProto], min_device_ops: int = 1,
+    base: Path | None = None,
 ) -> Partition:
+    """The sub-models of `model` as `placements` place its nodes; `types`:
+    every value's, as inference typed them (`Resolved.types`)."""
     g = model.graph
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
@@ -198,7 +196,7 @@ def make_partition(
         maker = home.get(x, -1)
         if maker >= 0 and x not in subs[maker].outputs:
             subs[maker].outputs.append(x)
-    types = _type_of(model)
+    types = dict(types)
     # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes); a
     # tensor that no device sub-model reads keeps its run-time sizes too, its rank learned from a run where
     # ONNX cannot infer it (a detector's boxes, a mask Loop's masks: one run's count of them is no type)

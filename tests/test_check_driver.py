@@ -127,19 +127,18 @@ def test_every_mode_matches_on_the_same_driver(strategy):
 
 
 
-def test_a_fallback_check_infers_the_models_shapes_once(monkeypatch):
-    """The check's feeds, the split's placement and its partition each
-    import the model: its shapes are inferred once (and each sub-model's
-    once, to compile it)."""
-    import uuid
-
+@pytest.mark.parametrize("check", ["fallback", "parallel"])
+def test_a_check_infers_the_models_shapes_once(monkeypatch, check):
+    """The check's feeds, the split's placement and its partition (or the
+    P-device program) read one import of the model, handed down
+    (`Resolved`): its shapes are inferred once (and each sub-model's once,
+    to compile it). No memo keyed by the model's digest makes it so."""
     import onnx
     import onnx.shape_inference
 
-    from forge_opt.check.split import check_fallback
+    from forge_opt.check.split import check_fallback, check_parallel
 
     model = onnx.load(MODELS / "tiny_cnn_opset17.onnx")
-    model.graph.name = f"g{uuid.uuid4().hex}"  # a model no earlier test inferred
     inferred: list[str] = []
     infer = onnx.shape_inference.infer_shapes
 
@@ -148,6 +147,6 @@ def test_a_fallback_check_infers_the_models_shapes_once(monkeypatch):
         return infer(m, *args, **kwargs)
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counted)
-    report = check_fallback(model)
+    report = check_fallback(model) if check == "fallback" else check_parallel(model, 2)
     assert report.status == MATCH, report.format()
     assert inferred.count(model.graph.name) == 1, inferred

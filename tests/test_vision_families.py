@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from forge_opt.check import MATCH, check_model
 from forge_opt.check.decode import check_decode
 from forge_opt.check.split import check_parallel
-from forge_opt.frontends.onnx import resolved_model
+from forge_opt.frontends.onnx import resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.tools.gen_multichip import ENTRIES, fuyu_feeds
 
@@ -61,7 +61,7 @@ def test_fuyu_puts_its_patches_at_its_placeholders(placeholders):
     tokens) at a fixed size: every placeholder taken, fewer, none."""
     path = MODELS / "fam_fuyu.onnx"
     step = InputShapes.of(None, {"sequence_length": 8, "past_sequence_length": 3})
-    assert "NonZero" not in {n.op_type for n in resolved_model(onnx.load(path), step).graph.node}
+    assert "NonZero" not in {n.op_type for n in resolve_model(onnx.load(path), step).model.graph.node}
     report = check_model(str(path), fuyu_feeds(placeholders))
     assert report.status == MATCH, report.format()
 
@@ -99,6 +99,6 @@ def test_a_masked_scatter_of_a_mask_not_bool():
     mask = np.array([[0.0, 2.5, 0.0], [-1.0, 0.0, np.nan]], np.float32)
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "mask": mask,
              "features": np.array([10, 20, 30, 40, 50], np.float32)}
-    assert "NonZero" not in {node.op_type for node in resolved_model(model).graph.node}
+    assert "NonZero" not in {node.op_type for node in resolve_model(model).model.graph.node}
     report = check_model(model, feeds)
     assert report.status == MATCH, report.format()

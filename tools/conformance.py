@@ -261,6 +261,7 @@ def run_case_parallel(case, devices: int = 2) -> Result:
     with the outputs the case ships. A refusal must name the node."""
     import tempfile
 
+    from forge_opt.frontends.onnx import resolve_model
     from forge_opt.frontends.onnx.shapes import InputShapes
     from forge_opt.split.parallel import compile_parallel
     from forge_opt.split.runner import assemble, run_parallel
@@ -269,8 +270,8 @@ def run_case_parallel(case, devices: int = 2) -> Result:
 
     def run(result, model, feeds):
         with tempfile.TemporaryDirectory() as tmp:
-            shapes = InputShapes().with_arrays(model.graph, feeds)
-            module = compile_parallel(model, None, shapes, CompileOptions(devices))
+            resolved = resolve_model(model, InputShapes().with_arrays(model.graph, feeds))
+            module = compile_parallel(resolved, CompileOptions(devices))
             plan = write_parallel(module, Path(tmp) / "tp")
             outputs, differ = assemble(plan, run_parallel(Path(tmp) / "tp", feeds))
         if differ:

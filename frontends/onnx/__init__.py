@@ -37,9 +37,10 @@ from forge_opt.dialects.onnx_base import OnnxOp
 from forge_opt.frontends.onnx.adapters import adapt_node, schema_version
 from forge_opt.frontends.onnx.functions import expandable
 from forge_opt.frontends.onnx.graph import describe_node, node_label, node_reads
-from forge_opt.frontends.onnx.inference import infer_cached
+from forge_opt.frontends.onnx.inference import infer
 from forge_opt.frontends.onnx.names import ssa_name
 from forge_opt.frontends.onnx.resolve import RESOLVED_OPS, resolve
+from forge_opt.frontends.onnx.resolved import Resolved
 from forge_opt.frontends.onnx.shapes import InputShapes, clear_negative_dims, dim_names, specialise
 from forge_opt.frontends.onnx.toposort import check_text, toposort
 from forge_opt.frontends.onnx.values import (
@@ -493,45 +494,13 @@ def _importer(
 ) -> Importer:
     """The importer of the model with its types inferred and, where needed,
     its graph resolved at compile time."""
-    inferred = infer_cached(_without_large_weights(model, chosen))
+    inferred = infer(_without_large_weights(model, chosen))
     importer = Importer(model, base, inferred, weights)
     if importer.needs_resolution():
-        resolved = resolve(inferred, infer_cached)
+        resolved = resolve(inferred, infer)
         if resolved is not inferred:
             return Importer(model, base, resolved, weights, resolved=True)
     return importer
-
-
-def resolved_model(model: ModelProto, shapes: InputShapes | None = None) -> ModelProto:
-    """The model as the importer sees it, as a model of its own: the chosen
-    sizes applied, shapes folded, known control flow resolved (what
-    forge-split splits). The model itself when that changes nothing."""
-    importer = _importer(model, None, None, shapes)
-    if not shapes and not importer.resolved:
-        return model
-    g, ig = model.graph, importer.inferred.graph
-    out = ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
-    out.graph.node.extend(ig.node)
-    del out.graph.value_info[:]
-    typed = {i.name: i for i in ig.input}
-    for i in out.graph.input:
-        if i.name in typed:
-            i.type.CopyFrom(typed[i.name].type)
-    outputs = {o.name: o for o in ig.output}
-    for o in out.graph.output:
-        if o.name in outputs:
-            o.type.CopyFrom(outputs[o.name].type)
-    have = {t.name for t in g.initializer}
-    for t in ig.initializer:
-        if t.name in have:
-            continue
-        if t.name in outputs:  # an output that folded: made by a node, as a split expects of every output
-            out.graph.node.append(onnx.helper.make_node("Constant", [], [t.name], value=t, name=f"{t.name}/folded"))
-        else:
-            out.graph.initializer.append(t)
-    return out
 
 
 def check_opsets(model: ModelProto) -> None:
@@ -553,20 +522,33 @@ def _graph_names(g: GraphProto) -> list[str | bytes]:
     return [g.name, *(v.name for v in [*g.input, *g.output]), *(t.name for t in g.initializer)]
 
 
+def resolve_model(
+    model: ModelProto,
+    shapes: InputShapes | None = None,
+    base: Path | None = None,
+    weights: WeightMap | None = None,
+) -> Resolved:
+    """The model imported, once (`Resolved`): `shapes`, sizes for its
+    symbolic input dims (`--dim`, `--shape`); `base`, the folder of its
+    external data, or `weights` mapped from its file."""
+    try:
+        check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
+        check_opsets(model)
+        importer = _importer(model, base, weights, shapes)
+        module = ModuleOp([importer.import_main()])
+        return Resolved(model, base, importer.inferred, importer.resolved, module, shapes)
+    except UnicodeError:
+        raise ForgeOptError("the model has a name or string that is not valid UTF-8") from None
+
+
 def import_model(
     model: ModelProto,
     base: Path | None = None,
     weights: WeightMap | None = None,
     shapes: InputShapes | None = None,
 ) -> ModuleOp:
-    """`shapes`: sizes for the model's symbolic input dims (`--dim`, `--shape`)."""
-    try:
-        check_text((), _graph_names(model.graph))  # node names: as the importer orders the nodes
-        check_opsets(model)
-        func = _importer(model, base, weights, shapes).import_main()
-    except UnicodeError:
-        raise ForgeOptError("the model has a name or string that is not valid UTF-8") from None
-    return ModuleOp([func])
+    """The model's import (`resolve_model`'s module)."""
+    return resolve_model(model, shapes, base, weights).module
 
 
 def import_onnx(

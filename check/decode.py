@@ -29,31 +29,28 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, RTOL, OutputResult, compare_output
 from forge_opt.check.driver import Loaded
+from forge_opt.check.model import OneDevice
 from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, check_with
-from forge_opt.check.static_cache import MASK, POSITION, from_static, past_length, to_static
+from forge_opt.check.run import Builds, Program, Ran, check_with
+from forge_opt.check.split import Parallel
+from forge_opt.check.static_cache import (
+    MASK,
+    POSITION,
+    cache_pairs,
+    cache_positions,
+    from_static,
+    past_length,
+    to_static,
+)
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.engine import compile_model, run_compiled
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
-from forge_opt.interpreters.run import main_func
-from forge_opt.split.api import tensor_parallel
-from forge_opt.split.mpi import run_mpi
-from forge_opt.split.runner import agreed, run_parallel
-from forge_opt.targets.devices import parallel_report
-from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.compile_options import CompileOptions
-from forge_opt.transforms.static_cache import PAST, PRESENT, NotStaticError
+from forge_opt.transforms.static_cache import NotStaticError
 
 Feeds = dict[str, np.ndarray]
-
-
-def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:
-    """Each `present<suffix>` output's `past_key_values<suffix>` input."""
-    names = set(inputs)
-    return {o: PAST + o[len(PRESENT):] for o in outputs if o.startswith(PRESENT) and PAST + o[len(PRESENT):] in names}
 
 
 def next_feeds(feeds: Feeds, outputs: Mapping[str, np.ndarray], pairs: Mapping[str, str]) -> tuple[Feeds, np.ndarray]:
@@ -75,14 +72,15 @@ def next_feeds(feeds: Feeds, outputs: Mapping[str, np.ndarray], pairs: Mapping[s
 
 
 class Programs:
-    """Our side of the loop: one program per set of input shapes, built
-    on first use (one device, or P tensor-parallel ones)."""
+    """Our side of the loop: one program per set of input shapes, built on
+    first use by `builder` (the strategy of one device, or of P
+    tensor-parallel ones)."""
 
-    def __init__(self, model, base, options: CheckOptions, folder: Path, pairs: Mapping[str, str], length: int = 0):
-        self.model, self.base, self.options, self.folder = model, base, options, folder
+    def __init__(self, model, base, builder: Builds, folder: Path, pairs: Mapping[str, str], length: int = 0):
+        self.model, self.base, self.builder, self.folder = model, base, builder, folder
         self.pairs, self.length = pairs, length  # a static cache of `length` positions (0: growing)
-        self.built: dict[tuple, Callable[[Feeds], dict[str, np.ndarray]]] = {}
-        self.report = ""  # the first tensor-parallel program's table and warnings
+        self.built: dict[tuple, Program] = {}
+        self.report = ""  # the first program's report (a P-device plan's table and warnings)
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """The step's outputs for a growing cache's `feeds`, as the growing
@@ -91,51 +89,37 @@ class Programs:
         key = tuple((name, a.shape) for name, a in given.items())
         if key not in self.built:
             # the model's own inputs' shapes: `cache_position` is the program's
-            self.built[key] = self._build({name: a.shape for name, a in given.items() if name != POSITION})
+            shapes = InputShapes.of({name: a.shape for name, a in given.items() if name != POSITION})
+            program, report = self.builder.build(self.model, self.base, shapes,
+                                                 self.folder / f"program_{len(self.built)}")
+            self.built[key], self.report = program, self.report or report
         outputs = self.built[key](given)
         if not self.length:
             return outputs
         return from_static(outputs, self.pairs, past_length(feeds, self.pairs) + feeds["input_ids"].shape[1])
 
-    def _build(self, shapes: dict[str, tuple[int, ...]]) -> Callable[[Feeds], dict[str, np.ndarray]]:
-        chosen = InputShapes.of(shapes)
-        o = self.options
-        compiled_as = replace(o.compile.as_options(), static_cache=self.length)
-        if compiled_as.devices < 2:
-            compiled = compile_model(self.model, self.base, compiled_as, shapes=chosen)
-            outs = output_names(main_func(compiled.module))
 
-            def one(feeds: Feeds) -> dict[str, np.ndarray]:
-                return dict(zip(outs, run_compiled(compiled, [feeds[n] for n in compiled.input_names])))
-
-            return one
-        folder = self.folder / f"program_{len(self.built)}"
-        written = tensor_parallel(self.model, folder, compiled_as, shapes=chosen.shapes, base=self.base)
-        if not self.report:
-            self.report = parallel_report(written)
-
-        devices = compiled_as.devices
-
-        def parallel(feeds: Feeds) -> dict[str, np.ndarray]:
-            per_device = run_mpi(folder, feeds, devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
-            return agreed(written, per_device, "the decode step's program")
-
-        return parallel
+def step_programs(options: CheckOptions) -> Builds:
+    """What builds a decode's step programs for `options`: the strategy of
+    one device, or of P tensor-parallel ones."""
+    return Parallel(options) if options.compile.devices > 1 else OneDevice(options)
 
 
 class Decode:
-    """`steps` greedy decode steps on the stand-in (one device, or P
-    tensor-parallel ones, simulated or under MPI) and on the oracle, each
-    loop feeding its own outputs forward. A match: every step's token equal
-    to the oracle's and its logits within tolerance."""
+    """`steps` greedy decode steps on the stand-in and on the oracle, each
+    loop feeding its own outputs forward; the strategy `make` gives (one
+    device, or P tensor-parallel ones, simulated or under MPI) builds each
+    step's program, this one keeps the loop and the static cache. A match:
+    every step's token equal to the oracle's and its logits within
+    tolerance."""
 
     takes = frozenset({"steps", "devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
                        "weight_format", "max_length", "growing_cache"})
     failed = "the program failed on Forge"
     forge_python = ""
 
-    def __init__(self, options: CheckOptions):
-        self.options = options
+    def __init__(self, options: CheckOptions, make: Callable[[CheckOptions], Builds] = step_programs):
+        self.options, self.make = options, make
         self.mode = f"--decode {options.steps}"
         self.pairs: dict[str, str] = {}
 
@@ -168,7 +152,10 @@ class Decode:
         length = 0 if o.growing_cache else self.cache_length(feeds)
         if length:
             self.padding_ignored(prepared, feeds, reference, length)
-        programs = Programs(model, prepared.base, o, folder, pairs, length)
+        # the step programs' options: the compile options with the cache made static, and nothing of the loop's
+        each = replace(o, steps=0, max_length=0, growing_cache=False, compile=replace(o.compile.as_options(),
+                                                                                       static_cache=length))
+        programs = Programs(model, prepared.base, self.make(each), folder, pairs, length)
         agree = Agreement()
 
         compared = o.rule()
@@ -235,16 +222,6 @@ class Decode:
     def cache_length(self, feeds: Feeds) -> int:
         return cache_positions(past_length(feeds, self.pairs), feeds["input_ids"].shape[1], self.options.steps,
                                self.options.max_length)
-
-
-def cache_positions(past: int, tokens: int, steps: int, max_length: int) -> int:
-    """The static cache's positions: `--max-length`, by default the prompt
-    (its `past` and its `tokens`) and the steps."""
-    needed = past + tokens + steps - 1
-    if max_length and max_length < needed:
-        raise ForgeOptError(f"--max-length {max_length}: the prompt and {steps} steps write {needed} "
-                            "positions of the cache")
-    return max_length or needed + 1
 
 
 class Agreement:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import first_divergence, layer_errors
@@ -15,10 +16,13 @@ from forge_opt.check.compare import ATOL, RTOL
 from forge_opt.check.driver import Loaded
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, check_with
+from forge_opt.check.run import Program, Ran, check_with
 from forge_opt.execution.engine import Compiled, compile_model, run_compiled, run_compiled_on_xla
 from forge_opt.execution.oracle import Expected
 from forge_opt.execution.xla import executed_by_xla
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.interpreters.run import main_func
+from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import saturation_notes
 
@@ -41,6 +45,15 @@ class OneDevice:
 
     def module(self) -> ModuleOp | None:
         return None if self.compiled is None else self.compiled.module
+
+    def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
+        compiled = compile_model(model, base, self.options.compile, shapes=shapes)
+        outs = output_names(main_func(compiled.module))
+
+        def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return dict(zip(outs, run_compiled(compiled, [feeds[n] for n in compiled.input_names])))
+
+        return program, ""
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         model, compiled = prepared.model, self.compiled

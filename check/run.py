@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import Divergence, LayerError
@@ -25,6 +26,7 @@ from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, v
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs, two_sizes_note
+from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
@@ -67,6 +69,20 @@ class Strategy(Protocol):
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         """Compile what is left and run it on `feeds`, in `folder` (temporary)."""
+        ...
+
+
+#: a program built for some input shapes: feeds by name in, outputs by name out
+Program = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+class Builds(Protocol):
+    """A strategy whose program a wrapper builds for the input shapes it
+    chooses (`Decode`: one program per cache shape)."""
+
+    def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
+        """The program for `shapes` (its files, if any, in `folder`), and
+        its report (a P-device plan's table; "" for one device)."""
         ...
 
 

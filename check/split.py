@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
@@ -19,7 +20,7 @@ from forge_opt.check.driver import Loaded, compare_outputs, load_checked
 from forge_opt.check.model import tt_mlir_line
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
-from forge_opt.check.run import Ran, Strategy, check_with
+from forge_opt.check.run import Program, Ran, Strategy, check_with
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
@@ -35,7 +36,7 @@ from forge_opt.split.api import (
 )
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import compile_parallel
-from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.split.runner import agreed, assemble, run_parallel
 from forge_opt.targets.devices import parallel_report, write_parallel
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import saturation_notes
@@ -163,6 +164,17 @@ class Parallel:
 
     def module(self) -> ModuleOp | None:
         return None if self.resolved is None else self.resolved.module
+
+    def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
+        o = self.options
+        written = write_parallel(compile_parallel(resolve_model(model, shapes, base), o.compile), folder)
+        devices = o.compile.devices
+
+        def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            per_device = run_mpi(folder, feeds, devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
+            return agreed(written, per_device, "the program")
+
+        return program, parallel_report(written)
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         o = self.options
@@ -357,8 +369,7 @@ def _static_decode(module: ModuleOp, model, steps: int, max_length: int) -> tupl
     """The positions of the static cache `--decode steps` runs `module`'s
     decoder with, and the input shapes its program takes; None where the
     model has no cache to make static (--decode says why)."""
-    from forge_opt.check.decode import cache_pairs, cache_positions
-    from forge_opt.check.static_cache import past_length, to_static
+    from forge_opt.check.static_cache import cache_pairs, cache_positions, past_length, to_static
     from forge_opt.dialects.tir_base import shape_of
     from forge_opt.interpreters.run import main_func
     from forge_opt.targets.forge_python import input_names

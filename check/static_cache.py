@@ -13,12 +13,12 @@ feed the same values."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.transforms.static_cache import POSITION
+from forge_opt.transforms.static_cache import PAST, POSITION, PRESENT
 
 Feeds = dict[str, np.ndarray]
 #: the input that hides a cache's positions from attention (Optimum's name)
@@ -57,3 +57,19 @@ def from_static(outputs: Mapping[str, np.ndarray], pairs: Mapping[str, str], wri
     for present in pairs:
         out[present] = outputs[present][:, :, :written]
     return out
+
+
+def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:
+    """Each `present<suffix>` output's `past_key_values<suffix>` input."""
+    names = set(inputs)
+    return {o: PAST + o[len(PRESENT):] for o in outputs if o.startswith(PRESENT) and PAST + o[len(PRESENT):] in names}
+
+
+def cache_positions(past: int, tokens: int, steps: int, max_length: int) -> int:
+    """The static cache's positions: `--max-length`, by default the prompt
+    (its `past` and its `tokens`) and the steps."""
+    needed = past + tokens + steps - 1
+    if max_length and max_length < needed:
+        raise ForgeOptError(f"--max-length {max_length}: the prompt and {steps} steps write {needed} "
+                            "positions of the cache")
+    return max_length or needed + 1

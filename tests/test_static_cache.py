@@ -51,6 +51,28 @@ def test_under_mpi():
     assert "(2 devices under MPI; 2 programs built" in report.format()
 
 
+def test_decode_keeps_the_loop_and_the_strategy_it_wraps_builds_each_program():
+    """`Decode` builds no program itself: each step's is the wrapped
+    strategy's `build`, at the static cache's shapes."""
+    from forge_opt.check.decode import Decode
+    from forge_opt.check.options import CheckOptions
+    from forge_opt.check.run import run_check
+    from forge_opt.check.split import Parallel
+
+    built = []
+
+    class Counted(Parallel):
+        def build(self, model, base, shapes, folder):
+            built.append((self.options.compile.devices, self.options.compile.static_cache, dict(shapes.shapes)))
+            return super().build(model, base, shapes, folder)
+
+    options = CheckOptions(optimum_feeds("llama", DECODE), compile=CompileOptions(devices=2), steps=3)
+    report = run_check(model_path("llama"), options, Decode(options, Counted))
+    assert report.status == MATCH, report.format()
+    assert [(d, length) for d, length, _ in built] == [(2, 10), (2, 10)]  # the prompt's program, then a step's
+    assert [shapes["input_ids"] for *_, shapes in built] == [(1, 4), (1, 1)]
+
+
 def test_the_plan_records_the_cache_each_device_keeps_its_heads_of(tmp_path):
     dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 9}
     tensor_parallel(model_path("llama"), tmp_path / "tp", 2, dims=dims, static_cache=9)

@@ -109,6 +109,8 @@ class ForgeOptMain(xDSLOptMain):
         return self._pending
 
     def run(self):
+        if self.args.check_sharding:
+            raise SystemExit(_check_sharding(self.args.input_file))
         self._pending = None
         self._target_for_output()
         super().run()
@@ -160,6 +162,12 @@ class ForgeOptMain(xDSLOptMain):
             help="the whole shape of the ONNX model's input NAME, e.g. --shape input_ids=1,128 (repeatable)",
         )
         arg_parser.add_argument(
+            "--check-sharding",
+            action="store_true",
+            help="check the ONNX model's sharding annotations (IR 11: configurations, per-node sharding specs, "
+            "pipeline stages) against ONNX's formalism, and exit: 0 valid, 1 a problem (each named)",
+        )
+        arg_parser.add_argument(
             "--debug",
             default=False,
             action="store_true",
@@ -173,6 +181,29 @@ class _PendingOutput(io.StringIO):
 
     def close(self) -> None:
         pass
+
+
+def _check_sharding(path: str | None) -> int:
+    """`--check-sharding MODEL`: a summary of the annotations and 0, or each
+    problem on standard error and 1."""
+    from forge_opt.frontends.onnx import load_model
+    from forge_opt.frontends.onnx.sharding import check_sharding
+
+    if not path:
+        raise ForgeOptError("--check-sharding reads an ONNX model: give its file")
+    model, _ = load_model(path)
+    problems = check_sharding(model)
+    for problem in problems:
+        print(f"forge-opt: error: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    configurations = [f"{c.name}: {c.num_devices} devices" if not n else f"{c.name}: {c.num_devices}"
+                      for n, c in enumerate(model.configuration)]
+    annotated = sum(1 for node in model.graph.node if node.device_configurations)
+    count = len(configurations)
+    print(f"{path}: {count} configuration{'' if count == 1 else 's'} ({', '.join(configurations) or 'none'}); "
+          f"{annotated} node{'' if annotated == 1 else 's'} annotated: valid")
+    return 0
 
 
 def _message(e: BaseException) -> str:

@@ -58,6 +58,7 @@ class CheckOptions:
     tt_mlir: bool = option("--tt-mlir", False)  # also compile the program's StableHLO with tt-mlir
     tt_mlir_dumps: str = ""  # the folder tt-mlir's IR dumps are kept in ("": a temporary one)
     fallback: bool = option("--fallback", False)  # through the split path: CPU sub-models where Forge cannot
+    annotate: str = option("--annotate", "")  # write the model with the plan as ONNX sharding annotations here
 
     @classmethod
     def from_args(cls, args) -> CheckOptions:
@@ -74,8 +75,13 @@ class CheckOptions:
             raise ForgeOptError(f"--decode {args.decode}: decode at least one step")
         if args.device_memory is not None and parse_bytes(args.device_memory) < 1:
             raise ForgeOptError(f"--device-memory {args.device_memory}: give a size above 0")
+        if args.configuration is not None and not args.plan_from_onnx:
+            raise ForgeOptError("--configuration names the sharding configuration --plan-from-onnx reads")
+        if args.plan_from_onnx and args.plan:
+            raise ForgeOptError("--plan-from-onnx takes the plan from the model's annotations: leave out --plan")
+        plan = f"{args.model}#{args.configuration or ''}" if args.plan_from_onnx else args.plan
         compiled = CompileOptions(
-            devices=args.devices or 1, min_size=args.min_size, plan=args.plan, require_sharded=args.require_sharded,
+            devices=args.devices or 1, min_size=args.min_size, plan=plan, require_sharded=args.require_sharded,
             data_format=args.data_format, weight_format=args.weight_format or "",
             device_memory=args.device_memory or 0,
             max_devices=CompileOptions.max_devices if args.max_devices is None else args.max_devices)
@@ -87,7 +93,7 @@ class CheckOptions:
             stem=Path(emit).stem, mpi=args.mpi, timeout=args.timeout, max_length=args.max_length or 0,
             growing_cache=args.growing_cache, steps=args.decode or 0, executor=parse_executor(args.executor),
             tt_mlir=args.tt_mlir, tt_mlir_dumps=str(Path(emit).with_suffix("")) + "_tt_mlir" if emit and args.tt_mlir
-            else "", fallback=args.fallback,
+            else "", fallback=args.fallback, annotate=args.annotate or "",
         ).with_pcc(args.pcc)
 
     def with_pcc(self, min_pcc: float | None) -> CheckOptions:

@@ -27,6 +27,7 @@ from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import Resolved, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.onnx_annotations import save_annotated
 from forge_opt.split.api import (
     convert,
     describe_split,
@@ -147,7 +148,7 @@ class Parallel:
     the same outputs."""
 
     takes = frozenset({"devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format", "executor", "tt_mlir"})
+                       "weight_format", "executor", "tt_mlir", "annotate"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
@@ -185,6 +186,8 @@ class Parallel:
         plan = write_parallel(module, folder / "tp")
         summary = parallel_report(plan)
         notes = saturation_notes(module)
+        if o.annotate:
+            notes.append(save_annotated(prepared.model, prepared.base, plan, o.annotate))
         if o.tt_mlir:
             notes.append(tt_mlir_line(module, o, folder))
         if o.executor == "xla":

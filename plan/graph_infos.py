@@ -171,6 +171,12 @@ class Device:
     activation_bytes: int = 0
 
 
+#: the cases a layer can take (`transforms/tp/annotate.py` chooses them)
+COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
+OUT_CHANNELS, IN_CHANNELS, GROUPS = "out-channel", "in-channel", "grouped"
+EXPERTS = "expert"
+
+
 @dataclass
 class Layer:
     """A tensor-parallel layer and its case (`transforms/tp/annotate.py`)."""

@@ -58,9 +58,12 @@ def _check(args: argparse.Namespace):
     from forge_opt.check.options import CheckOptions
     from forge_opt.check.run import run_check
     from forge_opt.check.strategies import strategy_for
+    from forge_opt.frontends.onnx.weights import overwritten_input
 
     if args.emit:
         _check_emit_path(args.emit, args.model)  # before the run: its verdict is not lost to a bad path
+    if args.annotate and (read := overwritten_input(args.annotate, args.model)) is not None:
+        raise ForgeOptError(f"--annotate {args.annotate}: is {read}, which the check reads; name another file")
     options = CheckOptions.from_args(args)
     return run_check(args.model, options, strategy_for(options))
 
@@ -152,6 +155,14 @@ def _devices(group) -> None:
                        help="with --mpi: end the run when a device has not reached, S seconds after the first "
                        "device entered it, a collective the others wait in, naming it (default %(default)g)")
     group.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
+    group.add_argument("--annotate", metavar="OUT.onnx",
+                       help="with --devices: write the model with the plan chosen as ONNX sharding annotations (IR "
+                       "11), one configuration named after the system (n300, t3k, galaxy, pN); an OUT of the same "
+                       "graph keeps its other configurations")
+    group.add_argument("--plan-from-onnx", action="store_true",
+                       help="with --devices: compile with the plan the model's own sharding annotations carry")
+    group.add_argument("--configuration", metavar="NAME",
+                       help="with --plan-from-onnx: the configuration to read (needed where the model has several)")
     group.add_argument("--device-memory", metavar="BYTES",
                        help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
                        "BYTES (e.g. 512MiB, 24GB), with the table of each count tried")

@@ -84,6 +84,7 @@ from xdsl.passes import ModulePass
 from forge_opt.diagnostics import ForgeOptError, describe, node_name
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.plan.graph_infos import COLUMN, GROUPS, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.static_cache import PRESENT, pairs_as_cache, static_past
@@ -97,16 +98,7 @@ from forge_opt.transforms.tp.channel_parts import (
 from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
-from forge_opt.transforms.tp.layer_records import (
-    COLUMN,
-    GROUPS,
-    IN_CHANNELS,
-    OUT_CHANNELS,
-    REPLICATE,
-    ROW,
-    VOCAB,
-    record_layers,
-)
+from forge_opt.transforms.tp.layer_records import record_layers
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (

@@ -15,7 +15,7 @@ import math
 
 from forge_opt.diagnostics import describe
 from forge_opt.dialects import tir
-from forge_opt.transforms.tp.layer_records import COLUMN, EXPERTS, REPLICATE, ROW
+from forge_opt.plan.graph_infos import COLUMN, EXPERTS, REPLICATE, ROW
 from forge_opt.transforms.tp.plan_file import Pin
 from forge_opt.transforms.tp.rules import REPLICATED, Sharding, TPError, shape, split
 

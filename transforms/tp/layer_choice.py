@@ -10,7 +10,7 @@ from xdsl.ir import Operation, SSAValue
 
 from forge_opt.diagnostics import node_name
 from forge_opt.dialects import tir
-from forge_opt.transforms.tp.layer_records import REPLICATE
+from forge_opt.plan.graph_infos import REPLICATE
 from forge_opt.transforms.tp.rules import constant_root, constant_weight
 
 

@@ -8,12 +8,6 @@ from xdsl.ir import Attribute
 
 LAYERS_ATTR = "tensor_parallel.layers"
 
-#: the cases a layer can take
-COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
-OUT_CHANNELS, IN_CHANNELS, GROUPS = "out-channel", "in-channel", "grouped"
-EXPERTS = "expert"
-
-
 def record_layers(module: ModuleOp, entries: list[dict]) -> None:
     """Record the layers (`LayerChoice.entry`s) on the module."""
     def value(v) -> Attribute:

@@ -17,13 +17,25 @@ class Pin:
 
 
 def read_plan(path: str) -> dict[str, Pin]:
-    """The layers a plan file pins, by node name."""
+    """The layers a plan file pins, by node name; `MODEL.onnx#NAME`: those
+    the model's sharding configuration NAME pins (`#NAME` may be left out
+    where it carries one)."""
+    model, _, name = path.partition("#")
+    if model.endswith((".onnx", ".onnxtxt")):
+        from forge_opt.frontends.onnx import load_model
+        from forge_opt.plan.onnx_annotations import plan_pins
+
+        return _pins(plan_pins(load_model(model)[0], name), path)
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ForgeOptError(f"{path}: no such plan file") from None
     except json.JSONDecodeError as e:
         raise ForgeOptError(f"{path}: not valid JSON: {e}") from None
+    return _pins(data, path)
+
+
+def _pins(data, path: str) -> dict[str, Pin]:
     layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, dict):
         raise ForgeOptError(f'{path}: a plan is {{"layers": {{"NODE": {{"axis": 0 | 1 | null}}}}}}')

@@ -21,7 +21,7 @@ from typing import cast
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt.dialects import tir
-from forge_opt.transforms.tp.layer_records import COLUMN, REPLICATE, ROW
+from forge_opt.plan.graph_infos import COLUMN, REPLICATE, ROW
 from forge_opt.transforms.tp.rules import REPLICATED, Sharding, split, weight_chain
 
 #: a weight as its readers see it: the constant (a model weight by its name, as a copy of the program

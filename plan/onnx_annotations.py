@@ -1,0 +1,159 @@
+"""A tensor-parallel plan as ONNX's sharding annotations (IR 11), and back.
+
+`annotate` writes a plan's layers into the model as one device
+configuration, named after the system (n300, t3k, galaxy, or pN): each
+layer's node gets a `NodeDeviceConfigurationProto` whose sharding spec
+splits its weight on the axis the layer's case splits (and, for a layer
+that sums over devices, its input's reduction axis alike, as the
+formalism requires); a replicated layer's node gets the configuration
+with no spec. `plan_pins` reads a configuration back as a plan file's
+layers (`transforms/tp/plan_file.py`'s terms), which `--plan-from-onnx`
+compiles with. Communication stays implicit, as the formalism has it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.plan.graph_infos import COLUMN, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB, Plan
+
+#: each case's axis in a plan file (1: a Linear's columns or a convolution's output channels; 0: its rows,
+#: input channels, or an embedding's vocabulary; None: replicated)
+PIN_AXIS: dict[str, int | None] = {COLUMN: 1, ROW: 0, VOCAB: 0, OUT_CHANNELS: 1, IN_CHANNELS: 0, REPLICATE: None}
+
+#: the least IR version with sharding annotations
+SHARDING_IR = 11
+
+
+def system_name(devices: int) -> str:
+    """A configuration's name: Tenstorrent's system of that many chips."""
+    return {2: "n300", 8: "t3k", 32: "galaxy"}.get(devices, f"p{devices}")
+
+
+@dataclass
+class Annotated:
+    model: ModelProto
+    configuration: str
+    written: list[str] = field(default_factory=list)  # the layers' nodes annotated
+    skipped: list[str] = field(default_factory=list)  # layers no annotation expresses, with why
+
+
+def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
+    """A copy of `model` carrying `plan` as the configuration `name` (by
+    default `system_name` of its devices), replacing one of that name."""
+    name = name or system_name(plan.device_count)
+    out = _copy(model)
+    out.ir_version = max(out.ir_version, SHARDING_IR)
+    for c in [c for c in out.configuration if c.name == name]:
+        out.configuration.remove(c)
+    out.configuration.add(name=name, num_devices=plan.device_count)
+    nodes = {n.name: n for n in out.graph.node if n.name}
+    for node in nodes.values():
+        for c in [c for c in node.device_configurations if c.configuration_id == name]:
+            node.device_configurations.remove(c)
+    done = Annotated(out, name)
+    for layer in plan.layers:
+        node = nodes.get(layer.node)
+        if layer.case not in PIN_AXIS or node is None:
+            done.skipped.append(f"{layer.node} ({layer.case}): " + (
+                "a case ONNX's annotations do not express" if node is not None else "no ONNX node of that name"))
+            continue
+        config = node.device_configurations.add(configuration_id=name)
+        axes = _split_axes(node, PIN_AXIS[layer.case])
+        for tensor, axis in axes:
+            spec = config.sharding_spec.add(tensor_name=tensor, device=list(range(plan.device_count)))
+            spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=plan.device_count)
+        done.written.append(layer.node)
+    return done
+
+
+def _split_axes(node: NodeProto, pin: int | None) -> list[tuple[str, int]]:
+    """The tensors of `node` a layer pinned at `pin` splits, each with its
+    axis: the weight, and for a sum over devices the input's reduction
+    axis too."""
+    if pin is None:
+        return []
+    attrs = {a.name: a.i for a in node.attribute}
+    if node.op_type == "Gather":
+        return [(node.input[0], 0)]
+    if node.op_type == "Conv":
+        return [(node.input[1], 0)] if pin == 1 else [(node.input[1], 1), (node.input[0], 1)]
+    if node.op_type == "Gemm":
+        weight_axis = (0 if pin == 1 else 1) if attrs.get("transB") else pin
+        return [(node.input[1], weight_axis)] + ([(node.input[0], 0 if attrs.get("transA") else 1)] if pin == 0
+                                                   else [])
+    # MatMul and the quantized ones: the weight's last two axes are its rows and columns
+    return [(node.input[1], -1 if pin == 1 else -2)] + ([(node.input[0], -1)] if pin == 0 else [])
+
+
+def _copy(model: ModelProto) -> ModelProto:
+    out = ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def plan_pins(model: ModelProto, name: str = "") -> dict:
+    """The plan file (`{"layers": {NODE: {"axis": ...}}}`) that the
+    configuration `name` of the model's annotations (by default its only
+    one) asks for."""
+    names = [c.name for c in model.configuration]
+    if not name:
+        if len(names) != 1:
+            raise ForgeOptError(f"the model carries {len(names)} sharding configurations "
+                                f"({', '.join(names) or 'none'}): name one with --configuration")
+        name = names[0]
+    elif name not in names:
+        raise ForgeOptError(f"the model has no sharding configuration '{name}' (its: {', '.join(names) or 'none'})")
+    layers = {}
+    ranks = {t.name: len(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        config = next((c for c in node.device_configurations if c.configuration_id == name), None)
+        if config is not None and node.name:
+            layers[node.name] = {"axis": _pin_of(node, config.sharding_spec, ranks)}
+    return {"layers": layers}
+
+
+def _pin_of(node: NodeProto, specs, ranks: dict[str, int]) -> int | None:
+    """The plan's axis for the node's weight spec (None: no split);
+    `ranks`: the weights' ranks, which a negative axis counts from."""
+    for pin in (0,) if node.op_type == "Gather" else (1, 0):
+        weight, axis = _split_axes(node, pin)[0]
+        rank = ranks.get(weight)
+        for spec in specs:
+            split = [d.axis for d in spec.sharded_dim if any(s.num_shards > 1 for s in d.simple_sharding)]
+            if spec.tensor_name == weight and any(a == axis or (rank and a % rank == axis % rank) for a in split):
+                return pin
+    return None
+
+
+def save_annotated(model: ModelProto, base: Path | None, plan: Plan, out: str) -> str:
+    """`--annotate OUT`: the model with `plan` as one more configuration,
+    written to `out` (over an earlier `--annotate` of the same graph, whose
+    other configurations it keeps; forge-check refuses the model's own
+    files first); the report's line on it."""
+    from forge_opt.files import save_onnx
+
+    external = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    if external and base is not None and Path(out).resolve().parent != base.resolve():
+        raise ForgeOptError(f"--annotate {out}: the model's weights are external data in {base}, which the "
+                            "annotated model names by relative path: write it into that folder")
+    model = _copy(model)
+    if Path(out).is_file():
+        earlier = onnx.load(out, load_external_data=False)
+        if [(n.name, n.op_type) for n in earlier.graph.node] != [(n.name, n.op_type) for n in model.graph.node]:
+            raise ForgeOptError(f"--annotate {out}: holds another graph than the model's; name another file")
+        for c in earlier.configuration:
+            kept = model.configuration.add()
+            kept.CopyFrom(c)
+        nodes = {n.name: n for n in model.graph.node}
+        for n in earlier.graph.node:
+            nodes[n.name].device_configurations.extend(n.device_configurations)
+    done = annotate(model, plan)
+    save_onnx(done.model, out)
+    skipped = f"; not annotated: {', '.join(done.skipped)}" if done.skipped else ""
+    return (f"annotated: {out} (configuration {done.configuration}, {len(done.written)} layers, "
+            f"{len(done.model.configuration)} configurations in the file){skipped}")

@@ -83,8 +83,11 @@ def test_the_valid_file_passes_onnx_and_ours_and_runs_unchanged():
         del n.device_configurations[:]
     del plain.configuration[:]
     x = np.random.default_rng(1).standard_normal((B, H)).astype(np.float32)
-    run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(  # noqa: E731
-        None, {"x": x})[0]
+
+    def run(m: ModelProto) -> np.ndarray:
+        session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return np.asarray(session.run(None, {"x": x})[0])
+
     assert np.array_equal(run(model), run(plain))
 
 

@@ -102,3 +102,18 @@ def test_a_plan_the_annotations_change_is_the_plan_compiled(tmp_path):
     onnx.save(annotate(onnx.load(str(model_path("llama"))), plan).model, str(path))
     back = tensor_parallel(path, tmp_path / "back", 2, dims=DECODE, plan=str(path))
     assert next(layer for layer in back.layers if layer.node == column.node).case == "replicated"
+
+
+def test_a_model_path_may_hold_a_hash(tmp_path):
+    plan = tensor_parallel(model_path("gpt2"), tmp_path / "tp", 2, dims=DECODE)
+    path = tmp_path / "gpt2#tp.onnx"
+    onnx.save(annotate(onnx.load(str(model_path("gpt2"))), plan).model, str(path))
+    for given in (str(path), f"{path}#n300"):
+        back = tensor_parallel(path, tmp_path / f"back{len(given)}", 2, dims=DECODE, plan=given)
+        assert _cases(back) == _cases(plan)
+
+
+def test_plan_from_onnx_goes_with_devices(capsys):
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("gpt2")), "--plan-from-onnx"])
+    assert done.value.code == 2 and "--plan-from-onnx compiles a tensor-parallel program" in capsys.readouterr().err

@@ -20,8 +20,8 @@ def read_plan(path: str) -> dict[str, Pin]:
     """The layers a plan file pins, by node name; `MODEL.onnx#NAME`: those
     the model's sharding configuration NAME pins (`#NAME` may be left out
     where it carries one)."""
-    model, _, name = path.partition("#")
-    if model.endswith((".onnx", ".onnxtxt")):
+    model, name = _model_and_name(path)
+    if model:
         from forge_opt.frontends.onnx import load_model
         from forge_opt.plan.onnx_annotations import plan_pins
 
@@ -33,6 +33,16 @@ def read_plan(path: str) -> dict[str, Pin]:
     except json.JSONDecodeError as e:
         raise ForgeOptError(f"{path}: not valid JSON: {e}") from None
     return _pins(data, path)
+
+
+def _model_and_name(path: str) -> tuple[str, str]:
+    """`MODEL.onnx` or `MODEL.onnx#NAME` (a model's path may hold a `#`
+    itself): the model and the configuration; ("", "") for a JSON file."""
+    models = (".onnx", ".onnxtxt")
+    if path.endswith(models):
+        return path, ""
+    model, _, name = path.rpartition("#")
+    return (model, name) if model.endswith(models) else ("", "")
 
 
 def _pins(data, path: str) -> dict[str, Pin]:

@@ -153,8 +153,7 @@ class Decode:
         if length:
             self.padding_ignored(prepared, feeds, reference, length)
         # the step programs' options: the compile options with the cache made static, and nothing of the loop's
-        each = replace(o, steps=0, max_length=0, growing_cache=False, compile=replace(o.compile.as_options(),
-                                                                                       static_cache=length))
+        each = replace(o, steps=0, max_length=0, growing_cache=False, compile=replace(o.compile, static_cache=length))
         programs = Programs(model, prepared.base, self.make(each), folder, pairs, length)
         agree = Agreement()
 

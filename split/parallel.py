@@ -49,8 +49,6 @@ def tensor_parallel(
     out = Path(folder)
     model, loaded_from = load_model(source)
     check_folder(out, base or loaded_from, force, "--force replaces it")
-    if options.devices < 2:  # before the import, which is the longer wait
-        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
     module = compile_parallel(resolve_model(model, InputShapes.of(shapes, dims), base or loaded_from), options)
     return write_parallel(module, out)
 

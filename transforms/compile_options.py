@@ -64,9 +64,13 @@ class CompileOptions:
         """`device_memory` in bytes (0: the device count is given)."""
         return parse_bytes(self.device_memory) if isinstance(self.device_memory, str) else self.device_memory
 
+    def values(self) -> dict:
+        """Each option's value, by field name."""
+        return {f.name: getattr(self, f.name) for f in fields(CompileOptions)}
+
     def as_options(self) -> CompileOptions:
         """These options as the record itself (a pass built from it is one too)."""
-        return CompileOptions(**{f.name: getattr(self, f.name) for f in fields(CompileOptions)})
+        return CompileOptions(**self.values())
 
     def at(self, devices: int) -> CompileOptions:
         """These options for `devices` devices, chosen: no sizing left, and on

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
@@ -113,7 +113,7 @@ class OnnxToForgePass(CompileOptions, ModulePass):
     @classmethod
     def of(cls, options: CompileOptions, verify_each: bool = False) -> OnnxToForgePass:
         """The lowering `options` ask for."""
-        return cls(**{f.name: getattr(options, f.name) for f in fields(CompileOptions)}, verify_each=verify_each)
+        return cls(**options.values(), verify_each=verify_each)
 
     def passes(self, devices: int | None = None) -> list[ModulePass]:
         devices = self.devices if devices is None else devices

@@ -17,6 +17,7 @@ import onnx.defs
 from onnx import NodeProto, TensorProto, TypeProto, helper, numpy_helper
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx.shapes import tensor_shape
 
 Adapter = Callable[[NodeProto, int, Mapping[str, TypeProto], str], list[NodeProto]]
 
@@ -243,7 +244,7 @@ def _coerced_2d(node, since, types, what):
     classifier's [N, 1000, 1, 1]), otherwise Flatten, op, Reshape."""
     axis = _pop_attr(node, "axis")
     axis = 1 if axis is None else int(axis)
-    shape = _shape(types, node.input[0])
+    shape = tensor_shape(types, node.input[0])
     if shape is None:
         raise ForgeOptError(f"{what}: {node.op_type}-{since} needs an input of known rank")
     rank = len(shape)
@@ -265,13 +266,6 @@ def _coerced_2d(node, since, types, what):
     types[target] = helper.make_tensor_type_proto(TensorProto.INT64, [rank])
     reshape = helper.make_node("Reshape", [normed, target], [node.output[0]], name=f"{base}/reshape")
     return [flatten, op, shape_node, reshape]
-
-
-def _shape(types: Mapping[str, TypeProto], name: str) -> list[int] | None:
-    tp = types.get(name)
-    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else -1 for d in tp.tensor_type.shape.dim]
 
 
 @_adapter("Upsample", before=9)

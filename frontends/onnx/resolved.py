@@ -10,7 +10,7 @@ import onnx
 from onnx import ModelProto, TypeProto
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.frontends.onnx.shapes import InputShapes, value_types
 
 
 class Resolved:
@@ -26,8 +26,7 @@ class Resolved:
         its graph `resolved` at compile time or not."""
         self.base, self.module = base, module
         self._given, self._inferred, self._changed = model, inferred, bool(shapes) or resolved
-        g = inferred.graph
-        self.types: dict[str, TypeProto] = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
+        self.types: dict[str, TypeProto] = value_types(inferred.graph)
 
     @functools.cached_property
     def model(self) -> ModelProto:

@@ -26,6 +26,21 @@ def is_known(d: TensorShapeProto.Dimension) -> bool:
     return d.HasField("dim_value") and d.dim_value >= 0
 
 
+def tensor_shape(types: Mapping[str, TypeProto], name: str) -> list[int] | None:
+    """The shape of tensor `name` as `types` give it (-1 for a size not
+    known), or None where its rank is not known."""
+    tp = types.get(name)
+    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else -1 for d in tp.tensor_type.shape.dim]
+
+
+def value_types(graph: GraphProto) -> dict[str, TypeProto]:
+    """Every value's type the graph declares (after inference: every one it
+    typed), by name."""
+    return {v.name: v.type for v in (*graph.input, *graph.output, *graph.value_info)}
+
+
 def clear_negative_dims(values: Iterable[ValueInfoProto]) -> None:
     """Make `dim_value: -1` (and any negative size) an unnamed unknown dim,
     in place, so inference and the importer see one form of unknown."""

@@ -10,10 +10,11 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from onnx import ModelProto, NodeProto, ShardingSpecProto, TypeProto
+from onnx import ModelProto, NodeProto, ShardingSpecProto, TypeProto, helper
 
 from forge_opt.frontends.onnx import infer_types
 from forge_opt.frontends.onnx.graph import describe_node
+from forge_opt.frontends.onnx.shapes import tensor_shape, value_types
 
 #: the rules, by name, as a problem cites them
 RULES = {
@@ -57,17 +58,10 @@ def check_sharding(model: ModelProto, types: dict[str, TypeProto] | None = None)
     """Every problem of the model's sharding annotations, in node order;
     `types`: every value's type, by name (inferred where not given)."""
     if types is None:
-        g = infer_types(model).graph
-        types = {v.name: v.type for v in (*g.input, *g.output, *g.value_info)}
-        types.update({t.name: _tensor_type(list(t.dims)) for t in model.graph.initializer})
+        types = value_types(infer_types(model).graph)
+        types.update({t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims))
+                      for t in model.graph.initializer})
     return list(_Checker(model, types).problems())
-
-
-def _tensor_type(dims: list[int]) -> TypeProto:
-    t = TypeProto()
-    for d in dims:
-        t.tensor_type.shape.dim.add().dim_value = d
-    return t
 
 
 class _Checker:
@@ -220,7 +214,4 @@ class _Checker:
                                           f"{describe_node(producer)} at stage {earlier}")
 
     def _shape(self, name: str) -> list[int] | None:
-        t = self.types.get(name)
-        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            return None
-        return [d.dim_value if d.HasField("dim_value") else -1 for d in t.tensor_type.shape.dim]
+        return tensor_shape(self.types, name)

@@ -27,7 +27,7 @@ Private state used, by which functions, and the test guarding it:
 - `Dialect._operations` being a list: `extend_dialect`; guarded by `test_extend_dialect_adds_ops`
 - IRDL's definitions and constraint classes (`OpDef`'s operand, result, property and attribute
   definitions; `RangeOf`, `RangeLengthConstraint`, `BaseAttr`, `EqAttrConstraint`,
-  `ParamAttrConstraint`, `AnyAttr`): `attr_check`, `range_check`, `definition_kind`,
+  `ParamAttrConstraint`, `AnyOf`, `AllOf`, `AnyAttr`): `attr_check`, `range_check`, `definition_kind`,
   `definition_defaults`, which `dialects/irdl_fast.py` builds its fast paths from; guarded by
   `test_checks_agree_with_irdl_constraints`
 """
@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects.builtin import NameLoc, StringAttr, TensorType, UnknownLoc
 from xdsl.interpreter import InterpreterFunctions
 from xdsl.ir import Attribute, Block, Dialect, Operation, OpResult, ParametrizedAttribute, SSAValue, SSAValues, Use
-from xdsl.irdl import AnyAttr, BaseAttr, EqAttrConstraint, OptionalDef, ParamAttrConstraint, VariadicDef
+from xdsl.irdl import AllOf, AnyAttr, AnyOf, BaseAttr, EqAttrConstraint, OptionalDef, ParamAttrConstraint, VariadicDef
 from xdsl.irdl.constraints import EqIntConstraint, RangeLengthConstraint, RangeOf
 from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct  # private: internal module
 
@@ -74,6 +74,14 @@ def attr_check(constr) -> Check | None:
         checks = [(i, attr_check(c)) for i, c in enumerate(constr.param_constrs)]
         params = [(i, c) for i, c in checks if c is not None]
         return lambda a: isinstance(a, base) and all(c(a.parameters[i]) for i, c in params)
+    if isinstance(constr, AnyOf):  # a keyword of several forms (an int or a list)
+        alternatives = [attr_check(c) for c in constr.attr_constrs]
+        if any(c is None for c in alternatives):
+            return None
+        return lambda a: any(c(a) for c in alternatives)  # type: ignore[misc]
+    if isinstance(constr, AllOf):  # an annotated parameter (`BoolAttr`'s i1)
+        parts = [c for c in (attr_check(c) for c in constr.attr_constrs) if c is not None]
+        return lambda a: all(c(a) for c in parts)
     raise UnsupportedDefinition(constr)
 
 

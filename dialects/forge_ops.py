@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import I64, BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.ir import Attribute, SSAValue, TypeAttribute
 from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, prop_def, var_operand_def
 
 from forge_opt.dialects.forge_functions import BY_NAME as FUNCTIONS
@@ -423,7 +423,7 @@ class GeluOp(ForgeOp):
     name = "forge.gelu"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Gelu"]
     operandA = operand_def(TensorType)
-    approximate = opt_prop_def(Attribute)
+    approximate = opt_prop_def(StringAttr)
 
 
 def Gelu(operandA: SSAValue, *, approximate: str | None = None) -> GeluOp:
@@ -438,7 +438,7 @@ class LeakyReluOp(ForgeOp):
     name = "forge.leaky_relu"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["LeakyRelu"]
     operandA = operand_def(TensorType)
-    alpha = prop_def(Attribute)
+    alpha = prop_def(FloatAttr | IntegerAttr[I64])
 
 
 def LeakyRelu(operandA: SSAValue, *, alpha: float) -> LeakyReluOp:
@@ -453,8 +453,8 @@ class ClipOp(ForgeOp):
     name = "forge.clip"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Clip"]
     operandA = operand_def(TensorType)
-    min = prop_def(Attribute)
-    max = prop_def(Attribute)
+    min = prop_def(FloatAttr | IntegerAttr[I64])
+    max = prop_def(FloatAttr | IntegerAttr[I64])
 
 
 def Clip(operandA: SSAValue, *, min: float, max: float) -> ClipOp:
@@ -469,7 +469,7 @@ class CastOp(ForgeOp):
     name = "forge.cast"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Cast"]
     operandA = operand_def(TensorType)
-    dtype = prop_def(Attribute)
+    dtype = prop_def(TypeAttribute)
 
 
 def Cast(operandA: SSAValue, *, dtype: Attribute) -> CastOp:
@@ -484,8 +484,8 @@ class IdentityOp(ForgeOp):
     name = "forge.identity"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Identity"]
     operandA = operand_def(TensorType)
-    unsqueeze = opt_prop_def(Attribute)
-    unsqueeze_dim = opt_prop_def(Attribute)
+    unsqueeze = opt_prop_def(StringAttr)
+    unsqueeze_dim = opt_prop_def(IntegerAttr[I64])
 
 
 def Identity(operandA: SSAValue, *, unsqueeze: str | None = None, unsqueeze_dim: int | None = None) -> IdentityOp:
@@ -532,8 +532,8 @@ class SoftmaxOp(ForgeOp):
     name = "forge.softmax"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Softmax"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    stable = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    stable = opt_prop_def(BoolAttr)
 
 
 def Softmax(operandA: SSAValue, *, dim: int, stable: bool | None = None) -> SoftmaxOp:
@@ -548,8 +548,8 @@ class LogSoftmaxOp(ForgeOp):
     name = "forge.log_softmax"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["LogSoftmax"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    stable = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    stable = opt_prop_def(BoolAttr)
 
 
 def LogSoftmax(operandA: SSAValue, *, dim: int, stable: bool | None = None) -> LogSoftmaxOp:
@@ -566,8 +566,8 @@ class LayernormOp(ForgeOp):
     operandA = operand_def(TensorType)
     weights = operand_def(TensorType)
     bias = operand_def(TensorType)
-    dim = opt_prop_def(Attribute)
-    epsilon = opt_prop_def(Attribute)
+    dim = opt_prop_def(IntegerAttr[I64])
+    epsilon = opt_prop_def(FloatAttr | IntegerAttr[I64])
 
 
 def Layernorm(operandA: SSAValue, weights: SSAValue, bias: SSAValue, *, dim: int | None = None, epsilon: float | None = None) -> LayernormOp:
@@ -586,7 +586,7 @@ class BatchnormOp(ForgeOp):
     bias = operand_def(TensorType)
     running_mean = operand_def(TensorType)
     running_var = operand_def(TensorType)
-    epsilon = opt_prop_def(Attribute)
+    epsilon = opt_prop_def(FloatAttr | IntegerAttr[I64])
 
 
 def Batchnorm(operandA: SSAValue, weights: SSAValue, bias: SSAValue, running_mean: SSAValue, running_var: SSAValue, *, epsilon: float | None = None) -> BatchnormOp:
@@ -618,11 +618,11 @@ class Conv2dOp(ForgeOp):
     activations = operand_def(TensorType)
     weights = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
-    stride = opt_prop_def(Attribute)
-    padding = opt_prop_def(Attribute)
-    dilation = opt_prop_def(Attribute)
-    groups = opt_prop_def(Attribute)
-    channel_last = opt_prop_def(Attribute)
+    stride = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    padding = opt_prop_def(StringAttr | IntegerAttr[I64] | DenseArrayBase)
+    dilation = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    groups = opt_prop_def(IntegerAttr[I64])
+    channel_last = opt_prop_def(BoolAttr)
 
 
 def Conv2d(activations: SSAValue, weights: SSAValue, bias: SSAValue | None = None, *, stride: int | Sequence[int] | None = None, padding: str | int | Sequence[int] | None = None, dilation: int | Sequence[int] | None = None, groups: int | None = None, channel_last: bool | None = None) -> Conv2dOp:
@@ -639,12 +639,12 @@ class Conv2dTransposeOp(ForgeOp):
     activations = operand_def(TensorType)
     weights = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
-    stride = opt_prop_def(Attribute)
-    padding = opt_prop_def(Attribute)
-    dilation = opt_prop_def(Attribute)
-    groups = opt_prop_def(Attribute)
-    channel_last = opt_prop_def(Attribute)
-    output_padding = opt_prop_def(Attribute)
+    stride = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    padding = opt_prop_def(StringAttr | IntegerAttr[I64] | DenseArrayBase)
+    dilation = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    groups = opt_prop_def(IntegerAttr[I64])
+    channel_last = opt_prop_def(BoolAttr)
+    output_padding = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
 
 
 def Conv2dTranspose(activations: SSAValue, weights: SSAValue, bias: SSAValue | None = None, *, stride: int | Sequence[int] | None = None, padding: str | int | Sequence[int] | None = None, dilation: int | Sequence[int] | None = None, groups: int | None = None, channel_last: bool | None = None, output_padding: int | Sequence[int] | None = None) -> Conv2dTransposeOp:
@@ -659,15 +659,15 @@ class MaxPool2dOp(ForgeOp):
     name = "forge.max_pool2d"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["MaxPool2d"]
     activations = operand_def(TensorType)
-    kernel_size = prop_def(Attribute)
-    stride = opt_prop_def(Attribute)
-    padding = opt_prop_def(Attribute)
-    dilation = opt_prop_def(Attribute)
-    ceil_mode = opt_prop_def(Attribute)
-    return_indices = opt_prop_def(Attribute)
-    max_pool_add_sub_surround = opt_prop_def(Attribute)
-    max_pool_add_sub_surround_value = opt_prop_def(Attribute)
-    channel_last = opt_prop_def(Attribute)
+    kernel_size = prop_def(IntegerAttr[I64] | DenseArrayBase)
+    stride = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    padding = opt_prop_def(StringAttr | IntegerAttr[I64] | DenseArrayBase)
+    dilation = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    ceil_mode = opt_prop_def(BoolAttr)
+    return_indices = opt_prop_def(BoolAttr)
+    max_pool_add_sub_surround = opt_prop_def(BoolAttr)
+    max_pool_add_sub_surround_value = opt_prop_def(FloatAttr | IntegerAttr[I64])
+    channel_last = opt_prop_def(BoolAttr)
 
 
 def MaxPool2d(activations: SSAValue, *, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None, padding: str | int | Sequence[int] | None = None, dilation: int | Sequence[int] | None = None, ceil_mode: bool | None = None, return_indices: bool | None = None, max_pool_add_sub_surround: bool | None = None, max_pool_add_sub_surround_value: float | None = None, channel_last: bool | None = None) -> MaxPool2dOp:
@@ -682,13 +682,13 @@ class AvgPool2dOp(ForgeOp):
     name = "forge.avg_pool2d"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["AvgPool2d"]
     activations = operand_def(TensorType)
-    kernel_size = prop_def(Attribute)
-    stride = opt_prop_def(Attribute)
-    padding = opt_prop_def(Attribute)
-    ceil_mode = opt_prop_def(Attribute)
-    count_include_pad = opt_prop_def(Attribute)
-    divisor_override = opt_prop_def(Attribute)
-    channel_last = opt_prop_def(Attribute)
+    kernel_size = prop_def(IntegerAttr[I64] | DenseArrayBase)
+    stride = opt_prop_def(IntegerAttr[I64] | DenseArrayBase)
+    padding = opt_prop_def(StringAttr | IntegerAttr[I64] | DenseArrayBase)
+    ceil_mode = opt_prop_def(BoolAttr)
+    count_include_pad = opt_prop_def(BoolAttr)
+    divisor_override = opt_prop_def(IntegerAttr[I64])
+    channel_last = opt_prop_def(BoolAttr)
 
 
 def AvgPool2d(activations: SSAValue, *, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None, padding: str | int | Sequence[int] | None = None, ceil_mode: bool | None = None, count_include_pad: bool | None = None, divisor_override: int | None = None, channel_last: bool | None = None) -> AvgPool2dOp:
@@ -703,8 +703,8 @@ class ReduceSumOp(ForgeOp):
     name = "forge.reduce_sum"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["ReduceSum"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    keep_dim = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    keep_dim = opt_prop_def(BoolAttr)
 
 
 def ReduceSum(operandA: SSAValue, *, dim: int, keep_dim: bool | None = None) -> ReduceSumOp:
@@ -719,8 +719,8 @@ class ReduceAvgOp(ForgeOp):
     name = "forge.reduce_avg"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["ReduceAvg"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    keep_dim = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    keep_dim = opt_prop_def(BoolAttr)
 
 
 def ReduceAvg(operandA: SSAValue, *, dim: int, keep_dim: bool | None = None) -> ReduceAvgOp:
@@ -735,8 +735,8 @@ class ReduceMaxOp(ForgeOp):
     name = "forge.reduce_max"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["ReduceMax"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    keep_dim = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    keep_dim = opt_prop_def(BoolAttr)
 
 
 def ReduceMax(operandA: SSAValue, *, dim: int, keep_dim: bool | None = None) -> ReduceMaxOp:
@@ -751,8 +751,8 @@ class ArgmaxOp(ForgeOp):
     name = "forge.argmax"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Argmax"]
     operandA = operand_def(TensorType)
-    dim = opt_prop_def(Attribute)
-    keep_dim = opt_prop_def(Attribute)
+    dim = opt_prop_def(IntegerAttr[I64])
+    keep_dim = opt_prop_def(BoolAttr)
 
 
 def Argmax(operandA: SSAValue, *, dim: int | None = None, keep_dim: bool | None = None) -> ArgmaxOp:
@@ -767,7 +767,7 @@ class CumSumOp(ForgeOp):
     name = "forge.cum_sum"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["CumSum"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
 
 
 def CumSum(operandA: SSAValue, *, dim: int) -> CumSumOp:
@@ -782,8 +782,8 @@ class TransposeOp(ForgeOp):
     name = "forge.transpose"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Transpose"]
     operandA = operand_def(TensorType)
-    dim0 = prop_def(Attribute)
-    dim1 = prop_def(Attribute)
+    dim0 = prop_def(IntegerAttr[I64])
+    dim1 = prop_def(IntegerAttr[I64])
 
 
 def Transpose(operandA: SSAValue, *, dim0: int, dim1: int) -> TransposeOp:
@@ -798,7 +798,7 @@ class ReshapeOp(ForgeOp):
     name = "forge.reshape"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Reshape"]
     operandA = operand_def(TensorType)
-    shape = prop_def(Attribute)
+    shape = prop_def(DenseArrayBase)
 
 
 def Reshape(operandA: SSAValue, *, shape: Sequence[int]) -> ReshapeOp:
@@ -813,10 +813,10 @@ class IndexOp(ForgeOp):
     name = "forge.index"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Index"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    start = prop_def(Attribute)
-    stop = opt_prop_def(Attribute)
-    stride = opt_prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    stop = opt_prop_def(IntegerAttr[I64])
+    stride = opt_prop_def(IntegerAttr[I64])
 
 
 def Index(operandA: SSAValue, *, dim: int, start: int, stop: int | None = None, stride: int | None = None) -> IndexOp:
@@ -831,8 +831,8 @@ class BroadcastOp(ForgeOp):
     name = "forge.broadcast"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Broadcast"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
-    shape = prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
+    shape = prop_def(IntegerAttr[I64])
 
 
 def Broadcast(operandA: SSAValue, *, dim: int, shape: int) -> BroadcastOp:
@@ -847,7 +847,7 @@ class RepeatOp(ForgeOp):
     name = "forge.repeat"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Repeat"]
     operandA = operand_def(TensorType)
-    repeats = prop_def(Attribute)
+    repeats = prop_def(DenseArrayBase)
 
 
 def Repeat(operandA: SSAValue, *, repeats: Sequence[int]) -> RepeatOp:
@@ -862,7 +862,7 @@ class UnsqueezeOp(ForgeOp):
     name = "forge.unsqueeze"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Unsqueeze"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
 
 
 def Unsqueeze(operandA: SSAValue, *, dim: int) -> UnsqueezeOp:
@@ -877,7 +877,7 @@ class SqueezeOp(ForgeOp):
     name = "forge.squeeze"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Squeeze"]
     operandA = operand_def(TensorType)
-    dim = prop_def(Attribute)
+    dim = prop_def(IntegerAttr[I64])
 
 
 def Squeeze(operandA: SSAValue, *, dim: int) -> SqueezeOp:
@@ -892,8 +892,8 @@ class ConstantPadOp(ForgeOp):
     name = "forge.constant_pad"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["ConstantPad"]
     operandA = operand_def(TensorType)
-    padding = prop_def(Attribute)
-    value = opt_prop_def(Attribute)
+    padding = prop_def(StringAttr | IntegerAttr[I64] | DenseArrayBase)
+    value = opt_prop_def(FloatAttr | IntegerAttr[I64])
 
 
 def ConstantPad(operandA: SSAValue, *, padding: str | int | Sequence[int], value: float | None = None) -> ConstantPadOp:
@@ -908,10 +908,10 @@ class PadOp(ForgeOp):
     name = "forge.pad"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Pad"]
     operandA = operand_def(TensorType)
-    pad = prop_def(Attribute)
-    mode = opt_prop_def(Attribute)
-    value = opt_prop_def(Attribute)
-    channel_last = opt_prop_def(Attribute)
+    pad = prop_def(DenseArrayBase)
+    mode = opt_prop_def(StringAttr)
+    value = opt_prop_def(FloatAttr | IntegerAttr[I64])
+    channel_last = opt_prop_def(BoolAttr)
 
 
 def Pad(operandA: SSAValue, *, pad: Sequence[int], mode: str | None = None, value: float | None = None, channel_last: bool | None = None) -> PadOp:
@@ -927,7 +927,7 @@ class AdvIndexOp(ForgeOp):
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["AdvIndex"]
     operandA = operand_def(TensorType)
     operandB = operand_def(TensorType)
-    dim = opt_prop_def(Attribute)
+    dim = opt_prop_def(IntegerAttr[I64])
 
 
 def AdvIndex(operandA: SSAValue, operandB: SSAValue, *, dim: int | None = None) -> AdvIndexOp:
@@ -942,7 +942,7 @@ class ConcatenateOp(ForgeOp):
     name = "forge.concatenate"
     FUNCTION: ClassVar[ForgeFunction] = FUNCTIONS["Concatenate"]
     inputs = var_operand_def(TensorType)
-    axis = prop_def(Attribute)
+    axis = prop_def(IntegerAttr[I64])
 
 
 def Concatenate(*operands: SSAValue, axis: int) -> ConcatenateOp:

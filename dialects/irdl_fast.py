@@ -26,6 +26,7 @@ from xdsl.irdl import (
     OpDef,
     OptionalDef,
     ParsePropInAttrDict,
+    VerificationContext,
     irdl_op_definition,
 )
 from xdsl.traits import OpTrait
@@ -77,6 +78,7 @@ class _Layout:
         for kinds, segments in ((self.operand_kinds, self.operand_segments), (self.result_kinds, self.result_segments)):
             if segments is None and sum(k != SINGLE for k in kinds) > 1:
                 raise UnsupportedDefinition("several variadics without segment sizes")
+        self.property_defs = op_def.properties
         self.properties = {
             name: (isinstance(d, OptionalDef), attr_check(d.constr)) for name, d in op_def.properties.items()
         }
@@ -185,6 +187,19 @@ class _Layout:
             and self._attrs_hold(op.properties, self.properties, closed=True)
             and self._attrs_hold(op.attributes, self.attributes, closed=False)
         )
+
+
+    def property_error(self, op: Operation) -> str | None:
+        """xDSL's message for the first property of the wrong kind, with the
+        property's name, which xDSL's own message leaves out."""
+        for name, d in self.property_defs.items():
+            attr = op.properties.get(name)
+            if attr is not None:
+                try:
+                    d.constr.verify(attr, VerificationContext())
+                except VerifyException as e:
+                    return f"property '{name}' of {op.name}: {e}"
+        return None
 
 
 _LAYOUTS: dict[type, _Layout | None] = {}  # by class: not inherited, each class has its own
@@ -327,6 +342,7 @@ def op_definition(cls):
     plain tests first and falls back to xDSL's on anything it doubts."""
     custom = getattr(cls, "verify_", None)
     cls = irdl_op_definition(cls)
+    _locate_parse_errors(cls)
     index_single_accessors(cls)
     layout = layout_of(cls)
     if layout is None:
@@ -335,6 +351,9 @@ def op_definition(cls):
 
     def verify_(op) -> None:
         if not layout.holds(op):
+            message = layout.property_error(op)
+            if message is not None:
+                raise VerifyException(message)
             generic(op)  # raises xDSL's message (and runs `custom` if it passes)
             return
         for trait in layout.traits:
@@ -344,3 +363,18 @@ def op_definition(cls):
 
     cls.verify_ = verify_
     return cls
+
+
+def _locate_parse_errors(cls) -> None:
+    # The declarative format's parser checks required properties and raises
+    # a bare VerifyException, which reaches the user with no line or op.
+    parse = cls.parse
+
+    def located(parser):
+        start = parser.pos
+        try:
+            return parse(parser)
+        except VerifyException as e:
+            parser.raise_error(f"{cls.name}: {e}", start, parser.pos)
+
+    cls.parse = classmethod(lambda _, parser: located(parser))

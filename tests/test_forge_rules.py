@@ -5,8 +5,9 @@ classes and builders are generated from the records."""
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import Float64Type, IntegerAttr, TensorType, f32, i64
+from xdsl.dialects.builtin import Float64Type, IntegerAttr, StringAttr, TensorType, f32, i64
 from xdsl.ir import Block
+from xdsl.irdl import AnyAttr
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
@@ -181,3 +182,21 @@ def test_a_typed_builder_takes_forges_names_only():
     assert isinstance(transposed, forge_ops.TransposeOp) and transposed.results[0].type == TensorType(f32, [3, 2])
     with pytest.raises(TypeError, match="dim2"):
         forge_ops.Transpose(x, dim0=-2, dim2=-1)  # pyright: ignore[reportCallIssue]
+
+
+def test_every_keyword_is_typed():
+    """Each keyword property admits only the attributes its Python type
+    becomes (`_CONSTRAINTS` of the generator), so a parsed op with a keyword
+    of the wrong kind fails before any rule reads it."""
+    untyped = [
+        f"{cls.name}.{name}"
+        for cls in forge_ops.OPS
+        for name, d in cls.get_irdl_definition().properties.items()
+        if d.constr == AnyAttr()
+    ]
+    assert not untyped
+    x = Block(arg_types=[TensorType(f32, [2, 3])]).args[0]
+    op = forge_ops.Transpose(x, dim0=-2, dim1=-1)
+    op.properties["dim0"] = StringAttr("a")
+    with pytest.raises(VerifyException, match="property 'dim0' of forge.transpose"):
+        op.verify_()

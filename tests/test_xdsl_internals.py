@@ -9,7 +9,20 @@ import re
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, NameLoc, StringAttr, TensorType, UnknownLoc, f32, f64, i1, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IntegerAttr,
+    NameLoc,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
 from xdsl.ir import Block, SSAValues
 from xdsl.irdl import IRDLOperation, VerificationContext
 from xdsl.utils.exceptions import VerifyException
@@ -179,7 +192,7 @@ def test_extend_dialect_adds_ops():
 
 
 SAMPLES = [T, TensorType(f32, [4]), TensorType(i64, [2]), TensorType(i1, []), StringAttr("x"), IntegerAttr(3, i64),
-           FloatAttr(1.0, f64), f32]
+           IntegerAttr(1, i1), IntegerAttr(3, i32), FloatAttr(1.0, f64), f32, DenseArrayBase.from_list(i64, [1, 2])]
 
 
 @pytest.mark.parametrize("cls", [*tir.TIR.operations, *forge.FORGE.operations, *list(ONNX.operations)[:60]],
@@ -188,15 +201,16 @@ def test_checks_agree_with_irdl_constraints(cls):
     """The predicates read from IRDL's definitions (`range_check`,
     `attr_check`) accept exactly what IRDL's own constraints accept."""
     op_def = cls.get_irdl_definition()
-    defs = [*(d.constr for _, d in op_def.operands), *(d.constr for _, d in op_def.results)]
-    for constr in defs:
+    ranges = [*(d.constr for _, d in op_def.operands), *(d.constr for _, d in op_def.results)]
+    props = [d.constr for _, d in op_def.properties.items()]
+    for constr, read in [*((c, internals.range_check) for c in ranges), *((c, internals.attr_check) for c in props)]:
         try:
-            check = internals.range_check(constr)
+            check = read(constr)
         except internals.UnsupportedDefinition:
             continue  # the op keeps xDSL's own building and verifying
         for attr in SAMPLES:
             try:
-                constr.verify((attr,), VerificationContext())
+                constr.verify((attr,) if read is internals.range_check else attr, VerificationContext())
                 irdl = True
             except VerifyException:
                 irdl = False

@@ -20,6 +20,18 @@ OUTPUT = Path(__file__).resolve().parent.parent / "dialects" / "forge_ops.py"
 
 _OPERAND_DEFS = {"single": "operand_def", "optional": "opt_operand_def", "variadic": "var_operand_def"}
 
+#: the property a keyword's Python type becomes (`forge_op.to_attr`'s forms). A
+#: float keyword also holds an int: Forge's wrappers take one, and the
+#: verifier then names the rule an int breaks (attr-variant), as Forge does.
+_CONSTRAINTS = {
+    "str": "StringAttr", "int": "IntegerAttr[I64]", "bool": "BoolAttr", "float": "FloatAttr | IntegerAttr[I64]",
+    "Sequence[int]": "DenseArrayBase", "Attribute": "TypeAttribute",
+}
+
+
+def _constraint(python_type: str) -> str:
+    return " | ".join(_CONSTRAINTS[part] for part in python_type.split(" | "))
+
 
 def _class(fn: ForgeFunction) -> str:
     lines = [
@@ -32,7 +44,7 @@ def _class(fn: ForgeFunction) -> str:
     ]
     lines += [f"    {field} = {_OPERAND_DEFS[kind]}(TensorType)" for field, kind in zip(fn.fields, fn.kinds)]
     lines += [
-        f"    {name} = {'prop_def' if default is REQUIRED else 'opt_prop_def'}(Attribute)"
+        f"    {name} = {'prop_def' if default is REQUIRED else 'opt_prop_def'}({_constraint(fn.keyword_type(name))})"
         for name, default in fn.keywords
     ]
     return "\n".join(lines) + "\n"
@@ -79,8 +91,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import I64, BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.ir import Attribute, SSAValue, TypeAttribute
 from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, prop_def, var_operand_def
 
 from forge_opt.dialects.forge_functions import BY_NAME as FUNCTIONS

@@ -1,4 +1,4 @@
-// RUN: forge-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: forge-opt %s --split-input-file --parsing-diagnostics --verify-diagnostics | filecheck %s
 // Forge's own checks (the records of dialects/forge_functions/), enforced by the verifier.
 
 func.func @stop_beyond_dim(%x: tensor<10x4xf32>) -> tensor<4x4xf32> {
@@ -169,3 +169,19 @@ func.func @weight_format_not_a_block_float() -> tensor<4x3xf32> {
   func.return %w : tensor<4x3xf32>
 }
 // CHECK: a weight's format is one of bfp8_b, bfp4_b, not bfloat16
+
+// -----
+
+func.func @keyword_of_the_wrong_kind(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = forge.transpose %x {dim0 = "a", dim1 = -1 : i64} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: forge.transpose: "a" should be of base attribute integer
+
+// -----
+
+func.func @float_keyword_given_an_int(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = forge.clip %x {min = 0 : i64, max = 6.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+// CHECK: [attr-variant] forge.op.Clip: min must be a float, got 0

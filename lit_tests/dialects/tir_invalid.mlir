@@ -1,4 +1,4 @@
-// RUN: forge-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: forge-opt %s --split-input-file --parsing-diagnostics --verify-diagnostics | filecheck %s
 
 func.func @sections_do_not_sum(%x: tensor<10x4xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>) {
   %a, %b = tir.split %x axis 0 sections [2, 3] : tensor<10x4xf32> -> tensor<2x4xf32>, tensor<3x4xf32>

@@ -41,7 +41,11 @@ from xdsl.utils.str_enum import StrEnum
 from forge_opt.diagnostics import ForgeOptError
 
 
-class DataFormat(StrEnum):
+class FormatName(StrEnum):
+    """A format as a user names it (`--data-format`, `--weight-format`);
+    Forge's own `DataFormat` enum is the stand-in's, and `FORMATS` maps one to
+    the other."""
+
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
     BFP8_B = "bfp8_b"
@@ -59,17 +63,17 @@ class Format:
 #: bytes per element from a tile's size: 4,096 and 2,048 bytes; 1,024 + 64 exponents and 512 + 64
 #: (tt-forge-fe forge/csrc/lower_to_forge/common.cpp; tt_transformers' _BYTES_PER_ELEM)
 FORMATS = {
-    DataFormat.FLOAT32: Format("Float32", 4.0),
-    DataFormat.BFLOAT16: Format("Float16_b", 2.0),
-    DataFormat.BFP8_B: Format("Bfp8_b", 1088 / 1024, 7, "bfp_bf8"),
-    DataFormat.BFP4_B: Format("Bfp4_b", 576 / 1024, 3, "bfp_bf4"),
+    FormatName.FLOAT32: Format("Float32", 4.0),
+    FormatName.BFLOAT16: Format("Float16_b", 2.0),
+    FormatName.BFP8_B: Format("Bfp8_b", 1088 / 1024, 7, "bfp_bf8"),
+    FormatName.BFP4_B: Format("Bfp4_b", 576 / 1024, 3, "bfp_bf4"),
 }
 
 #: formats a whole program computes in; the others are for weights only
-PROGRAM_FORMATS = (DataFormat.FLOAT32, DataFormat.BFLOAT16)
-BLOCK_FORMATS = (DataFormat.BFP8_B, DataFormat.BFP4_B)
+PROGRAM_FORMATS = (FormatName.FLOAT32, FormatName.BFLOAT16)
+BLOCK_FORMATS = (FormatName.BFP8_B, FormatName.BFP4_B)
 #: the numpy element type of each program format
-NUMPY_TYPES = {DataFormat.FLOAT32: np.dtype(np.float32), DataFormat.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
+NUMPY_TYPES = {FormatName.FLOAT32: np.dtype(np.float32), FormatName.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
 
 #: the module attribute recording the block float a module's matmul weights are compiled for
 WEIGHT_FORMAT_ATTR = "forge.weight_format"
@@ -95,11 +99,11 @@ def saturated(values: np.ndarray) -> tuple[np.ndarray, int]:
 BLOCK = 16  # elements sharing one exponent: a face row
 
 
-def parse(value: str, allowed, what: str) -> DataFormat:
+def parse(value: str, allowed, what: str) -> FormatName:
     """`value` as a format of `allowed`, or a one-line error naming them."""
     if value not in allowed:
         raise ForgeOptError(f"{what}={value}: give one of {', '.join(allowed)}")
-    return DataFormat(value)
+    return FormatName(value)
 
 
 def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -131,7 +135,7 @@ def _pack(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.nd
     return sign, magnitude, shared
 
 
-def block_float_codes(values: np.ndarray, fmt: DataFormat) -> tuple[np.ndarray, np.ndarray]:
+def block_float_codes(values: np.ndarray, fmt: FormatName) -> tuple[np.ndarray, np.ndarray]:
     """The packing of `values` (float32, or exactly in float32) in `fmt`:
     per element its sign-magnitude code, per block of 16 along the last dim
     (zero-padded, as a tile pads) the shared exponent. Shapes:
@@ -158,7 +162,7 @@ def _values(sign: np.ndarray, magnitude: np.ndarray, shared: np.ndarray, width: 
     return bits.view(np.float32)
 
 
-def block_float_values(codes: np.ndarray, shared: np.ndarray, fmt: DataFormat) -> np.ndarray:
+def block_float_values(codes: np.ndarray, shared: np.ndarray, fmt: FormatName) -> np.ndarray:
     """The values codes and exponents mean, as ttnn unpacks them."""
     width = FORMATS[fmt].mantissa_bits
     return _values(codes >> width, codes & ((1 << width) - 1), shared, width)
@@ -179,7 +183,7 @@ def _bfloat16(values: np.ndarray) -> np.ndarray:
 _CHUNK = 1 << 22
 
 
-def device_values(values: np.ndarray, fmt: DataFormat | str) -> np.ndarray:
+def device_values(values: np.ndarray, fmt: FormatName | str) -> np.ndarray:
     """`values` as a Tenstorrent device holds them in `fmt` (`bfloat16`,
     `bfp8_b` or `bfp4_b`), bit for bit as ttnn 0.81.1 packs them on the host
     and unpacks them (`tests/data/ttnn/fixture.npz`). A block float is read
@@ -187,8 +191,8 @@ def device_values(values: np.ndarray, fmt: DataFormat | str) -> np.ndarray:
     consecutive elements along the last dim, zero-padded; the result keeps
     the input's shape. bfloat16 comes back as bfloat16; a block float in the
     input's float type (its values have at most 7 significant bits)."""
-    fmt = DataFormat(fmt)
-    if fmt == DataFormat.BFLOAT16:
+    fmt = FormatName(fmt)
+    if fmt == FormatName.BFLOAT16:
         return _bfloat16(values)
     if fmt not in BLOCK_FORMATS:
         raise ForgeOptError(f"device_values: format {fmt} is not one of bfloat16, {', '.join(BLOCK_FORMATS)}")

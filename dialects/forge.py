@@ -32,7 +32,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from forge_opt import dtypes
-from forge_opt.data_formats import BLOCK_FORMATS, DataFormat
+from forge_opt.data_formats import BLOCK_FORMATS, FormatName
 from forge_opt.dialects.forge_op import ForgeOp, build, rule_call, to_attr
 from forge_opt.dialects.forge_ops import OPS
 from forge_opt.dialects.irdl_fast import FastOp, op_definition
@@ -48,7 +48,7 @@ __all__ = [
 
 
 @irdl_attr_definition
-class DataFormatAttr(EnumAttribute[DataFormat], SpacedOpaqueSyntaxAttribute):
+class DataFormatAttr(EnumAttribute[FormatName], SpacedOpaqueSyntaxAttribute):
     """A data format of `data_formats.FORMATS`: `#forge<data_format bfp8_b>`."""
 
     name = "forge.data_format"

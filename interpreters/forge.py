@@ -7,7 +7,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.data_formats import DataFormat, device_values
+from forge_opt.data_formats import FormatName, device_values
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array, fill_value
 
@@ -19,11 +19,11 @@ def run_forge_op(self, interp: Interpreter, op: forge.ForgeOp, args: tuple) -> t
     return (op.FUNCTION.golden(args, forge.rule_call(op).keywords),)
 
 
-def weight_format(v: SSAValue) -> DataFormat | None:
+def weight_format(v: SSAValue) -> FormatName | None:
     """The block float an op's weight operand (a matmul's B) is stored in:
     its weights' (`mark-weight-formats`), when it is computed from weights
     alone, as the stand-in converts such an operand."""
-    formats: set[DataFormat] = set()
+    formats: set[FormatName] = set()
     todo, seen = [v], set()
     while todo:  # (not recursive: an activation's chain back to the inputs may be thousands of ops)
         v = todo.pop()
@@ -33,7 +33,7 @@ def weight_format(v: SSAValue) -> DataFormat | None:
         op = v.owner
         if isinstance(op, forge.ParameterOp | forge.ConstantOp):
             if op.weight_format is not None:
-                formats.add(DataFormat(op.weight_format.data))
+                formats.add(FormatName(op.weight_format.data))
         elif isinstance(op, Operation) and op.operands:
             todo.extend(op.operands)
         else:  # an input: not made of weights

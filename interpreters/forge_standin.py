@@ -64,7 +64,7 @@ _CONVERTED_BUDGET = 4 << 30
 _CONVERTED_LOCK = threading.Lock()  # simulated devices are threads
 
 
-def _converted(value: np.ndarray, fmt: data_formats.DataFormat) -> np.ndarray:
+def _converted(value: np.ndarray, fmt: data_formats.FormatName) -> np.ndarray:
     value = np.ascontiguousarray(value)
     digest = hashlib.blake2b(value.view(np.uint8).data if value.ndim else value.tobytes(), digest_size=16).digest()
     key = (fmt, value.shape, value.dtype.str, digest)
@@ -90,9 +90,9 @@ class Tensor:
     def __init__(self, value: np.ndarray, constant: bool = False):
         self._value = np.asarray(value)
         self.constant = constant
-        self._blocks: tuple[data_formats.DataFormat, np.ndarray] | None = None
+        self._blocks: tuple[data_formats.FormatName, np.ndarray] | None = None
 
-    def as_block_float(self, fmt: data_formats.DataFormat) -> np.ndarray:
+    def as_block_float(self, fmt: data_formats.FormatName) -> np.ndarray:
         """The value in block float `fmt`, converted once per value."""
         if self._blocks is None or self._blocks[0] != fmt:
             self._blocks = (fmt, _converted(self._value, fmt))
@@ -212,7 +212,7 @@ def _from_weights(value: object) -> bool:
 
 
 #: the block float tt-mlir stores matmul weights in, in the compile running
-WEIGHT_FORMAT: contextvars.ContextVar[data_formats.DataFormat | None] = contextvars.ContextVar(
+WEIGHT_FORMAT: contextvars.ContextVar[data_formats.FormatName | None] = contextvars.ContextVar(
     "weight_format", default=None)
 
 OP_FUNCTIONS = {fn.name: _make_function(fn) for fn in FUNCTIONS}
@@ -245,7 +245,7 @@ class CompilerConfig:
 _WEIGHT_DTYPES = {"none": None, **{FORMATS[f].mlir_weight_dtype: f for f in BLOCK_FORMATS}}
 
 
-def weight_format_of(config: object) -> data_formats.DataFormat | None:
+def weight_format_of(config: object) -> data_formats.FormatName | None:
     """The block float a compiler config has tt-mlir store matmul weights
     in; an option the stand-in does not emulate is an error, not ignored."""
     if not isinstance(config, CompilerConfig):
@@ -266,7 +266,7 @@ class ForgeModule:
             raise ForgeCallError("ForgeModule: name must be a str")
         self.name = name
         # the compile's (`compiler_config()`), set as the module loads
-        self.weight_format: data_formats.DataFormat | None = None
+        self.weight_format: data_formats.FormatName | None = None
         self._parameters: dict[str, Parameter] = {}
         self._constants: dict[str, Tensor] = {}
         self._constant_shapes: dict[str, tuple | None] = {}

@@ -15,7 +15,7 @@ import onnx
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import remove_tree_entries, save_arrays, write_text
 from forge_opt.frontends.onnx.shapes import is_known
-from forge_opt.plan.graph_infos import HOST_OUTPUTS, INFOS, Graph, Plan, Tensor
+from forge_opt.plan.graph_infos import HOST_OUTPUTS, INFOS, Graph, Plan, TensorInfo
 
 
 def write_infos(folder: Path, plan: Plan, host: dict[str, np.ndarray]) -> Plan:
@@ -178,7 +178,7 @@ def _inside(folder: Path, path: Path, where: str) -> None:
         raise ForgeOptError(f"{where} {path} leads outside the folder {folder} (through a symbolic link)")
 
 
-def _check_against_model(tensors: dict[str, Tensor], graph: SplitGraph, where: str) -> None:
+def _check_against_model(tensors: dict[str, TensorInfo], graph: SplitGraph, where: str) -> None:
     """The entry against its sub-model: the same inputs, the same outputs in
     the same order (the runner pairs them by position), and each tensor's
     dtype and fixed sizes as the sub-model declares them; a dtype the entry

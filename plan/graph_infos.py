@@ -32,7 +32,7 @@ BRANCHES = ("then", "else")
 
 
 @dataclass
-class Tensor:
+class TensorInfo:
     shape: list[int]  # -1 for a size known only at run time; of a split tensor, one device's block
     dtype: str  # numpy's name; "" where AutoSplit's described form leaves it out (the sub-model declares it)
     attr: str  # "input", "output" (of the model) or "intermediate"
@@ -221,7 +221,7 @@ class StaticCache:
 @dataclass
 class Plan:
     graphs: list[Graph]
-    tensors: dict[str, Tensor]
+    tensors: dict[str, TensorInfo]
     layout: str = "NCHW"
     parallel: int = 1  # a split: each device sub-model runs tensor-parallel on this many devices
     grid: str | None = None  # a tensor-parallel plan: its 1-d grid's name (MLIR's shard.grid)
@@ -350,13 +350,13 @@ class _Reader:
             raise self.fail("no tensor has attr 'output', so a run would return nothing to compare")
         return plan
 
-    def static_cache(self, entry: Any, tensors: dict[str, Tensor]) -> StaticCache:
+    def static_cache(self, entry: Any, tensors: dict[str, TensorInfo]) -> StaticCache:
         if not isinstance(entry, dict) or set(entry) != {"length", "position", "caches"}:
             raise self.fail("'static_cache' needs exactly 'length', 'position' and 'caches'")
         length, position, caches = entry["length"], entry["position"], entry["caches"]
         if type(length) is not int or length < 1:
             raise self.fail(f"static_cache: length is {length!r}, not a count of positions")
-        if not isinstance(position, str) or tensors.get(position, Tensor([], "", "")).attr != "input":
+        if not isinstance(position, str) or tensors.get(position, TensorInfo([], "", "")).attr != "input":
             raise self.fail(f"static_cache: position {position!r} is not an input of the plan")
         if not isinstance(caches, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) and k in tensors and tensors[k].attr == "input"
@@ -364,7 +364,7 @@ class _Reader:
             raise self.fail("static_cache: caches must map the plan's past inputs to its present tensors")
         return StaticCache(length, position, caches)
 
-    def tensors(self, tensors: Any) -> dict[str, Tensor]:
+    def tensors(self, tensors: Any) -> dict[str, TensorInfo]:
         """AutoSplit writes a dict by name; its docstrings show a list of `{name, shape, attr}`, read too."""
         if isinstance(tensors, list):
             if not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tensors):
@@ -374,7 +374,7 @@ class _Reader:
             raise self.fail("'tensors' must map tensor names to their shape, dtype and attr")
         return {name: self.tensor(name, t) for name, t in tensors.items()}
 
-    def tensor(self, name: str, t: dict) -> Tensor:
+    def tensor(self, name: str, t: dict) -> TensorInfo:
         if t.get("attr") not in ATTRS:
             raise self.fail(f"tensor '{name}' has attr {t.get('attr')!r}, not input, output or intermediate")
         shape = t.get("shape")
@@ -383,7 +383,7 @@ class _Reader:
         axis = t.get("split_axis")
         if axis is not None and not (type(axis) is int and 0 <= axis < len(shape)):
             raise self.fail(f"tensor '{name}' has split_axis {axis!r}, not an axis of its shape")
-        return Tensor(shape, self.dtype(name, t["dtype"]) if "dtype" in t else "", t["attr"], axis)
+        return TensorInfo(shape, self.dtype(name, t["dtype"]) if "dtype" in t else "", t["attr"], axis)
 
     def dtype(self, name: str, given: Any) -> str:
         if not isinstance(given, str):
@@ -437,7 +437,7 @@ class _Reader:
             raise self.fail(f"{where}: '{key}' must be a list of tensor names")
         return value
 
-    def graph(self, entry: dict, where: str, tensors: dict[str, Tensor]) -> Graph:
+    def graph(self, entry: dict, where: str, tensors: dict[str, TensorInfo]) -> Graph:
         for key in ("inputs", "outputs", "device", "model_info"):
             if key not in entry:
                 raise self.fail(f"{where}: the field '{key}' is missing")

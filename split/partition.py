@@ -20,7 +20,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import node_label
 from forge_opt.frontends.onnx.graph import node_reads
-from forge_opt.plan.graph_infos import CPU, DEVICE, Tensor
+from forge_opt.plan.graph_infos import CPU, DEVICE, TensorInfo
 from forge_opt.split.control_flow import is_host_control_flow
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
@@ -38,18 +38,18 @@ class SubModel:
 @dataclass
 class Partition:
     graphs: list[SubModel]
-    tensors: dict[str, Tensor]
+    tensors: dict[str, TensorInfo]
     types: dict[str, TypeProto]  # of every value inference typed (every tensor the sub-models exchange among them)
 
 
-def _info(name: str, types: dict[str, TypeProto], attr: str) -> Tensor:
+def _info(name: str, types: dict[str, TypeProto], attr: str) -> TensorInfo:
     t = types.get(name)
     if t is None or not t.HasField("tensor_type"):
         raise ForgeOptError(f"tensor '{name}' crosses between sub-models but has no known tensor type")
     tt = t.tensor_type
     shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-    return Tensor(shape, np.dtype(dtype).name, attr)
+    return TensorInfo(shape, np.dtype(dtype).name, attr)
 
 
 def _unranked(t: TypeProto | None) -> bool:
@@ -210,7 +210,7 @@ def make_partition(
                 for d in t.tensor_type.shape.dim:
                     d.Clear()
         types.update(learned)
-    tensors: dict[str, Tensor] = {}
+    tensors: dict[str, TensorInfo] = {}
     for sub in subs:
         for x in (*sub.inputs, *sub.outputs):
             attr = "input" if x in graph_inputs else "output" if x in graph_outputs else "intermediate"

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from forge_opt.data_formats import FORMATS, DataFormat, block_float_codes, block_float_values, device_values
+from forge_opt.data_formats import FORMATS, FormatName, block_float_codes, block_float_values, device_values
 
 RNG = np.random.default_rng(7)
 
@@ -75,7 +75,7 @@ def _blocks() -> np.ndarray:
     return np.array(rows, dtype=np.float32)
 
 
-@pytest.mark.parametrize("fmt", [DataFormat.BFP8_B, DataFormat.BFP4_B])
+@pytest.mark.parametrize("fmt", [FormatName.BFP8_B, FormatName.BFP4_B])
 def test_codes_and_exponents_equal_tt_metals_packing_bit_for_bit(fmt):
     width = FORMATS[fmt].mantissa_bits
     rows = _blocks()
@@ -86,7 +86,7 @@ def test_codes_and_exponents_equal_tt_metals_packing_bit_for_bit(fmt):
         assert int(shared[i, 0, 0]) == want_shared
 
 
-@pytest.mark.parametrize("fmt", [DataFormat.BFP8_B, DataFormat.BFP4_B])
+@pytest.mark.parametrize("fmt", [FormatName.BFP8_B, FormatName.BFP4_B])
 def test_values_decode_as_tt_metal_unpacks_them(fmt):
     """m * 2^(e - 127 - (bits - 1)), signed, where that is a normal float32
     (else +0): what convert_bfp_to_u32 gives for a finite block."""
@@ -103,9 +103,9 @@ def test_values_decode_as_tt_metal_unpacks_them(fmt):
 
 
 def test_a_saturated_block_keeps_its_largest_code():
-    codes, shared = block_float_codes(np.array([1.9999999] + [0.25] * 15, np.float32), DataFormat.BFP8_B)
+    codes, shared = block_float_codes(np.array([1.9999999] + [0.25] * 15, np.float32), FormatName.BFP8_B)
     assert codes[0, 0, 0] == 0x7F and shared[0, 0, 0] == 127  # 127/64: 1.984375, not 2.0
-    assert device_values(np.array([1.9999999] + [0.25] * 15, np.float32), DataFormat.BFP8_B)[0] == 1.984375
+    assert device_values(np.array([1.9999999] + [0.25] * 15, np.float32), FormatName.BFP8_B)[0] == 1.984375
 
 
 def test_blocks_run_along_the_last_dim_and_a_partial_block_is_padded():
@@ -113,20 +113,20 @@ def test_blocks_run_along_the_last_dim_and_a_partial_block_is_padded():
     16 and one of 4 (padded with zeros, which change no exponent)."""
     w = np.full((3, 20), 0.3, np.float32)
     w[1, 2] = 1000.0
-    q = device_values(w, DataFormat.BFP4_B)
+    q = device_values(w, FormatName.BFP4_B)
     assert q.shape == w.shape and q.dtype == np.float32
     assert np.all(q[1, :16] != np.float32(0.3)) and np.all(q[1, 16:] == q[0, 16:])  # the outlier's block alone
-    assert np.all(q[1, 16:] == device_values(np.full(4, 0.3, np.float32), DataFormat.BFP4_B))
+    assert np.all(q[1, 16:] == device_values(np.full(4, 0.3, np.float32), FormatName.BFP4_B))
     assert np.all(q[1, :16][np.arange(16) != 2] == 0)  # 0.3 is 12 bits below 1000: nothing left of it in bfp4
 
 
 def test_block_floats_of_bfloat16_weights_are_bfloat16_exactly():
     w = (RNG.standard_normal((4, 64))).astype(ml_dtypes.bfloat16)
-    q = device_values(w, DataFormat.BFP8_B)
+    q = device_values(w, FormatName.BFP8_B)
     assert q.dtype == w.dtype
-    assert np.array_equal(q.astype(np.float32), device_values(w.astype(np.float32), DataFormat.BFP8_B))
+    assert np.array_equal(q.astype(np.float32), device_values(w.astype(np.float32), FormatName.BFP8_B))
 
 
 def test_bytes_per_element_are_a_tiles_bytes():
-    assert FORMATS[DataFormat.BFP8_B].bytes_per_element * 1024 == 1088
-    assert FORMATS[DataFormat.BFP4_B].bytes_per_element * 1024 == 576
+    assert FORMATS[FormatName.BFP8_B].bytes_per_element * 1024 == 1088
+    assert FORMATS[FormatName.BFP4_B].bytes_per_element * 1024 == 576

@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 from forge_opt import check_model
 from forge_opt.check.compare import compare_reduced
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
-from forge_opt.data_formats import DataFormat, device_values
+from forge_opt.data_formats import FormatName, device_values
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import forge
 from forge_opt.dialects.forge_functions import BY_NAME as FORGE_FUNCTIONS
@@ -76,13 +76,13 @@ def test_block_float_weights_are_packed_as_the_device_stores_them():
     x = RNG.standard_normal((3, 40)).astype(np.float32)
     compiled = compile_model(model, pipeline=BLOCK_FP8)
     (got,) = run_compiled(compiled, [x])
-    stored = device_values(np.ascontiguousarray(w.T), DataFormat.BFP8_B)
+    stored = device_values(np.ascontiguousarray(w.T), FormatName.BFP8_B)
     assert np.array_equal(got, _sigmoid(x @ stored + b).astype(np.float32))
-    along_k = device_values(w, DataFormat.BFP8_B).T
+    along_k = device_values(w, FormatName.BFP8_B).T
     assert not np.array_equal(got, _sigmoid(x @ along_k + b).astype(np.float32))
     marked = {op.parameter_name.data: op.weight_format for op in compiled.module.walk()
               if isinstance(op, forge.ParameterOp)}
-    assert marked == {"w": forge.DataFormatAttr(DataFormat.BFP8_B), "b": None}  # the bias is no matmul weight
+    assert marked == {"w": forge.DataFormatAttr(FormatName.BFP8_B), "b": None}  # the bias is no matmul weight
     assert 'set_custom_config("experimental-weight-dtype=bfp_bf8")' in compiled.emitted.source
 
 
@@ -128,7 +128,7 @@ def test_formats_no_pipeline_takes_are_named():
 
 def test_the_stand_in_takes_only_the_tt_mlir_options_it_emulates():
     assert weight_format_of(CompilerConfig(MLIRConfig().set_custom_config("experimental-weight-dtype=bfp_bf4"))) \
-        == DataFormat.BFP4_B
+        == FormatName.BFP4_B
     assert weight_format_of(CompilerConfig()) is None
     for option in ("experimental-weight-dtype=bfp_bf2", "enable-optimizer=true"):
         with pytest.raises(ForgeCallError, match="stand-in emulates"):

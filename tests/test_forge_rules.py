@@ -198,5 +198,5 @@ def test_every_keyword_is_typed():
     x = Block(arg_types=[TensorType(f32, [2, 3])]).args[0]
     op = forge_ops.Transpose(x, dim0=-2, dim1=-1)
     op.properties["dim0"] = StringAttr("a")
-    with pytest.raises(VerifyException, match="property 'dim0' of forge.transpose"):
+    with pytest.raises(VerifyException, match=r"property 'dim0' of forge\.transpose"):
         op.verify_()

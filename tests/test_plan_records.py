@@ -17,7 +17,7 @@ from test_split_control_flow import wake_word_style
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.plan import graph_infos
-from forge_opt.plan.graph_infos import Collective, Device, Layer, Plan, Tensor
+from forge_opt.plan.graph_infos import Collective, Device, Layer, Plan, TensorInfo
 from forge_opt.split.api import split_model, tensor_parallel
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: the schema is not installed
@@ -62,7 +62,7 @@ def _properties(*path: str) -> set[str]:
 @pytest.mark.parametrize(
     "record, schema_path",
     [
-        (Tensor, ("tensors",)),
+        (TensorInfo, ("tensors",)),
         (Collective, ("collectives", "items")),
         (Device, ("devices", "items")),
     ],

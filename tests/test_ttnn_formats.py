@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from forge_opt import device_values
-from forge_opt.data_formats import DataFormat
+from forge_opt.data_formats import FormatName
 
 FIXTURE = Path(__file__).parent / "data" / "ttnn" / "fixture.npz"
 FORMATS = ("bfloat16", "bfp8_b", "bfp4_b")
@@ -55,7 +55,7 @@ def test_device_values_equal_ttnn_bit_for_bit(fmt, name):
 
 def test_device_values_refuses_a_format_the_device_does_not_pack():
     with pytest.raises(Exception, match="device_values: format float32 is not one of"):
-        device_values(np.zeros(4, np.float32), DataFormat.FLOAT32)
+        device_values(np.zeros(4, np.float32), FormatName.FLOAT32)
 
 
 def test_device_values_keeps_the_shape_and_a_narrow_input_type():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields, replace
 
-from forge_opt.data_formats import DataFormat
+from forge_opt.data_formats import FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.data_formats import checked_formats
 
@@ -50,14 +50,14 @@ class CompileOptions:
         self.formats  # noqa: B018  (an unknown format is an error at once)
 
     @property
-    def formats(self) -> tuple[DataFormat, DataFormat]:
+    def formats(self) -> tuple[FormatName, FormatName]:
         """The program's format and its matmul weights'."""
         return checked_formats(self.data_format, self.weight_format)
 
     @property
     def reduced(self) -> bool:
         """The program computes in less than float32 (judged by Forge's PCC rule)."""
-        return self.formats != (DataFormat.FLOAT32, DataFormat.FLOAT32)
+        return self.formats != (FormatName.FLOAT32, FormatName.FLOAT32)
 
     @property
     def memory(self) -> int:

@@ -51,7 +51,7 @@ from forge_opt.data_formats import (
     SATURATED_ATTR,
     SATURATED_WEIGHTS_ATTR,
     WEIGHT_FORMAT_ATTR,
-    DataFormat,
+    FormatName,
     device_values,
     parse,
     saturated,
@@ -125,7 +125,7 @@ class TirDataFormatPass(ModulePass):
         for inner in op.walk():
             if isinstance(inner, forge.ForgeOp | forge.ParameterOp | forge.ConstantOp):
                 raise ForgeOptError("tir-data-format rewrites `tir`: run it before tir-to-forge")
-        if fmt == DataFormat.BFLOAT16:
+        if fmt == FormatName.BFLOAT16:
             _to_bfloat16(op)
 
 
@@ -184,19 +184,19 @@ class MarkWeightFormatsPass(ModulePass):
         op.attributes[WEIGHT_FORMAT_ATTR] = attr
 
 
-def data_format_passes(data_format: DataFormat) -> list[ModulePass]:
+def data_format_passes(data_format: FormatName) -> list[ModulePass]:
     """What a pipeline runs on `tir` to compute in `data_format` (nothing
     for float32)."""
-    return [TirDataFormatPass(data_format)] if data_format != DataFormat.FLOAT32 else []
+    return [TirDataFormatPass(data_format)] if data_format != FormatName.FLOAT32 else []
 
 
-def weight_format_passes(weight_format: DataFormat) -> list[ModulePass]:
+def weight_format_passes(weight_format: FormatName) -> list[ModulePass]:
     """What a pipeline runs after `fold-weight-layouts` to store the matmul
     weights in `weight_format` (nothing unless a block float)."""
     return [MarkWeightFormatsPass(weight_format)] if weight_format in BLOCK_FORMATS else []
 
 
-def checked_formats(data_format: str, weight_format: str) -> tuple[DataFormat, DataFormat]:
+def checked_formats(data_format: str, weight_format: str) -> tuple[FormatName, FormatName]:
     """The two formats of `onnx-to-forge`'s options, checked: a program
     format, and a weight format that is it (the default) or a block float."""
     data = parse(data_format, PROGRAM_FORMATS, "onnx-to-forge: data-format")

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
 
-from forge_opt.data_formats import BLOCK_FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
+from forge_opt.data_formats import BLOCK_FORMATS, WEIGHT_FORMAT_ATTR, FormatName
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import forge
 from forge_opt.transforms.compile_options import CompileOptions
@@ -70,7 +70,7 @@ def run_passes(passes: list[ModulePass], ctx: Context, module: ModuleOp, verify_
             verify_after(p, module)
 
 
-def lowering_passes(data_format: DataFormat = DataFormat.FLOAT32) -> list[ModulePass]:
+def lowering_passes(data_format: FormatName = FormatName.FLOAT32) -> list[ModulePass]:
     """From `tir` to Forge calls, computing in `data_format`: what follows
     onnx-to-tir for a whole model (then `weight_passes`), or tp-partition
     for every device's program at once."""
@@ -78,7 +78,7 @@ def lowering_passes(data_format: DataFormat = DataFormat.FLOAT32) -> list[Module
             TirToForgePass()]
 
 
-def weight_passes(weight_format: DataFormat = DataFormat.FLOAT32) -> list[ModulePass]:
+def weight_passes(weight_format: FormatName = FormatName.FLOAT32) -> list[ModulePass]:
     """What a Forge program's weights take once they are its own (the whole
     model's, or a device's blocks): their load-time layouts, and the block
     float the matmul weights are stored in."""

@@ -30,14 +30,14 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
 
-from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, DataFormat
+from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, FormatName
 from forge_opt.dialects import forge
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.files import link_or_copy, write_text
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.plan.folder import clear_folder, write_infos
-from forge_opt.plan.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, Tensor
+from forge_opt.plan.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, TensorInfo
 from forge_opt.targets.devices.program import (
     COLLECTIVE_OPS,
     Blocks,
@@ -59,7 +59,7 @@ class CompiledSegment:
     others: list[tuple[str, np.ndarray]]  # the parameters every device holds whole
     blocks_untouched: bool  # every block reached Forge as a parameter, its value as it was
     layouts: dict[str, list[tuple[str, tuple[int, ...]]]]  # each parameter's load-time steps
-    formats: dict[str, DataFormat] = field(default_factory=dict)  # the block float a parameter is stored in
+    formats: dict[str, FormatName] = field(default_factory=dict)  # the block float a parameter is stored in
     emitted: ForgePythonModule | None = None
 
     def emit(self, laid_out: Collection[str], n: int) -> ForgePythonModule:
@@ -83,7 +83,7 @@ class CompiledSegment:
 
 
 def compile_segment(module: ModuleOp, blocks: list[str],
-                    weight_format: DataFormat = DataFormat.FLOAT32) -> CompiledSegment:
+                    weight_format: FormatName = FormatName.FLOAT32) -> CompiledSegment:
     """Give a segment's module its weights' layouts (its matmul weights
     marked for `weight_format`, a block float), noting whether its blocks
     reached it untouched and each parameter's layout."""
@@ -133,7 +133,7 @@ def _save_module(emitted: ForgePythonModule, dev: Path, n: int, same_as: Path | 
     save_constants(emitted, dev)
 
 
-def _write_devices(program: Program, folder: Path, weight_format: DataFormat) -> list[Device]:
+def _write_devices(program: Program, folder: Path, weight_format: FormatName) -> list[Device]:
     """Every device's segment modules and weights, streamed: a segment's
     blocks are written and dropped before the next are made.
 
@@ -148,7 +148,7 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
         d.mkdir()
     files = [WeightFile(d) for d in dirs]
     constant_bytes = [0] * p
-    formats: list[dict[str, DataFormat]] = [{} for _ in range(p)]  # each device's block-float parameters
+    formats: list[dict[str, FormatName]] = [{} for _ in range(p)]  # each device's block-float parameters
     for n in range(len(program.segments)):
         # device 0's blocks held while its module is made, then device 1's read again (from the page cache): one
         # device's blocks in memory at a time (an 8B model's LM head is 131 MB a device)
@@ -198,7 +198,7 @@ def _write_devices(program: Program, folder: Path, weight_format: DataFormat) ->
             for rank, f in enumerate(files)]
 
 
-def _stored_bytes(weights: WeightFile, formats: Mapping[str, DataFormat]) -> int:
+def _stored_bytes(weights: WeightFile, formats: Mapping[str, FormatName]) -> int:
     """The bytes a device holds its parameters in: as written, or a block
     float's bytes per element (1,088 per 1,024 for bfp8_b) where it is one."""
     total = 0.0
@@ -224,7 +224,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     try:
         fmt = module.attributes.get(WEIGHT_FORMAT_ATTR)
         devices = _write_devices(program, folder, fmt.data if isinstance(fmt, forge.DataFormatAttr) else
-                                 DataFormat.FLOAT32)
+                                 FormatName.FLOAT32)
     finally:
         gc.unfreeze()
     graphs = [
@@ -247,7 +247,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     return write_infos(folder, plan, host)
 
 
-def _static_cache(module: ModuleOp, tensors: Mapping[str, Tensor]) -> StaticCache | None:
+def _static_cache(module: ModuleOp, tensors: Mapping[str, TensorInfo]) -> StaticCache | None:
     """The plan's record of a static KV cache (`static-kv-cache`): its
     length, its position input and each past input's present."""
     found = module.attributes.get(STATIC_CACHE_ATTR)

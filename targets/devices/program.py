@@ -26,7 +26,7 @@ from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import array_view_attr
 from forge_opt.dialects.forge_ops import CastOp, Index
 from forge_opt.interpreters.forge import ForgeFunctions
-from forge_opt.plan.graph_infos import HOST_OUTPUTS, Output, Tensor
+from forge_opt.plan.graph_infos import HOST_OUTPUTS, Output, TensorInfo
 from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
@@ -330,7 +330,7 @@ class Program:
         erase_dead_ops(module)
         return module
 
-    def tensors(self) -> dict[str, Tensor]:
+    def tensors(self) -> dict[str, TensorInfo]:
         """Every value the host moves: its per-device shape and type."""
         args = self.func.body.block.args
         inputs = set(args)
@@ -342,7 +342,7 @@ class Program:
         for v, name in self.names.items():
             t = dtypes.tensor(v.type)
             attr = "input" if v in inputs else "output" if v in results else "intermediate"
-            out[name] = Tensor(list(t.get_shape()), np.dtype(dtypes.numpy_dtype(t.element_type)).name, attr,
+            out[name] = TensorInfo(list(t.get_shape()), np.dtype(dtypes.numpy_dtype(t.element_type)).name, attr,
                                split.get(v))
         return out
 

@@ -45,7 +45,7 @@ def split(axis: int) -> Sharding:
 
 
 @dataclass
-class Rule:
+class ShardingRule:
     operands: list[Sharding]  # what each operand must be
     results: list[Sharding]
     local: dict[str, Attribute] = field(default_factory=dict)  # properties that differ on a device (groups)
@@ -124,8 +124,8 @@ def nonnegative_indices(add: Callable[[Operation], SSAValue], indices: SSAValue,
     return add(tir.WhereOp(negative, wrapped, indices))
 
 
-def _replicated(op: Operation) -> Rule:
-    return Rule([REPLICATED] * len(op.operands), [REPLICATED] * len(op.results))
+def _replicated(op: Operation) -> ShardingRule:
+    return ShardingRule([REPLICATED] * len(op.operands), [REPLICATED] * len(op.results))
 
 
 def reshape_axis(src: Sequence[int], dst: Sequence[int], axis: int) -> int | None:
@@ -142,7 +142,7 @@ def reshape_axis(src: Sequence[int], dst: Sequence[int], axis: int) -> int | Non
     return None
 
 
-def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
+def _elementwise(op: Operation, given: list[Sharding]) -> ShardingRule:
     """Broadcasting element-wise ops: one split axis of the result, each
     operand split along its own matching axis or broadcast along it (a
     partial operand reduce-scattered to its block, or all-reduced where it
@@ -165,24 +165,24 @@ def _elementwise(op: Operation, given: list[Sharding]) -> Rule:
     for v in op.operands:
         a = b - (rank - len(shape(v)))
         wanted.append(REPLICATED if a < 0 or shape(v)[a] == 1 != out[b] else split(a))
-    return Rule(wanted, [split(b)])
+    return ShardingRule(wanted, [split(b)])
 
 
-def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
+def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> ShardingRule:
     if op.bias is not None:  # fused after partitioning only: a bias would be added P times to a partial sum
         return _replicated(op)
     x, w = given
     xr, wr, rank = len(shape(op.lhs)), len(shape(op.rhs)), len(shape(op.output))
     # column-parallel (x gathered or all-reduced first); stacked experts' weights so too on a replicated x
     if w.axis is not None and w.axis == wr - 1 and (wr == 2 or x == REPLICATED):
-        return Rule([REPLICATED, w], [split(rank - 1)])
+        return ShardingRule([REPLICATED, w], [split(rank - 1)])
     if x.partial or w.partial:  # summed first; the other operand keeps its split (a tied head's table block)
         return _matmul(op, [REPLICATED if g.partial else g for g in given])
     # row-parallel: contract over the split (stacked experts' weights: on an x split so already)
     if w.axis is not None and w.axis == wr - 2 and (wr == 2 or x == split(xr - 1)):
-        return Rule([split(xr - 1), w], [PARTIAL])
+        return ShardingRule([split(xr - 1), w], [PARTIAL])
     if x.axis is not None and x.axis == xr - 2 and w.axis is None:  # rows of x
-        return Rule([x, REPLICATED], [split(rank - 2)])
+        return ShardingRule([x, REPLICATED], [split(rank - 2)])
     # a batch axis (attention heads): each operand split along it where it has it, broadcast where its size is 1
     batch = [s.axis + rank - r for s, r in ((x, xr), (w, wr)) if s.axis is not None and s.axis < r - 2]
     if batch and all(b == batch[0] for b in batch):
@@ -191,25 +191,25 @@ def _matmul(op: tir.MatmulOp, given: list[Sharding]) -> Rule:
         for v in (op.lhs, op.rhs):
             a = b - (rank - len(shape(v)))
             wanted.append(split(a) if 0 <= a < len(shape(v)) - 2 and shape(v)[a] != 1 else REPLICATED)
-        return Rule(wanted, [split(b)])
+        return ShardingRule(wanted, [split(b)])
     return _replicated(op)
 
 
-def _concat(op: tir.ConcatOp, given: list[Sharding]) -> Rule:
+def _concat(op: tir.ConcatOp, given: list[Sharding]) -> ShardingRule:
     """Split along an axis other than the joined one: every part split
     alike (a replicated part, as the KV cache's past is beside the new
     keys, is sliced, which costs no communication). Partial sums that
     nothing else reads stay partial: the parts of a sum, joined, are the
     sum of the parts joined (a detector's heads, one all-reduce for all)."""
     if all(g.partial for g in given) and all(_read_alone(v) for v in op.operands):
-        return Rule(given, [PARTIAL])
+        return ShardingRule(given, [PARTIAL])
     axes = {g.axis for g in given if g.axis is not None}
     if any(g.partial for g in given) or len(axes) != 1:
         return _replicated(op)
     a = axes.pop()
     if a == op.axis.value.data:
         return _replicated(op)
-    return Rule([split(a)] * len(given), [split(a)])
+    return ShardingRule([split(a)] * len(given), [split(a)])
 
 
 def _widens(op: tir.CastOp) -> bool:
@@ -241,11 +241,11 @@ def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     return shape(summand) == shape(op.output) and _read_alone(summand)
 
 
-def _unary(op: Operation, given: list[Sharding], devices: int) -> Rule:
+def _unary(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
     if isinstance(op, tir.CastOp) and given[0].partial and _widens(op):
-        return Rule(given, [PARTIAL])  # exact on each summand
+        return ShardingRule(given, [PARTIAL])  # exact on each summand
     s = given[0]
-    return _replicated(op) if s.partial else Rule([s], [s])
+    return _replicated(op) if s.partial else ShardingRule([s], [s])
 
 
 def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
@@ -259,33 +259,33 @@ def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
     return _read_alone(summand) and isinstance(dtypes.tensor(op.output.type).element_type, AnyFloat)
 
 
-def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> Rule:
+def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> ShardingRule:
     if op.fn.data in (BinaryFn.ADD, BinaryFn.SUB) and all(g.partial for g in given):
-        return Rule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings, one all-reduce
+        return ShardingRule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings
     if _adds_to_a_sum(op, given):
-        return Rule([PARTIAL, PARTIAL], [PARTIAL])
+        return ShardingRule([PARTIAL, PARTIAL], [PARTIAL])
     if _scales_a_sum(op, given):
-        return Rule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)
+        return ShardingRule(given, [PARTIAL])  # each summand scaled (Gemm's alpha)
     return _elementwise(op, given)
 
 
-def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> Rule:
+def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> ShardingRule:
     table, indices = given
     axis = op.axis.value.data
     if table.axis is None and indices.axis is not None and axis == 0:
-        return Rule([REPLICATED, indices], [split(indices.axis)])
+        return ShardingRule([REPLICATED, indices], [split(indices.axis)])
     if table.partial and indices == REPLICATED and _read_alone(op.operands[0]):
-        return Rule(given, [PARTIAL])  # rows of each summand
+        return ShardingRule(given, [PARTIAL])  # rows of each summand
     if table.axis == 0 and axis == 0 and indices.axis is None:
-        return Rule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp/partition masks the indices
+        return ShardingRule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp/partition masks the indices
     if table.axis is not None and table.axis != axis and not indices.partial:
         # along another axis (nearest-neighbour Resize of split channels): each device its block
         a = table.axis if table.axis < axis else table.axis + len(shape(op.indices)) - 1
-        return Rule([table, REPLICATED], [split(a)])
+        return ShardingRule([table, REPLICATED], [split(a)])
     return _replicated(op)
 
 
-def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], devices: int) -> Rule:
+def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], devices: int) -> ShardingRule:
     """The convolutions, by which weight axis `tensor-parallel` split: the
     output channels (the input replicated), each device's groups (the input
     split by channels; a depthwise convolution's channels), or the input
@@ -298,31 +298,31 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
     if w.axis is None:
         return _replicated(op)
     if groups > 1 and groups % devices == 0 and w.axis == 0:
-        return Rule([split(1), w, *bias], [split(1)], {"groups": IntegerAttr(groups // devices, 64)})
+        return ShardingRule([split(1), w, *bias], [split(1)], {"groups": IntegerAttr(groups // devices, 64)})
     if groups == 1 and w.axis == outputs:
-        return Rule([REPLICATED, w, *bias], [split(1)])
+        return ShardingRule([REPLICATED, w, *bias], [split(1)])
     if groups == 1 and w.axis == inputs:  # the bias on device 0's summand only (`tp/partition`)
-        return Rule([split(1), w, *([PARTIAL] if bias else [])], [PARTIAL])
+        return ShardingRule([split(1), w, *([PARTIAL] if bias else [])], [PARTIAL])
     return _replicated(op)
 
 
-def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> Rule:
+def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     """Over other axes (a global average pool of split channels): stays
     split. A sum over the split axis (a mixture's experts) is partial: each
     device sums its block."""
     rank = len(shape(op.input))
     axes = {x % rank for x in op.axes.get_values()}
     if a in axes:
-        return Rule([s], [PARTIAL]) if op.fn.data == ReduceFn.SUM else _replicated(op)
-    return Rule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
+        return ShardingRule([s], [PARTIAL]) if op.fn.data == ReduceFn.SUM else _replicated(op)
+    return ShardingRule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
 
 
-def _per_channel(op: tir.BatchnormOp, s: Sharding, a: int, devices: int) -> Rule:
+def _per_channel(op: tir.BatchnormOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     params = [split(0) if a == 1 else REPLICATED] * 4
-    return Rule([s, *params], [s])
+    return ShardingRule([s, *params], [s])
 
 
-def _reshape(op: tir.ReshapeOp, s: Sharding, a: int, devices: int) -> Rule:
+def _reshape(op: tir.ReshapeOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     b = reshape_axis(shape(op.input), shape(op.output), a)
     if b is None:
         return _replicated(op)
@@ -332,22 +332,22 @@ def _reshape(op: tir.ReshapeOp, s: Sharding, a: int, devices: int) -> Rule:
             f"{shape(op.output)}, whose dim {b} ({shape(op.output)[b]}, e.g. a head count) {devices} does not "
             "divide; choose a P that divides it or keep the layers before it replicated (plan)"
         )
-    return Rule([s], [split(b)])
+    return ShardingRule([s], [split(b)])
 
 
-def _strided_slice(op: tir.StridedSliceOp, s: Sharding, a: int, devices: int) -> Rule:
+def _strided_slice(op: tir.StridedSliceOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     rank = len(shape(op.input))
     cut = {x % rank for x in op.axes.get_values()}
-    return Rule([s], [s]) if a not in cut else _replicated(op)
+    return ShardingRule([s], [s]) if a not in cut else _replicated(op)
 
 
-def _broadcast(op: tir.BroadcastOp, s: Sharding, a: int, devices: int) -> Rule:
+def _broadcast(op: tir.BroadcastOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     b = a + len(shape(op.output)) - len(shape(op.input))
-    return Rule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
+    return ShardingRule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
 
 
 #: ops whose rule reads every operand's sharding
-_BY_OPERANDS: dict[type[Operation], Callable[..., Rule]] = {
+_BY_OPERANDS: dict[type[Operation], Callable[..., ShardingRule]] = {
     tir.UnaryOp: _unary,
     tir.CastOp: _unary,
     tir.ClipOp: _unary,
@@ -364,28 +364,30 @@ _BY_OPERANDS: dict[type[Operation], Callable[..., Rule]] = {
 _MOVES = (tir.ReshapeOp, tir.TransposeOp, tir.StridedSliceOp)
 
 #: ops whose first operand is split along axis `a`: how the split goes through
-_BY_AXIS: dict[type[Operation], Callable[..., Rule]] = {
+_BY_AXIS: dict[type[Operation], Callable[..., ShardingRule]] = {
     tir.ReshapeOp: _reshape,
-    tir.TransposeOp: lambda op, s, a, devices: Rule([s], [split(list(op.perm.get_values()).index(a))]),
-    tir.SoftmaxOp: lambda op, s, a, devices: Rule([s], [s]) if op.axis.value.data != a else _replicated(op),
+    tir.TransposeOp: lambda op, s, a, devices: ShardingRule([s], [split(list(op.perm.get_values()).index(a))]),
+    tir.SoftmaxOp: lambda op, s, a, devices: ShardingRule([s], [s]) if op.axis.value.data != a else _replicated(op),
     tir.LayernormOp: lambda op, s, a, devices: (
-        Rule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)),
+        ShardingRule([s, REPLICATED, REPLICATED], [s]) if a != len(shape(op.input)) - 1 else _replicated(op)),
     tir.SplitOp: lambda op, s, a, devices: (
-        Rule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)),
+        ShardingRule([s], [s] * len(op.results)) if op.axis.value.data != a else _replicated(op)),
     tir.StridedSliceOp: _strided_slice,
     # repeated along other axes only (GQA's K/V: unsqueezed, tiled, reshaped)
-    tir.TileOp: lambda op, s, a, devices: Rule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op),
+    tir.TileOp: lambda op, s, a, devices: (
+        ShardingRule([s], [s]) if op.repeats.get_values()[a] == 1 else _replicated(op)
+    ),
     tir.BroadcastOp: _broadcast,
     tir.ReduceOp: _reduce,
     tir.BatchnormOp: _per_channel,
     # per channel and image: stays split along either
-    tir.Pool2dOp: lambda op, s, a, devices: Rule([s], [s]) if a in (0, 1) else _replicated(op),
+    tir.Pool2dOp: lambda op, s, a, devices: ShardingRule([s], [s]) if a in (0, 1) else _replicated(op),
     tir.PadOp: lambda op, s, a, devices: (
-        Rule([s], [s]) if not any(op.pads.get_values()[2 * a:2 * a + 2]) else _replicated(op)),
+        ShardingRule([s], [s]) if not any(op.pads.get_values()[2 * a:2 * a + 2]) else _replicated(op)),
 }
 
 
-def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
+def rule(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
     """The shardings `op` runs with locally, given its operands' current
     ones. Ops in neither table run replicated."""
     by_operands = _BY_OPERANDS.get(type(op))
@@ -393,9 +395,9 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> Rule:
         return by_operands(op, given, devices)
     s = given[0] if given else REPLICATED
     if s.partial and isinstance(op, _MOVES) and _read_alone(op.operands[0]):
-        return Rule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
+        return ShardingRule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
     if s.partial and isinstance(op, tir.ReduceOp) and op.fn.data == ReduceFn.SUM and _read_alone(op.input):
-        return Rule([PARTIAL], [PARTIAL])  # a sum of summands (experts' partial sums over the experts)
+        return ShardingRule([PARTIAL], [PARTIAL])  # a sum of summands (experts' partial sums over the experts)
     by_axis = _BY_AXIS.get(type(op))
     if by_axis is None or s.axis is None:
         return _replicated(op)

@@ -18,7 +18,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from forge_opt import dtypes
-from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, DataFormat
+from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.transforms.data_formats import matmul_weights
@@ -38,7 +38,7 @@ def _is_weight(op: Operation) -> bool:
     return isinstance(op, tir.ConstantOp) and (op.weight_name is not None or _is_float(op.output.type))
 
 
-def device_bytes(module: ModuleOp, weight_format: DataFormat = DataFormat.FLOAT32) -> tuple[int, int]:
+def device_bytes(module: ModuleOp, weight_format: FormatName = FormatName.FLOAT32) -> tuple[int, int]:
     """What one device holds of a (per-device) program: its weights and
     constants (one read through `shard.all_slice` counts as its block), the
     matmul weights in `weight_format` where it is a block float, and its KV
@@ -114,7 +114,7 @@ class Sizing:
 
 def choose_devices(
     module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = "",
-    weight_format: DataFormat = DataFormat.FLOAT32, start: int = 1, table: list[str] | None = None,
+    weight_format: FormatName = FormatName.FLOAT32, start: int = 1, table: list[str] | None = None,
 ) -> Sizing:
     """The smallest P from `start` whose per-device bytes fit in `memory`,
     for `module` as onnx-to-tir leaves it (in its data format), its matmul

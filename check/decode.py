@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from forge_opt.check.compare import ATOL, RTOL, OutputResult, compare_output
+from forge_opt.check.compare import ATOL, RTOL, compare_output
 from forge_opt.check.driver import Loaded
 from forge_opt.check.model import OneDevice
 from forge_opt.check.options import CheckOptions, Tolerances
@@ -147,7 +147,8 @@ class Decode:
         out_names = [x.name for x in model.graph.output]
         ours, theirs = feeds, dict(feeds)
         lines = [f"{'step':<6} {'token':>10} {'oracle':>12}"]
-        results: list[OutputResult] = []
+        judged: Feeds = {}  # each step's logits (teacher-forced in a reduced format) and the last step's cache
+        oracle: Feeds = {}  # the oracle's, by the same names: the driver compares them by the one rule
         equal = 0
         length = 0 if o.growing_cache else self.cache_length(feeds)
         if length:
@@ -157,7 +158,8 @@ class Decode:
         programs = Programs(model, prepared.base, self.make(each), folder, pairs, length)
         agree = Agreement()
 
-        compared = o.rule()
+        def keep(name: str, value: np.ndarray, want: np.ndarray) -> None:
+            judged[name], oracle[name] = value, want
 
         def run(feeds: Feeds, step: int) -> dict[str, np.ndarray]:
             try:
@@ -168,21 +170,22 @@ class Decode:
                 raise ForgeOptError(f"{e} (--growing-cache decodes with the cache as exported)") from None
 
         for step in range(steps):
-            got = run(ours, step)
+            step_outputs = run(ours, step)
             if step:  # the first step's is the driver's
                 reference = expected_outputs(model, prepared.base, theirs)
             want = dict(zip(out_names, reference.outputs))
             # teacher-forced, where a reduced format may part the loops: on the oracle's feeds
-            forced = run(theirs, step) if o.compile.reduced and step else got
-            results.append(compared(f"logits (step {step})", want["logits"], forced["logits"]))
+            forced = run(theirs, step) if o.compile.reduced and step else step_outputs
+            keep(f"logits (step {step})", forced["logits"], want["logits"])
             agree.add(want["logits"], forced["logits"])
-            ours, token = next_feeds(ours, got, pairs)
+            ours, token = next_feeds(ours, step_outputs, pairs)
             theirs, expected = next_feeds(theirs, want, pairs)
             same = bool(np.array_equal(token, expected))
             equal += same
             lines.append(f"{step:<6} {_tokens(token):>10} {_tokens(expected):>12}{'' if same else '  differs'}")
         # the last step's cache, which no later step reads: compared here, or an error in it passes
-        results += [compared(f"{present} (step {steps - 1})", want[present], forced[present]) for present in pairs]
+        for present in pairs:
+            keep(f"{present} (step {steps - 1})", forced[present], want[present])
         built = len(programs.built)
         devices = o.compile.devices
         where = f"{devices} devices" + (" under MPI" if o.mpi else "") if devices > 1 else "one device"
@@ -195,7 +198,7 @@ class Decode:
             lines.append(agree.format(reference.oracle) + "; greedy: " + (
                 "every token the oracle's" if differs is None else f"the first token that differs is step {differs}"))
             problems = []  # a reduced format is judged by its teacher-forced logits, not by where greedy parts
-        return Ran(results=results, summary=programs.report, problems=problems, notes=lines)
+        return Ran(judged, expected=oracle, summary=programs.report, problems=problems, notes=lines)
 
     def padding_ignored(self, prepared: Loaded, feeds: Feeds, reference: Expected, length: int) -> None:
         """A static cache pads the past with positions the attention mask

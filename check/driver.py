@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +15,7 @@ import onnx
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt import dtypes
-from forge_opt.check.compare import OutputResult, compare_output, compare_reduced, within_budget
-from forge_opt.check.options import Tolerances
+from forge_opt.check.compare import OutputResult, within_budget
 from forge_opt.check.wide import WideRun
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import RANDOM_INT_LIMIT, index_bounds, is_mask, random_inputs
@@ -131,39 +130,34 @@ def model_feeds(model, base, inputs: dict[str, np.ndarray] | None, seed: int, sh
 
 
 def compare_outputs(
-    model: onnx.ModelProto,
-    expected: Sequence[np.ndarray],
+    expected: Mapping[str, np.ndarray],
     got: Mapping[str, np.ndarray],
-    tolerances: Tolerances,
+    rule: Callable[[str, np.ndarray, np.ndarray], OutputResult],
     *,
     wide: WideRun | None = None,
-    reduced: bool = False,
+    min_pcc: float | None = None,
 ) -> list[OutputResult]:
-    """Each of the model's outputs the run returned, compared with the
-    oracle's; the verdict (`report.verdict`) counts the ones missing. With
-    `wide`, the model's wide run, a float output it widens that fails the
-    fixed rules is measured against it position by position
-    (`compare.within_budget`). `reduced`: the program computes in a reduced
-    format (`compare.compare_reduced`)."""
-    names = [o.name for o in model.graph.output]
-    if reduced:
-        return [compare_reduced(name, want, got[name], min_pcc=tolerances.min_pcc, atol=tolerances.atol)
-                for name, want in zip(names, expected) if name in got]
-    quanta = dequantized_steps(model)
-    results = [
-        compare_output(name, want, got[name], rtol=tolerances.rtol, atol=tolerances.atol,
-                       min_pcc=tolerances.min_pcc, quantum=quanta.get(name, 0.0))
-        for name, want in zip(names, expected)
-        if name in got
-    ]
+    """Each expected output the run returned, compared by `rule` (the
+    options' one rule, `CheckOptions.rule`); the verdict (`report.verdict`)
+    counts the ones missing. With `wide`, the model's wide run (`expected`
+    being the model's outputs in order), a float output it widens that fails
+    the rule is measured against it position by position
+    (`compare.within_budget`)."""
+    results = [rule(name, want, got[name]) for name, want in expected.items() if name in got]
     if wide is None:
         return results
-    at = {name: i for i, name in enumerate(names)}
-    measured = {r.name for r in results if not r.ok and np.asarray(expected[at[r.name]]).dtype in wide.widened}
+    wants = list(expected.values())
+    at = {name: i for i, name in enumerate(expected)}
+    measured = {r.name for r in results if not r.ok and np.asarray(wants[at[r.name]]).dtype in wide.widened}
     if not measured or (exact := wide.outputs) is None:
         return results
-    return [within_budget(r, expected[at[r.name]], got[r.name], exact[at[r.name]], min_pcc=tolerances.min_pcc)
+    return [within_budget(r, wants[at[r.name]], got[r.name], exact[at[r.name]], min_pcc=min_pcc)
             if r.name in measured else r for r in results]
+
+
+def model_outputs(model: onnx.ModelProto, values: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """A run's outputs by the model's output names."""
+    return dict(zip([o.name for o in model.graph.output], values))
 
 
 #: ops that move a dequantized value without computing anything new

@@ -105,13 +105,16 @@ class CheckOptions:
             min_pcc = REDUCED_PCC if self.compile.reduced else MIN_PCC
         return replace(self, tolerances=replace(self.tolerances, min_pcc=min_pcc))
 
-    def rule(self) -> Callable[[str, np.ndarray, np.ndarray], OutputResult]:
+    def rule(self, quanta: Mapping[str, float] | None = None) -> Callable[[str, np.ndarray, np.ndarray], OutputResult]:
         """The fixed comparison of one output `(name, want, got)`, as these
-        options set it: the tolerances, and Forge's PCC rule in a reduced format."""
-        t = self.tolerances
+        options set it: the tolerances, Forge's PCC rule in a reduced format,
+        and the quantization step of an output a DequantizeLinear computes
+        (`quanta`, by name)."""
+        t, steps = self.tolerances, quanta or {}
         if self.compile.reduced:
             return lambda name, want, got: compare_reduced(name, want, got, min_pcc=t.min_pcc, atol=t.atol)
-        return lambda name, want, got: compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc)
+        return lambda name, want, got: compare_output(name, want, got, rtol=t.rtol, atol=t.atol, min_pcc=t.min_pcc,
+                                                      quantum=steps.get(name, 0.0))
 
     def given(self) -> Iterator[tuple[str, str]]:
         """Each option set from its default: its field name and its flag;

@@ -18,9 +18,16 @@ from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.bisect import Divergence, LayerError
-from forge_opt.check.compare import OutputResult
 from forge_opt.check.conditioning import in_doubt, judge_doubts, unstable_outputs
-from forge_opt.check.driver import Loaded, compare_outputs, hidden_folder, load_checked, model_feeds
+from forge_opt.check.driver import (
+    Loaded,
+    compare_outputs,
+    dequantized_steps,
+    hidden_folder,
+    load_checked,
+    model_feeds,
+    model_outputs,
+)
 from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED, CheckReport, verdict
 from forge_opt.check.wide import WideRun
@@ -40,7 +47,9 @@ class Ran:
     returned: int | None = None  # how many outputs the program returned, where it can differ from the model's
     summary: str = ""  # the report's first lines: what was built (the split's layout, the plan's table)
     problems: list[str] = field(default_factory=list)  # what makes it a mismatch whatever the outputs are
-    results: list[OutputResult] | None = None  # a strategy that compares as it goes (a decode loop)
+    # the oracle's values for `got` where the strategy asked it itself (a decode's, step by step), by the names
+    # in `got`; None: the model's outputs on the check's feeds
+    expected: dict[str, np.ndarray] | None = None
     notes: list[str] = field(default_factory=list)
     emitted: ForgePythonModule | None = None
     plan: Plan | None = None  # a tensor-parallel run's plan
@@ -133,18 +142,17 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
             reference: Expected, ran: Ran, forge_python: str) -> CheckReport:
     """The report of a run: every output compared, the verdict, and outputs
     in doubt judged (`conditioning.judge_doubts`)."""
-    results = ran.results
     wide = WideRun(model, loaded.base, feeds)
-    if results is None:
-        results = compare_outputs(model, reference.outputs, ran.got, options.tolerances, wide=wide,
-                                  reduced=options.compile.reduced)
-        status, why = verdict(results, len(reference.outputs), ran.returned)
-    else:
-        status, why = (MISMATCH if any(not r.ok for r in results) else MATCH), ""
+    own = ran.expected is not None  # the strategy's own oracle values, not the model's outputs on `feeds`
+    expected = ran.expected if ran.expected is not None else model_outputs(model, reference.outputs)
+    results = compare_outputs(expected, ran.got, options.rule(dequantized_steps(model)),
+                              wide=None if own or options.compile.reduced else wide,
+                              min_pcc=options.tolerances.min_pcc)
+    status, why = verdict(results, len(expected), None if own else ran.returned)
     if ran.problems:
         status = MISMATCH
     ill: dict[str, str] = {}
-    if status in (MATCH, MISMATCH) and not ran.problems and not why and ran.results is None and \
+    if status in (MATCH, MISMATCH) and not ran.problems and not why and not own and \
             reference.oracle == "onnxruntime" and any(in_doubt(r) for r in results):
         status, why, results, ill, verified = judge_doubts(
             status, results, ran.verify,

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.conditioning import unstable_outputs
-from forge_opt.check.driver import Loaded, compare_outputs, load_checked
+from forge_opt.check.driver import Loaded, compare_outputs, dequantized_steps, load_checked, model_outputs
 from forge_opt.check.model import tt_mlir_line
 from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
@@ -93,7 +93,7 @@ class Fallback:
         summary = f"split into {count} sub-model{'' if count == 1 else 's'} ({layout})"
         verify = None
         if not mpi and devices == 1:  # asked only in doubt, while the split's files exist (`run.run_check`)
-            oracle = dict(zip([o.name for o in prepared.model.graph.output], reference.outputs))
+            oracle = model_outputs(prepared.model, reference.outputs)
             verify = lambda: self.verify(record, run_split(folder / "split", feeds, mode="cpu"), oracle)  # noqa: E731
         if not re.search(r"\btt\b", layout):
             summary += "; nothing runs on the device: this checks the split, not a Forge program"
@@ -121,7 +121,9 @@ class Fallback:
             expected = expected_outputs(model, base, feeds).outputs
             got, wide = dict(zip(names, device)), WideRun(model, base, feeds)
             # the sub-model's outputs in order, as the model declares them: the rule, then the budget
-            results = compare_outputs(model, expected, got, self.options.tolerances, wide=wide)
+            results = compare_outputs(model_outputs(model, expected), got,
+                                      self.options.rule(dequantized_steps(model)), wide=wide,
+                                      min_pcc=self.options.tolerances.min_pcc)
             if all(r.ok for r in results):
                 continue
             unstable = unstable_outputs(model, base, feeds, expected, results, got, rule, wide).ill

@@ -73,6 +73,30 @@ def test_decode_keeps_the_loop_and_the_strategy_it_wraps_builds_each_program():
     assert [shapes["input_ids"] for *_, shapes in built] == [(1, 4), (1, 1)]
 
 
+def test_decode_steps_are_judged_by_the_drivers_one_rule():
+    """Logits shifted by one at every step after the prompt keep every
+    token (the argmax moves with them): the driver's rule, which judges each
+    step's outputs, makes it a mismatch at those steps alone."""
+    from forge_opt.check.decode import Decode
+    from forge_opt.check.model import OneDevice
+    from forge_opt.check.options import CheckOptions
+    from forge_opt.check.report import MISMATCH
+    from forge_opt.check.run import run_check
+
+    class Shifted(OneDevice):
+        def build(self, model, base, shapes, folder):
+            program, report = super().build(model, base, shapes, folder)
+            if shapes.shapes["input_ids"] == (1, 4):  # the prompt's program
+                return program, report
+            return (lambda feeds: {**(out := program(feeds)), "logits": out["logits"] + 1.0}), report
+
+    options = CheckOptions(optimum_feeds("llama", DECODE), steps=3)
+    report = run_check(model_path("llama"), options, Decode(options, Shifted))
+    assert report.status == MISMATCH, report.format()
+    assert [r.name for r in report.outputs if not r.ok] == ["logits (step 1)", "logits (step 2)"]
+    assert "decode: 3/3 tokens equal" in report.format()
+
+
 def test_the_plan_records_the_cache_each_device_keeps_its_heads_of(tmp_path):
     dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 9}
     tensor_parallel(model_path("llama"), tmp_path / "tp", 2, dims=dims, static_cache=9)

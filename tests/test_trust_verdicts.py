@@ -90,8 +90,8 @@ def test_a_near_constant_sigmoid_map_matches_and_a_wrong_one_does_not():
     wrong = onnx.ModelProto()
     wrong.CopyFrom(model)
     next(n for n in wrong.graph.node if n.name == "relu5").op_type = "Sigmoid"
-    from forge_opt.check.driver import compare_outputs
-    from forge_opt.check.options import Tolerances
+    from forge_opt.check.driver import compare_outputs, model_outputs
+    from forge_opt.check.options import CheckOptions
     from forge_opt.check.wide import WideRun
     from forge_opt.execution.engine import compile_model, random_inputs, run_compiled
 
@@ -99,8 +99,8 @@ def test_a_near_constant_sigmoid_map_matches_and_a_wrong_one_does_not():
     arrays = random_inputs(compiled.module, 0)
     feeds = dict(zip(compiled.input_names, arrays))
     want = expected_outputs(model, None, feeds).outputs  # the right model's values, the wrong program's
-    results = compare_outputs(model, want, {"map": run_compiled(compiled, arrays)[0]}, Tolerances(),
-                              wide=WideRun(model, None, feeds))
+    results = compare_outputs(model_outputs(model, want), {"map": run_compiled(compiled, arrays)[0]},
+                              CheckOptions().rule(), wide=WideRun(model, None, feeds))
     assert not results[0].ok
 
 

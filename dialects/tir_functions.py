@@ -1,14 +1,13 @@
 """The functions `tir`'s element-wise and reduction ops compute: one enum per
 kind (an `EnumAttribute` each, as xDSL's `linalg` does) and one table keyed
-by it. `tir-to-forge` reads `forge` and `keywords`, and the docs read all of
-it; a function whose Forge form is more than one call says so in `instead`,
-which `tir-to-forge` implements. What each computes in numpy is the
-interpreter's (`interpreters/tir_kinds.py`).
+by it, saying what each means. What each computes in numpy is the
+interpreter's (`interpreters/tir_kinds.py`); the Forge call that computes it
+is `tir-to-forge`'s (`transforms/tir_forge_calls.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
@@ -87,69 +86,59 @@ class PoolKindAttr(EnumAttribute[PoolKind], SpacedOpaqueSyntaxAttribute):
 
 @dataclass(frozen=True)
 class Function:
-    """What one function kind computes and how Forge computes it."""
+    """What one function kind computes."""
 
     doc: str
-    forge: str | None = None  # the one Forge function that computes it
-    keywords: dict = field(default_factory=dict)  # its keywords
-    instead: str | None = None  # how tir-to-forge computes it without a function of its own
     comparison: bool = False  # the result is bool
-
-    @property
-    def forge_function(self) -> str:
-        """The one Forge function (for kinds that have one)."""
-        assert self.forge is not None, self.instead
-        return self.forge
 
 
 UNARY: dict[UnaryFn, Function] = {
-    UnaryFn.ABS: Function("|x|", "Abs"),
-    UnaryFn.ATAN: Function("arctangent", "Atan"),
-    UnaryFn.COS: Function("cosine", "Cosine"),
-    UnaryFn.ERF: Function("the error function", "Erf"),
-    UnaryFn.EXP: Function("e^x", "Exp"),
-    UnaryFn.GELU: Function("GELU, exact", "Gelu", {"approximate": "none"}),
-    UnaryFn.GELU_TANH: Function("GELU, tanh approximation", "Gelu", {"approximate": "tanh"}),
-    UnaryFn.LOG: Function("natural logarithm", "Log"),
-    UnaryFn.NEG: Function("-x", instead="Multiply by a constant -1"),
-    UnaryFn.NOT: Function("logical not", "LogicalNot"),
-    UnaryFn.RECIPROCAL: Function("1 / x", "Reciprocal"),
-    UnaryFn.RELU: Function("max(x, 0)", "Relu"),
-    UnaryFn.SIGMOID: Function("1 / (1 + e^-x)", "Sigmoid"),
-    UnaryFn.SIN: Function("sine", "Sine"),
-    UnaryFn.SQRT: Function("square root", "Sqrt"),
-    UnaryFn.TANH: Function("hyperbolic tangent", "Tanh"),
+    UnaryFn.ABS: Function("|x|"),
+    UnaryFn.ATAN: Function("arctangent"),
+    UnaryFn.COS: Function("cosine"),
+    UnaryFn.ERF: Function("the error function"),
+    UnaryFn.EXP: Function("e^x"),
+    UnaryFn.GELU: Function("GELU, exact"),
+    UnaryFn.GELU_TANH: Function("GELU, tanh approximation"),
+    UnaryFn.LOG: Function("natural logarithm"),
+    UnaryFn.NEG: Function("-x"),
+    UnaryFn.NOT: Function("logical not"),
+    UnaryFn.RECIPROCAL: Function("1 / x"),
+    UnaryFn.RELU: Function("max(x, 0)"),
+    UnaryFn.SIGMOID: Function("1 / (1 + e^-x)"),
+    UnaryFn.SIN: Function("sine"),
+    UnaryFn.SQRT: Function("square root"),
+    UnaryFn.TANH: Function("hyperbolic tangent"),
 }
 
 BINARY: dict[BinaryFn, Function] = {
-    BinaryFn.ADD: Function("a + b", "Add"),
-    BinaryFn.SUB: Function("a - b", "Subtract"),
-    BinaryFn.MUL: Function("a * b", "Multiply"),
-    BinaryFn.DIV: Function("a / b, truncated toward zero for integers", "Divide"),
-    BinaryFn.MAX: Function("the larger", "Max"),
-    BinaryFn.MIN: Function("the smaller", "Min"),
-    BinaryFn.POW: Function("a ^ b", "Power"),
-    BinaryFn.MOD: Function("remainder with the divisor's sign", "Remainder"),
-    BinaryFn.EQ: Function("a == b", "Equal", comparison=True),
-    BinaryFn.NE: Function("a != b", "NotEqual", comparison=True),
-    BinaryFn.GT: Function("a > b", "Greater", comparison=True),
-    BinaryFn.GE: Function("a >= b", "GreaterEqual", comparison=True),
-    BinaryFn.LT: Function("a < b", "Less", comparison=True),
-    BinaryFn.LE: Function("a <= b", "LessEqual", comparison=True),
-    # Forge holds booleans as Int32 0/1: and is their product, or their maximum
-    BinaryFn.AND: Function("logical and (of booleans)", "Multiply"),
-    BinaryFn.OR: Function("logical or (of booleans)", "Max"),
+    BinaryFn.ADD: Function("a + b"),
+    BinaryFn.SUB: Function("a - b"),
+    BinaryFn.MUL: Function("a * b"),
+    BinaryFn.DIV: Function("a / b, truncated toward zero for integers"),
+    BinaryFn.MAX: Function("the larger"),
+    BinaryFn.MIN: Function("the smaller"),
+    BinaryFn.POW: Function("a ^ b"),
+    BinaryFn.MOD: Function("remainder with the divisor's sign"),
+    BinaryFn.EQ: Function("a == b", comparison=True),
+    BinaryFn.NE: Function("a != b", comparison=True),
+    BinaryFn.GT: Function("a > b", comparison=True),
+    BinaryFn.GE: Function("a >= b", comparison=True),
+    BinaryFn.LT: Function("a < b", comparison=True),
+    BinaryFn.LE: Function("a <= b", comparison=True),
+    BinaryFn.AND: Function("logical and (of booleans)"),
+    BinaryFn.OR: Function("logical or (of booleans)"),
 }
 
 REDUCE: dict[ReduceFn, Function] = {
-    ReduceFn.SUM: Function("sum", "ReduceSum"),
-    ReduceFn.MEAN: Function("mean", "ReduceAvg"),
-    ReduceFn.MAX: Function("maximum", "ReduceMax"),
+    ReduceFn.SUM: Function("sum"),
+    ReduceFn.MEAN: Function("mean"),
+    ReduceFn.MAX: Function("maximum"),
 }
 
 POOL: dict[PoolKind, Function] = {
-    PoolKind.MAX: Function("maximum of each window", "MaxPool2d"),
-    PoolKind.AVG: Function("average of each window", "AvgPool2d"),
+    PoolKind.MAX: Function("maximum of each window"),
+    PoolKind.AVG: Function("average of each window"),
 }
 
 TABLES: dict[type[StrEnum], dict] = {UnaryFn: UNARY, BinaryFn: BINARY, ReduceFn: REDUCE, PoolKind: POOL}

@@ -12,6 +12,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 
 from forge_opt.dialects import forge_functions, tir
+from forge_opt.dialects import forge_ops as F
 from forge_opt.dialects.onnx import ONNX
 from forge_opt.dialects.tir_functions import TABLES, BinaryFn, PoolKind, ReduceFn, UnaryFn
 from forge_opt.interpreters.forge_standin import run_forge_module
@@ -21,6 +22,7 @@ from forge_opt.interpreters.tir_kinds import NUMPY
 from forge_opt.targets.forge_python import emit_module
 from forge_opt.transforms import tir_to_forge
 from forge_opt.transforms.onnx_lowerings.table import ONNX_LOWERINGS
+from forge_opt.transforms.tir_forge_calls import CALLS
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.xdsl_internals import interpreted_ops
 
@@ -51,12 +53,13 @@ def test_every_tir_op_has_a_builder_an_interpreter_and_a_forge_lowering(op):
     ids=lambda v: getattr(v, "value", getattr(v, "__name__", "")),
 )
 def test_every_function_kind_has_a_meaning_and_a_forge_form(enum, member):
-    entry = TABLES[enum][member]
+    entry, forge_call = TABLES[enum][member], CALLS[enum][member]
     assert callable(NUMPY[enum][member]) and entry.doc
-    assert (entry.forge is None) != (entry.instead is None), "one Forge function, or how it is done instead"
-    if entry.forge is not None:
-        assert entry.forge in forge_functions.BY_NAME
-        assert set(entry.keywords) <= set(forge_functions.BY_NAME[entry.forge].keyword_names)
+    assert (forge_call.builder is None) != (not forge_call.instead), "one Forge function, or how it is done instead"
+    if forge_call.builder is not None:
+        function = forge_functions.BY_NAME[forge_call.builder.__name__]
+        assert F.BUILDERS[function.name] is forge_call.builder
+        assert set(forge_call.keywords) <= set(function.keyword_names)
 
 
 def _inputs(fn, shape, rng):

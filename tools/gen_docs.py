@@ -63,6 +63,7 @@ def onnx_page() -> str:
 def tir_page() -> str:
     from forge_opt.dialects.tir import TIR
     from forge_opt.dialects.tir_functions import ATTRIBUTES, TABLES
+    from forge_opt.transforms.tir_forge_calls import CALLS
 
     lines = [
         "# The `tir` dialect",
@@ -80,18 +81,17 @@ def tir_page() -> str:
         "## Function kinds",
         "",
         "`fn` of `tir.unary`, `tir.binary` and `tir.reduce`, and `kind` of `tir.pool2d`, are enum",
-        "attributes printed bare (`tir.binary add %a, %b`). Each kind's meaning and Forge form come from",
-        "one table (`dialects/tir_functions.py`); the interpreter and `tir-to-forge` read the same table.",
+        "attributes printed bare (`tir.binary add %a, %b`). A kind's meaning comes from one table",
+        "(`dialects/tir_functions.py`), which the interpreter reads too, and its Forge call from another",
+        "(`transforms/tir_forge_calls.py`), which `tir-to-forge` reads.",
         "",
         "| attribute | kind | computes | Forge |",
         "|---|---|---|---|",
     ]
     for attr in ATTRIBUTES:
-        table = TABLES[attr.enum_type]
-        for kind, fn in table.items():
-            keywords = "".join(f", {k}={v!r}" for k, v in fn.keywords.items())
-            forge = f"`forge.op.{fn.forge}(...{keywords})`" if fn.forge else fn.instead
-            lines.append(f"| `{attr.name}` | `{kind.value}` | {fn.doc} | {forge} |")
+        calls = CALLS[attr.enum_type]
+        for kind, fn in TABLES[attr.enum_type].items():
+            lines.append(f"| `{attr.name}` | `{kind.value}` | {fn.doc} | {calls[kind]} |")
     return "\n".join(lines) + "\n"
 
 

@@ -40,7 +40,7 @@ from forge_opt.dialects.forge_functions import ForgeRuleError
 from forge_opt.dialects.forge_functions.conv import avg_pool2d
 from forge_opt.dialects.forge_functions.element_types import data_format
 from forge_opt.dialects.onnx import CustomOp
-from forge_opt.dialects.tir_functions import BINARY, POOL, REDUCE, UNARY, PoolKind, UnaryFn
+from forge_opt.dialects.tir_functions import PoolKind, UnaryFn
 from forge_opt.transforms.lowering import (
     Emitter,
     LoweringTable,
@@ -49,6 +49,7 @@ from forge_opt.transforms.lowering import (
     rewrite_in_order,
     table_rewrite,
 )
+from forge_opt.transforms.tir_forge_calls import BINARY, POOL, REDUCE, UNARY
 
 LOWERINGS = LoweringTable()
 lowers = LOWERINGS.lowers
@@ -129,12 +130,8 @@ def _unary(op: tir.UnaryOp, e: Emitter):
     x = op.input
     if fn == UnaryFn.NEG:
         return [call(e, op.output.type, F.Multiply, x, scalar_constant(e, -1, x))]
-    builder, keywords = _UNARY_CALLS[fn]
-    return [call(e, op.output.type, builder, x, **keywords)]
-
-
-# each unary kind's builder and keywords, looked up once
-_UNARY_CALLS = {fn: (F.BUILDERS[f.forge_function], f.keywords) for fn, f in UNARY.items() if f.forge is not None}
+    forge_call = UNARY[fn]
+    return [call(e, op.output.type, forge_call.function, x, **forge_call.keywords)]
 
 
 def scalar_constant(e: Emitter, value, like):
@@ -144,7 +141,7 @@ def scalar_constant(e: Emitter, value, like):
 
 @lowers(tir.BinaryOp)
 def _binary(op: tir.BinaryOp, e: Emitter):
-    return [call(e, op.output.type, F.BUILDERS[BINARY[op.fn.data].forge_function], op.lhs, op.rhs)]
+    return [call(e, op.output.type, BINARY[op.fn.data].function, op.lhs, op.rhs)]
 
 
 @lowers(tir.WhereOp)
@@ -242,14 +239,14 @@ def _pool2d(op: tir.Pool2dOp, e: Emitter):
     if is_max:
         return [
             call(
-                e, op.output.type, F.BUILDERS[POOL[PoolKind.MAX].forge_function], x,
+                e, op.output.type, POOL[PoolKind.MAX].function, x,
                 kernel_size=kernel[0] if kernel[0] == kernel[1] else tuple(kernel),
                 stride=_int_or_pair(strides), padding=padding, ceil_mode=False,
             )
         ]
     include = bool(op.count_include_pad.value.data)
     y = call(
-        e, op.output.type, F.BUILDERS[POOL[PoolKind.AVG].forge_function], x,
+        e, op.output.type, POOL[PoolKind.AVG].function, x,
         kernel_size=kernel, stride=strides, padding=padding, ceil_mode=False,
         count_include_pad=include if symmetric else True,
     )
@@ -353,13 +350,13 @@ def _reduce(op: tir.ReduceOp, e: Emitter):
         kept = list(shape)
         kept[axis] = 1
         if rank <= 4:
-            x = call(e, _t(x, kept), F.BUILDERS[REDUCE[op.fn.data].forge_function], x, dim=axis - rank, keep_dim=True)
+            x = call(e, _t(x, kept), REDUCE[op.fn.data].function, x, dim=axis - rank, keep_dim=True)
             continue
         # Forge reduces dims -4..3 only: fold the others around the axis.
         before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
         folded = reshape(e, x, [before, shape[axis], after])
         reduced = call(
-            e, _t(x, [before, 1, after]), F.BUILDERS[REDUCE[op.fn.data].forge_function], folded, dim=-2, keep_dim=True
+            e, _t(x, [before, 1, after]), REDUCE[op.fn.data].function, folded, dim=-2, keep_dim=True
         )
         x = reshape(e, reduced, kept)
     return [reshape(e, x, _shape(op.output))]

@@ -2,16 +2,15 @@
 format) or a tensor-parallel plan's segments (the same, with a grid, its
 collectives, devices and layers). `Plan.to_json` is the one writer and
 `Plan.from_json` the one reader, which checks every field and reference
-that needs no file; `folder.read_split` checks the files. The schema a
-user validates against is `docs/graph_infos.schema.json`; a test holds the
-records to it.
+that needs no file; `folder.read_split` checks the files. The records state
+the format once: `records.py` writes and reads each from its fields'
+annotations, and the reader here adds what refers to what (and AutoSplit's
+own spellings). The schema a user validates against is
+`docs/graph_infos.schema.json`; a test holds the records to it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dtypes import holds
+from forge_opt.plan.records import Reader, to_json
 
 INFOS = "graph_infos.json"
 #: beside a split's or plan's graph_infos.json: the outputs no sub-model computes (weights returned as they are)
@@ -62,14 +62,10 @@ class Branches:
     condition: str
     results: list[str]
     then: Branch
-    orelse: Branch  # "else" in the file
+    orelse: Branch = field(metadata={"key": "else"})
 
     def of(self, which: str) -> Branch:
         return self.then if which == "then" else self.orelse
-
-    def to_json(self) -> dict:
-        return {"condition": self.condition, "results": self.results, "then": vars(self.then),
-                "else": vars(self.orelse)}
 
 
 @dataclass
@@ -89,9 +85,6 @@ class Loop:
     initial: list[str]
     results: list[str]
     body: LoopBody
-
-    def to_json(self) -> dict:
-        return {**vars(self), "body": vars(self.body)}
 
 
 
@@ -139,9 +132,9 @@ class Graph:
         if self.why:
             out["why"] = self.why
         if self.branches is not None:
-            out["branches"] = self.branches.to_json()
+            out["branches"] = to_json(self.branches)
         if self.loop is not None:
-            out["loop"] = self.loop.to_json()
+            out["loop"] = to_json(self.loop)
         return out
 
 
@@ -154,9 +147,6 @@ class Collective:
     bytes: int
     ring_bytes_per_device: int
     axis: int | None = None  # of a gather or scatter
-
-    def to_json(self) -> dict:
-        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass
@@ -199,9 +189,6 @@ class Output:
     tensor: str | None = None
     file: str | None = None
 
-    def to_json(self) -> dict:
-        return {k: v for k, v in vars(self).items() if v is not None}
-
 
 @dataclass
 class StaticCache:
@@ -213,9 +200,6 @@ class StaticCache:
     length: int
     position: str
     caches: dict[str, str]  # each past input's present output
-
-    def to_json(self) -> dict:
-        return {"length": self.length, "position": self.position, "caches": self.caches}
 
 
 @dataclass
@@ -265,13 +249,13 @@ class Plan:
             out["parallel"] = self.parallel
         if self.grid is not None:
             out["grid"] = {"name": self.grid, "shape": [len(self.devices)]}
-            out["collectives"] = [c.to_json() for c in self.collectives]
-            out["devices"] = [vars(d) for d in self.devices]
-            out["layers"] = [vars(layer) for layer in self.layers]
+            out["collectives"] = [to_json(c) for c in self.collectives]
+            out["devices"] = [to_json(d) for d in self.devices]
+            out["layers"] = [to_json(layer) for layer in self.layers]
         if self.outputs is not None:
-            out["outputs"] = [o.to_json() for o in self.outputs]
+            out["outputs"] = [to_json(o) for o in self.outputs]
         if self.static_cache is not None:
-            out["static_cache"] = self.static_cache.to_json()
+            out["static_cache"] = to_json(self.static_cache)
         return out
 
     @staticmethod
@@ -281,18 +265,13 @@ class Plan:
         return _Reader(path).plan(data)
 
 
-#: each flat record's field types, read once (a plan has a record per collective and per layer)
-_hints = functools.cache(typing.get_type_hints)
-
-
-class _Reader:
-    """`Plan.from_json`'s checks, each error naming the file (`path`) and entry."""
+class _Reader(Reader):
+    """`Plan.from_json`: the records read as their fields type them
+    (`records.Reader`), and here what they refer to checked, each error
+    naming the file (`path`) and entry."""
 
     def __init__(self, path: str):
-        self.path = path
-
-    def fail(self, message: str) -> ForgeOptError:
-        return ForgeOptError(f"{self.path}: {message}")
+        super().__init__(lambda message: ForgeOptError(f"{path}: {message}"))
 
     def plan(self, data: Any) -> Plan:
         if not isinstance(data, dict):
@@ -351,18 +330,14 @@ class _Reader:
         return plan
 
     def static_cache(self, entry: Any, tensors: dict[str, TensorInfo]) -> StaticCache:
-        if not isinstance(entry, dict) or set(entry) != {"length", "position", "caches"}:
-            raise self.fail("'static_cache' needs exactly 'length', 'position' and 'caches'")
-        length, position, caches = entry["length"], entry["position"], entry["caches"]
-        if type(length) is not int or length < 1:
-            raise self.fail(f"static_cache: length is {length!r}, not a count of positions")
-        if not isinstance(position, str) or tensors.get(position, TensorInfo([], "", "")).attr != "input":
-            raise self.fail(f"static_cache: position {position!r} is not an input of the plan")
-        if not isinstance(caches, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) and k in tensors and tensors[k].attr == "input"
-                and v in tensors for k, v in caches.items()):
+        cache = self.record(StaticCache, entry, "static_cache")
+        if cache.length < 1:
+            raise self.fail(f"static_cache: length is {cache.length}, not a count of positions")
+        if tensors.get(cache.position, TensorInfo([], "", "")).attr != "input":
+            raise self.fail(f"static_cache: position {cache.position!r} is not an input of the plan")
+        if not all(k in tensors and tensors[k].attr == "input" and v in tensors for k, v in cache.caches.items()):
             raise self.fail("static_cache: caches must map the plan's past inputs to its present tensors")
-        return StaticCache(length, position, caches)
+        return cache
 
     def tensors(self, tensors: Any) -> dict[str, TensorInfo]:
         """AutoSplit writes a dict by name; its docstrings show a list of `{name, shape, attr}`, read too."""
@@ -402,27 +377,6 @@ class _Reader:
             raise self.fail("'grid' must be {\"shape\": [P]}, a 1-d grid of P devices")
         return str(grid.get("name", "grid")), shape[0]
 
-    def record(self, kind: type, entry: Any, where: str, extra: bool = False):
-        """A record of flat fields (`Device`, `Layer`, `Collective`): the
-        required ones present, each of its annotated type; other keys refused
-        unless `extra`."""
-        fields = {f.name: f for f in dataclasses.fields(kind)}
-        if not isinstance(entry, dict):
-            raise self.fail(f"{where} must be an object")
-        unknown = sorted(set(entry) - set(fields))
-        if unknown and not extra:
-            raise self.fail(f"{where}: unknown field '{unknown[0]}'")
-        for name, f in fields.items():
-            if name not in entry and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise self.fail(f"{where}: the field '{name}' is missing")
-        hints = _hints(kind)
-        values = {k: v for k, v in entry.items() if k in fields}
-        for k, v in values.items():
-            allowed = typing.get_args(hints[k]) or (hints[k],)  # `int | None`: int or None
-            if type(v) not in allowed:
-                raise self.fail(f"{where}: '{k}' is {v!r}, not {' or '.join(t.__name__ for t in allowed)}")
-        return kind(**values)
-
     def collective(self, step: Any, n: int) -> Collective:
         where = f"collectives[{n}]"
         record = self.record(Collective, step, where)
@@ -432,11 +386,6 @@ class _Reader:
             raise self.fail(f"{where}: an {record.op} {'takes no' if record.op == 'all_reduce' else 'needs an'} axis")
         return record
 
-    def names(self, value: Any, where: str, key: str) -> list[str]:
-        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-            raise self.fail(f"{where}: '{key}' must be a list of tensor names")
-        return value
-
     def graph(self, entry: dict, where: str, tensors: dict[str, TensorInfo]) -> Graph:
         for key in ("inputs", "outputs", "device", "model_info"):
             if key not in entry:
@@ -444,7 +393,7 @@ class _Reader:
         device = DEVICE if entry["device"] == AUTOSPLIT_DEVICE else entry["device"]
         if device not in (DEVICE, CPU):
             raise self.fail(f"{where}: device '{entry['device']}' is neither '{DEVICE}' nor '{CPU}'")
-        inputs, outputs = (self.names(entry[k], where, k) for k in ("inputs", "outputs"))
+        inputs, outputs = (self.value(list[str], entry[k], where, k) for k in ("inputs", "outputs"))
         info = entry["model_info"]
         if not isinstance(info, dict) or not isinstance(info.get("model_path"), str):
             raise self.fail(f"{where}: 'model_info' must be an object with the sub-model's model_path")
@@ -464,62 +413,37 @@ class _Reader:
         return graph
 
     def branches(self, info: Any, where: str) -> Branches:
-        if not isinstance(info, dict) or not all(k in info for k in ("condition", "results", *BRANCHES)):
-            raise self.fail(f"{where}: 'branches' needs condition, results, then and else")
-        if not isinstance(info["condition"], str) or not info["condition"]:
+        branches = self.record(Branches, info, f"{where}.branches")
+        if not branches.condition:
             raise self.fail(f"{where}: the branches' condition must be a tensor name")
-        results = self.names(info["results"], where, "branches.results")
-        made = []
         for which in BRANCHES:
-            branch = info[which]
-            if not isinstance(branch, dict) or not isinstance(branch.get("folder"), str) or not isinstance(
-                branch.get("outputs"), list
-            ):
-                raise self.fail(f"{where}: branches.{which} needs a folder and its outputs")
-            if not branch["folder"].endswith(f"_{which}"):  # the folder split_model wrote for this branch
-                raise self.fail(f"{where}: branches.{which} names the folder {branch['folder']}, not one of a "
+            branch = branches.of(which)
+            if not branch.folder.endswith(f"_{which}"):  # the folder split_model wrote for this branch
+                raise self.fail(f"{where}: branches.{which} names the folder {branch.folder}, not one of a "
                                 f"'{which}' branch")
-            if len(branch["outputs"]) != len(results):
-                raise self.fail(f"{where}: branches.{which} has {len(branch['outputs'])} outputs for "
-                                f"{len(results)} results")
-            made.append(Branch(branch["folder"], self.names(branch["outputs"], where, f"branches.{which}.outputs")))
-        return Branches(info["condition"], results, *made)
+            if len(branch.outputs) != len(branches.results):
+                raise self.fail(f"{where}: branches.{which} has {len(branch.outputs)} outputs for "
+                                f"{len(branches.results)} results")
+        return branches
 
     def loop(self, info: Any, where: str) -> Loop:
-        keys = ("trip_count", "condition", "initial", "results", "body")
-        if not isinstance(info, dict) or not all(k in info for k in keys):
-            raise self.fail(f"{where}: 'loop' needs {', '.join(keys)}")
-        body = info["body"]
-        if not isinstance(body, dict) or not isinstance(body.get("folder"), str) or not all(
-            isinstance(body.get(k), list) for k in ("inputs", "outputs")
-        ):
-            raise self.fail(f"{where}: loop.body needs a folder, its inputs and its outputs")
-        initial = self.names(info["initial"], where, "loop.initial")
-        carried = len(initial)
-        if len(body["inputs"]) != 2 + carried or len(body["outputs"]) < 1 + carried:
-            raise self.fail(f"{where}: loop.body has {len(body['inputs'])} inputs and {len(body['outputs'])} "
+        loop = self.record(Loop, info, f"{where}.loop")
+        carried, body = len(loop.initial), loop.body
+        if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
+            raise self.fail(f"{where}: loop.body has {len(body.inputs)} inputs and {len(body.outputs)} "
                             f"outputs for {carried} carried values")
-        for x in (info["trip_count"], info["condition"], *initial):
-            if not isinstance(x, str):
-                raise self.fail(f"{where}: the loop's trip_count and condition must be tensor names or empty")
-        return Loop(info["trip_count"], info["condition"], initial, self.names(info["results"], where, "loop.results"),
-                    LoopBody(body["folder"], self.names(body["inputs"], where, "loop.body.inputs"),
-                             self.names(body["outputs"], where, "loop.body.outputs")))
+        return loop
 
     def outputs(self, outputs: Any, known: set[str]) -> list[Output]:
         """`outputs` (ours): each a tensor a graph makes or an input, or a value in HOST_OUTPUTS."""
-        if not isinstance(outputs, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str)
-                                                    for o in outputs):
+        if not isinstance(outputs, list):
             raise self.fail("'outputs' must be a list of {name, tensor or file}")
-        out = []
-        for o in outputs:
-            if "tensor" in o:
-                if o["tensor"] not in known:
-                    raise self.fail(f"the output '{o['name']}' is tensor '{o['tensor']}', which no graph makes and no "
+        out = [self.record(Output, o, f"outputs[{i}]") for i, o in enumerate(outputs)]
+        for o in out:
+            if o.tensor is not None:
+                if o.tensor not in known:
+                    raise self.fail(f"the output '{o.name}' is tensor '{o.tensor}', which no graph makes and no "
                                     "input is")
-                out.append(Output(o["name"], tensor=o["tensor"]))
-            elif o.get("file") == HOST_OUTPUTS:
-                out.append(Output(o["name"], file=HOST_OUTPUTS))
-            else:
-                raise self.fail(f"the output '{o['name']}' is neither a tensor nor in {HOST_OUTPUTS}")
+            elif o.file != HOST_OUTPUTS:
+                raise self.fail(f"the output '{o.name}' is neither a tensor nor in {HOST_OUTPUTS}")
         return out

@@ -103,6 +103,8 @@ def llama_plan(tmp_path_factory) -> dict:
          "tensor 'past_key_values.0.key' has split_axis 7, not an axis of its shape"),
         (lambda i: i.update(grid={"shape": [2, 2]}), "'grid' must be {\"shape\": [P]}"),
         (lambda i: i["outputs"][0].update(tensor="nowhere"), "which no graph makes and no input is"),
+        (lambda i: i["outputs"][0].update(tensor=3), "outputs[0]: 'tensor' is 3, not str"),
+        (lambda i: i["layers"][0].update(packed="3"), "layers[0]: 'packed' is '3', not int"),
     ],
 )
 def test_a_hand_edited_plan_is_named_by_the_reader(llama_plan, edit, message):
@@ -111,6 +113,26 @@ def test_a_hand_edited_plan_is_named_by_the_reader(llama_plan, edit, message):
     with pytest.raises(ForgeOptError, match=r"graph_infos\.json: ") as error:
         Plan.from_json(data, "tp/graph_infos.json")
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda b: b["else"].pop("folder"), "branches.else: the field 'folder' is missing"),
+        (lambda b: b["then"].update(outputs="b"), "branches.then: 'outputs' is 'b', not a list"),
+        (lambda b: b.update(results=[1]), "branches: 'results' is 1, not str"),
+        (lambda b: b.update(colour="red"), "branches: unknown field 'colour'"),
+    ],
+)
+def test_a_nested_record_is_read_from_its_fields(plans, edit, message):
+    """A run-time If's branches are read as their records' fields type
+    them, the error naming the entry inside the graph."""
+    data = json.loads(json.dumps(plans["if"][1]))
+    n, entry = next((n, g) for n, g in enumerate(data["graphs"]) if "branches" in g)
+    edit(entry["branches"])
+    with pytest.raises(ForgeOptError) as error:
+        Plan.from_json(data, "split/graph_infos.json")
+    assert f"split/graph_infos.json: graphs[{n}].{message}" in str(error.value)
 
 
 def test_a_split_tensors_whole_shape_counts_every_device(plans):

@@ -34,6 +34,7 @@ from forge_opt.check.options import CheckOptions, Tolerances
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Builds, Program, Ran, check_with
 from forge_opt.check.split import Parallel
+from forge_opt.check.stages import Stages
 from forge_opt.check.static_cache import (
     MASK,
     POSITION,
@@ -101,7 +102,9 @@ class Programs:
 
 def step_programs(options: CheckOptions) -> Builds:
     """What builds a decode's step programs for `options`: the strategy of
-    one device, or of P tensor-parallel ones."""
+    one device, of P tensor-parallel ones, or of a pipeline's stages."""
+    if options.stages > 1:
+        return Stages(options)
     return Parallel(options) if options.compile.devices > 1 else OneDevice(options)
 
 
@@ -114,7 +117,7 @@ class Decode:
     tolerance."""
 
     takes = frozenset({"steps", "devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format", "max_length", "growing_cache"})
+                       "weight_format", "max_length", "growing_cache", "stages"})
     failed = "the program failed on Forge"
     forge_python = ""
 
@@ -150,7 +153,8 @@ class Decode:
         judged: Feeds = {}  # each step's logits (teacher-forced in a reduced format) and the last step's cache
         oracle: Feeds = {}  # the oracle's, by the same names: the driver compares them by the one rule
         equal = 0
-        length = 0 if o.growing_cache else self.cache_length(feeds)
+        # a pipeline's stages each keep their own layers' cache, as exported (no static cache through a split yet)
+        length = 0 if o.growing_cache or o.stages > 1 else self.cache_length(feeds)
         if length:
             self.padding_ignored(prepared, feeds, reference, length)
         # the step programs' options: the compile options with the cache made static, and nothing of the loop's
@@ -188,7 +192,8 @@ class Decode:
             keep(f"{present} (step {steps - 1})", forced[present], want[present])
         built = len(programs.built)
         devices = o.compile.devices
-        where = f"{devices} devices" + (" under MPI" if o.mpi else "") if devices > 1 else "one device"
+        where = f"{devices} devices" + (" under MPI" if o.mpi else "") if devices > 1 else \
+            f"{o.stages} pipeline stages" if o.stages > 1 else "one device"
         how = f"a static KV cache of {length} positions" if length else "one per input shape"
         lines.append(f"decode: {equal}/{steps} tokens equal to {reference.oracle}'s ({where}; "
                      f"{built} program{'' if built == 1 else 's'} built, {how})")
@@ -269,15 +274,17 @@ def check_decode(
     weight_format: str = "",
     max_length: int = 0,
     growing_cache: bool = False,
+    stages: int = 1,
 ) -> CheckReport:
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
     None); in reduced formats as `check_model` takes them; with a static KV
     cache of `max_length` positions (by default the prompt and the steps),
-    or with the cache as exported (`growing_cache`)."""
+    or with the cache as exported (`growing_cache`, and through a
+    pipeline's `stages`)."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol), seed, shapes, dims,
         CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format), mpi=mpi, steps=steps,
-        max_length=max_length, growing_cache=growing_cache).with_pcc(min_pcc), Decode)
+        max_length=max_length, growing_cache=growing_cache, stages=stages).with_pcc(min_pcc), Decode)
 
 
 def _tokens(t: np.ndarray) -> str:

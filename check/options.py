@@ -58,6 +58,7 @@ class CheckOptions:
     tt_mlir: bool = option("--tt-mlir", False)  # also compile the program's StableHLO with tt-mlir
     tt_mlir_dumps: str = ""  # the folder tt-mlir's IR dumps are kept in ("": a temporary one)
     fallback: bool = option("--fallback", False)  # through the split path: CPU sub-models where Forge cannot
+    stages: int = option("--stages", 1)  # a pipeline of this many stages, one device each
     annotate: str = option("--annotate", "")  # write the model with the plan as ONNX sharding annotations here
 
     @classmethod
@@ -71,6 +72,9 @@ class CheckOptions:
         if args.devices is not None and args.devices < 2:
             raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
                                 "(leave --devices out to check on one device)")
+        if args.stages is not None and args.stages < 2:
+            raise ForgeOptError(f"--stages {args.stages}: a pipeline has 2 stages or more (leave --stages out to "
+                                "check on one device)")
         if args.decode is not None and args.decode < 1:
             raise ForgeOptError(f"--decode {args.decode}: decode at least one step")
         if args.device_memory is not None and parse_bytes(args.device_memory) < 1:
@@ -95,7 +99,7 @@ class CheckOptions:
             stem=Path(emit).stem, mpi=args.mpi, timeout=args.timeout, max_length=args.max_length or 0,
             growing_cache=args.growing_cache, steps=args.decode or 0, executor=parse_executor(args.executor),
             tt_mlir=args.tt_mlir, tt_mlir_dumps=str(Path(emit).with_suffix("")) + "_tt_mlir" if emit and args.tt_mlir
-            else "", fallback=args.fallback, annotate=args.annotate or "",
+            else "", fallback=args.fallback, annotate=args.annotate or "", stages=args.stages or 1,
         ).with_pcc(args.pcc)
 
     def with_pcc(self, min_pcc: float | None) -> CheckOptions:

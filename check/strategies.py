@@ -1,5 +1,5 @@
 """Which strategy a check's options ask for: `--decode` (around the one
-that runs each step's program), `--fallback`, `--devices P`, or one device;
+that runs each step's program), `--fallback`, `--stages S`, `--devices P`, or one device;
 `--device-memory` around the one for the count it chooses."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from forge_opt.check.model import OneDevice
 from forge_opt.check.options import CheckOptions
 from forge_opt.check.run import Strategy
 from forge_opt.check.split import Fallback, Parallel, SizedDevices
+from forge_opt.check.stages import Stages
 
 
 def strategy_for(options: CheckOptions) -> Strategy:
@@ -22,6 +23,8 @@ def _at_count(options: CheckOptions) -> Strategy:
         return Decode(options)
     if options.fallback:
         return Fallback(options)
+    if options.stages > 1:
+        return Stages(options)
     if options.compile.devices > 1:
         return Parallel(options)
     return OneDevice(options)

@@ -131,6 +131,19 @@ class MpiMember:
         self.reached("broadcast")
         return self.comm.bcast(value, root=0)
 
+    def from_rank(self, value: Any, root: int) -> Any:
+        """`value` as process `root` has it, on every device (a pipeline
+        stage's activations, sent on from the stage that made them)."""
+        self.reached("send")
+        return self.comm.bcast(value if self.rank == root else None, root=root)
+
+    def group(self, color: int) -> MpiMember:
+        """The processes of one `color` (a pipeline stage's P devices) as a
+        job of their own, whose collectives are theirs alone."""
+        member = MpiMember(self.comm.Split(color, self.rank))
+        member.progress = self.progress  # this process's own file, under its rank in the whole job
+        return member
+
     def from_each(self, value: Any) -> list[Any]:
         """Every device's `value`, in rank order, on every device."""
         self.reached("all_gather")

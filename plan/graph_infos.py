@@ -102,6 +102,7 @@ class Graph:
     why: dict[str, str] = field(default_factory=dict)  # of a CPU sub-model: why each node is on the CPU
     branches: Branches | None = None
     loop: Loop | None = None
+    stage: int | None = None  # a pipeline's: the stage (and device) this graph runs on
 
     def host_reads(self) -> list[str]:
         """The values the host reads to run a run-time If or Loop itself (its
@@ -129,6 +130,8 @@ class Graph:
                                "model_info": info}
         if self.context_dir is not None:
             out["context_dir"] = self.context_dir
+        if self.stage is not None:
+            out["stage"] = self.stage
         if self.why:
             out["why"] = self.why
         if self.branches is not None:
@@ -221,9 +224,15 @@ class Plan:
         return self.grid is not None
 
     @property
+    def stages(self) -> int:
+        """A pipeline's stage count (1: no pipeline)."""
+        return len(self.graphs) if self.graphs and self.graphs[0].stage is not None else 1
+
+    @property
     def device_count(self) -> int:
-        """The devices a run takes: the grid's, or a split's `parallel`."""
-        return len(self.devices) if self.is_parallel else self.parallel
+        """The devices a run takes: the grid's, or a split's `parallel` (on
+        each of a pipeline's stages)."""
+        return len(self.devices) if self.is_parallel else self.parallel * self.stages
 
     def inputs(self) -> list[str]:
         return [name for name, t in self.tensors.items() if t.attr == "input"]
@@ -299,6 +308,9 @@ class _Reader(Reader):
             plan.layers = [self.record(Layer, x, f"layers[{n}]", extra=True) for n, x in enumerate(layers)]
             plan.collectives = [self.collective(c, n) for n, c in enumerate(data.get("collectives", []))]
         known = set(plan.inputs())
+        stages = [entry.get("stage") for entry in data["graphs"]]
+        if any(x is not None for x in stages) and stages != list(range(len(stages))):
+            raise self.fail(f"the graphs' stages are {stages}: a pipeline's graphs are its stages 0, 1, ... in order")
         for n, entry in enumerate(data["graphs"]):
             graph = self.graph(entry, f"graphs[{n}]", tensors)
             for x in graph.inputs:
@@ -405,7 +417,8 @@ class _Reader(Reader):
             raise self.fail(f"{where}: module_path and context_dir must be paths")
         if not isinstance(why, dict) or not all(isinstance(v, str) for v in why.values()):
             raise self.fail(f"{where}: 'why' must map node names to reasons")
-        graph = Graph(inputs, outputs, device, info["model_path"], module, context or None, why)
+        graph = Graph(inputs, outputs, device, info["model_path"], module, context or None, why,
+                      stage=self.value(int | None, entry.get("stage"), where, "stage"))
         if "branches" in entry:
             graph.branches = self.branches(entry["branches"], where)
         if "loop" in entry:

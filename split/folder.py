@@ -93,6 +93,8 @@ def write_split(
         graph = Graph(sub.inputs, sub.outputs, sub.device, f"graph_{n}.onnx", why=sub.why)
         if sub.device == DEVICE:
             graph.context_dir = f"graph_ir_{n}"
+        if partition.cut is not None:
+            graph.stage = n
         flow = (control or {}).get(n)
         if isinstance(flow, Branches):
             graph.branches = flow

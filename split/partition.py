@@ -9,6 +9,7 @@ their values recomputes it (they are shape arithmetic, cheap and small).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from forge_opt.frontends.onnx import node_label
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.plan.graph_infos import CPU, DEVICE, TensorInfo
 from forge_opt.split.control_flow import is_host_control_flow
+from forge_opt.split.stages import Cut, stage_cuts, stage_infos
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
 
@@ -40,6 +42,7 @@ class Partition:
     graphs: list[SubModel]
     tensors: dict[str, TensorInfo]
     types: dict[str, TypeProto]  # of every value inference typed (every tensor the sub-models exchange among them)
+    cut: Cut | None = None  # a pipeline's: where its stages (the graphs) were cut
 
 
 def _info(name: str, types: dict[str, TypeProto], attr: str) -> TensorInfo:
@@ -141,10 +144,12 @@ def _control_flow_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Gro
 
 def make_partition(
     model: ModelProto, placements: dict[str, Placement], types: Mapping[str, TypeProto], min_device_ops: int = 1,
-    base: Path | None = None,
+    base: Path | None = None, stages: int = 1,
 ) -> Partition:
     """The sub-models of `model` as `placements` place its nodes; `types`:
-    every value's, as inference typed them (`Resolved.types`)."""
+    every value's, as inference typed them (`Resolved.types`). `stages` > 1:
+    a pipeline of that many device sub-models (`stages.stage_cuts`), which
+    needs every node on the device."""
     g = model.graph
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
@@ -158,7 +163,11 @@ def make_partition(
 
     preds = {i: sorted(read_through([i], producers, folded)[0]) for i in placed}
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
-    groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
+    cut = None
+    if stages > 1:
+        groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types)
+    else:
+        groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
 
     graph_inputs = {i.name for i in g.input} - {t.name for t in g.initializer}
     graph_outputs = [o.name for o in g.output]
@@ -218,7 +227,20 @@ def make_partition(
     for x in graph_outputs:  # a model input the model returns as it is: the host passes it on
         if x in graph_inputs and x not in tensors:
             tensors[x] = _info(x, types, "input")
-    return Partition(subs, tensors, types)
+    if cut is not None:
+        cut.stages = stage_infos(model, subs, types)
+    return Partition(subs, tensors, types, cut)
+
+
+def _stage_groups(model: ModelProto, placed: list[int], device: dict[int, bool], placements: dict[str, Placement],
+                  labels: list[str], stages: int, types: Mapping[str, TypeProto]) -> tuple[list[Group], Cut]:
+    off = next((i for i in placed if not device[i] or is_host_control_flow(model.graph.node[i])), None)
+    if off is not None:
+        raise ForgeOptError(f"--stages {stages}: every stage runs on a device, but node {labels[off]} cannot: "
+                            f"{_why(placements[labels[off]], 1)}")
+    cut = stage_cuts(model, placed, stages, types)
+    bounds = [0, *cut.positions, len(placed)]
+    return [Group(True, placed[a:b]) for a, b in itertools.pairwise(bounds)], cut
 
 
 def sub_model(model: ModelProto, partition: Partition, n: int, weight=lambda t: t) -> ModelProto:

@@ -17,13 +17,15 @@ for several devices (`parallel`: P) runs each device sub-model as its own
 tensor-parallel plan. Under MPI every process walks the split: the host's
 work (CPU sub-models, the choices of control flow's) is done by process 0
 and given to all, and each device sub-model's outputs are joined from all.
+A pipeline's stage (`stage` in `graph_infos.json`) runs on its own P
+processes only, which send its outputs on to the others.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -128,9 +130,13 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
         return agreed(plan, how.every_device(folder, inputs), str(folder))
     devices = plan.parallel
-    if how.member is not None and devices != how.member.size:
-        raise ForgeOptError(f"{folder}: the split is for {devices} device{'s' * (devices > 1)} "
+    if how.member is not None and plan.device_count != how.member.size:
+        raise ForgeOptError(f"{folder}: the split is for {plan.device_count} device{'s' * (plan.device_count > 1)} "
                             f"but the run has {how.member.size}")
+    # under MPI a pipeline's stage runs on its own processes (P each), and sends its outputs on from its first
+    stage = None if how.member is None or plan.stages == 1 else how.member.rank // devices
+    stage_how = how if stage is None else replace(
+        how, member=how.member.group(stage) if devices > 1 else None)  # type: ignore[union-attr]
     values = _model_inputs(plan, inputs)
     for g in graphs:
         host_weights(g, values)
@@ -146,21 +152,11 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
         on_device = g.device == DEVICE and how.mode == "device"
-        if on_device and devices > 1:
-            outputs = _run_parallel_graph(g, devices, feeds, how)
+        if on_device and stage is not None:
+            mine = _device_outputs(g, model, feeds, devices, stage_how) if g.entry.stage == stage else None
+            outputs = how.member.from_rank(mine, root=devices * (g.entry.stage or 0))  # type: ignore[union-attr]
         elif on_device:
-            if how.recompile or how.executor == "xla":
-                compiled = compile_model(model, g.model_path.parent)
-                run = run_compiled_on_xla if how.executor == "xla" else run_compiled
-                outputs = run(compiled, [feeds[x] for x in compiled.input_names])
-            else:
-                # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
-                check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
-                order = [i.name for i in graph_inputs(model)]
-                outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
-            if how.record is not None:
-                how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
-                                   g.model_path.parent, feeds))
+            outputs = _device_outputs(g, model, feeds, devices, how)
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
@@ -171,6 +167,27 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             # Forge holds int64 and bool as int32: the next graph gets the declared type back
             values[name] = np.asarray(value).astype(plan.tensors[name].dtype, copy=False)
     return returned(plan, folder, values)
+
+
+def _device_outputs(g: SplitGraph, model: onnx.ModelProto, feeds: dict[str, np.ndarray], devices: int,
+                    how: _How) -> list[np.ndarray]:
+    """A device sub-model's outputs: its tensor-parallel plan's on P
+    devices, or its module's (or, recompiled, XLA's) on one."""
+    if devices > 1:
+        return _run_parallel_graph(g, devices, feeds, how)
+    if how.recompile or how.executor == "xla":
+        compiled = compile_model(model, g.model_path.parent)
+        run = run_compiled_on_xla if how.executor == "xla" else run_compiled
+        outputs = run(compiled, [feeds[x] for x in compiled.input_names])
+    else:
+        # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
+        check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
+        order = [i.name for i in graph_inputs(model)]
+        outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
+    if how.record is not None:
+        how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
+                           g.model_path.parent, feeds))
+    return outputs
 
 
 def _model_inputs(plan: Plan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

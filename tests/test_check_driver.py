@@ -16,18 +16,19 @@ from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import MATCH, NOT_COMPILED
 from forge_opt.check.run import run_check
 from forge_opt.check.split import Fallback, Parallel
+from forge_opt.check.stages import Stages
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.compile_options import CompileOptions
 
 MODELS = Path(__file__).resolve().parent / "data" / "models"
 SHAPE = (1, 3, 16, 16)  # tiny_cnn's input x
-STRATEGIES = [OneDevice, Fallback, Parallel, Decode]
+STRATEGIES = [OneDevice, Fallback, Parallel, Decode, Stages]
 #: a value other than the default for each flagged option
 GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "devices": 2, "mpi": True,
          "plan": "pins.json", "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2,
          "data_format": "bfloat16", "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True,
          "timeout": 5.0, "executor": "xla", "tt_mlir": True, "fallback": True, "device_memory": 100_000,
-         "max_devices": 4, "annotate": "annotated.onnx"}
+         "max_devices": 4, "annotate": "annotated.onnx", "stages": 2}
 
 
 #: the flagged options: the check's own, and the compile options it holds
@@ -49,7 +50,7 @@ def test_every_flagged_option_has_a_value_to_try():
 @pytest.mark.parametrize("option", sorted(GIVEN))
 def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
     two = CheckOptions(compile=CompileOptions(devices=2))
-    base = {Parallel: two, Decode: replace(two, steps=2)}.get(strategy, CheckOptions())
+    base = {Parallel: two, Decode: replace(two, steps=2), Stages: CheckOptions(stages=2)}.get(strategy, CheckOptions())
     try:
         options = _given(base, option, GIVEN[option])
     except ForgeOptError as e:  # the compile options refuse the pair themselves

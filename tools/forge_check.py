@@ -147,6 +147,12 @@ def _devices(group) -> None:
         help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)",
     )
     group.add_argument(
+        "--stages", type=int, metavar="S",
+        help="check the model as a pipeline of S stages, one device each, contiguous layers balanced by stored "
+             "weights; its outputs must equal the one-stage program's bit for bit, and the report prints the "
+             "stages and their schedule",
+    )
+    group.add_argument(
         "--devices", type=int, metavar="P",
         help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)",
     )

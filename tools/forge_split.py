@@ -4,6 +4,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
                 [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P]
+                [--stages S]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--mpi] [--check [--model MODEL]]
                 [--loop-seconds S]
@@ -51,6 +52,9 @@ def _split_parser() -> argparse.ArgumentParser:
                    help="the whole shape of input NAME (repeatable)")
     p.add_argument("--devices", type=int, default=1, metavar="P",
                    help="convert each device sub-model tensor-parallel for P devices (graph_infos.json's 'parallel')")
+    p.add_argument("--stages", type=int, default=1, metavar="S",
+                   help="a pipeline: S device sub-models of contiguous layers balanced by stored weights, one device "
+                        "(or P with --devices) each, exchanging only activations (graph_infos.json's 'stage')")
     return p
 
 
@@ -131,9 +135,13 @@ def _split(argv: list[str]) -> int:
     partition, plan = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
-        shapes=chosen.shapes, dims=chosen.dims, devices=args.devices,
+        shapes=chosen.shapes, dims=chosen.dims, devices=args.devices, stages=args.stages,
     )
     print(_report(partition, plan, Path(args.output)))
+    if partition.cut is not None:
+        from forge_opt.split.stages import schedule_report
+
+        print(schedule_report(partition.cut))
     if args.why:
         print(_why(plan, Path(args.output)))
     if args.dot:

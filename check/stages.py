@@ -1,0 +1,137 @@
+"""`forge-check --stages S`: the model as a pipeline of S stages
+(`split/stages.py`), each converted and run as forge-split runs it, checked
+against onnxruntime and, bit for bit, against the one-stage program: a
+pipeline moves activations between devices and computes nothing else, so
+any difference is an error of the cut."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+from xdsl.dialects.builtin import ModuleOp
+
+from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
+from forge_opt.check.driver import Loaded
+from forge_opt.check.model import OneDevice
+from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.report import CheckReport
+from forge_opt.check.run import Program, Ran, check_with
+from forge_opt.check.split import Parallel
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.oracle import Expected
+from forge_opt.frontends.onnx import Resolved, resolve_model
+from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.folder import read_split
+from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
+from forge_opt.split.mpi import run_mpi
+from forge_opt.split.stages import schedule_report
+from forge_opt.transforms.compile_options import CompileOptions
+
+
+class Stages:
+    """The pipeline's stages, each a device sub-model of contiguous nodes,
+    run in turn on the stand-in as converted."""
+
+    takes = frozenset({"stages", "freeze", "devices", "mpi", "timeout"})
+    failed = "a stage failed on Forge"
+    forge_python = ""
+
+    def __init__(self, options: CheckOptions):
+        self.options = options
+        self.mode = f"--stages {options.stages}"
+        self.resolved: Resolved | None = None
+
+    def prepare(self, loaded: Loaded) -> Loaded:
+        self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
+        if loaded.inputs is None:
+            require_static_inputs(self.resolved.model)
+        return Loaded(self.resolved.model, loaded.base, loaded.inputs, InputShapes())  # its sizes are fixed
+
+    def module(self) -> ModuleOp | None:
+        return None if self.resolved is None else self.resolved.module
+
+    def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
+        """The pipeline for `shapes` (a decode's step), and its schedule."""
+        report = self._split(resolve_model(model, shapes, base), folder)
+        return (lambda feeds: run_split(folder, feeds)), report
+
+    def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        assert self.resolved is not None
+        summary = self._split(self.resolved, folder / "split")
+        got = run_split(folder / "split", feeds)
+        s, devices = self.options.stages, self.options.compile.devices
+        if self.options.mpi:  # one process per device of each stage: each must return what this process computed
+            plan = read_split(folder / "split")[0]
+            per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout)
+            differ = [str(rank) for rank, outputs in enumerate(per_process)
+                      if outputs.keys() != got.keys() or not all(np.array_equal(outputs[k], got[k], equal_nan=True)
+                                                                  for k in got)]
+            if differ:
+                return Ran(got, summary=summary, problems=[
+                    f"the MPI processes {', '.join(differ)} of {s * devices} return other outputs than the pipeline "
+                    "run in this process"])
+            summary += (f"\nunder MPI: {s * devices} processes, each returning the outputs of the run in this "
+                        f"process ({len(plan.graphs)} stages)")
+        # the same program in one stage: on one device, or tensor-parallel on the stages' P devices
+        same = Parallel(self.options) if devices > 1 else OneDevice(self.options)
+        one = same.build(prepared.model, prepared.base, InputShapes(), folder / "one")[0](feeds)
+        differ = {name: _distance(value, one[name]) for name, value in got.items()
+                  if name in one and not np.array_equal(value, one[name], equal_nan=True)}
+        if not differ:
+            return Ran(got, summary=summary, notes=[f"every output of the {s} stages equals the one-stage program's, "
+                                                    "bit for bit"])
+        listed = ", ".join(f"{name} by up to {d:.3g}" for name, d in differ.items())
+        if devices == 1:  # stages on one device each compute exactly what the one program computes
+            return Ran(got, summary=summary, problems=[
+                f"the {s} stages' outputs differ from the one-stage program's ({listed}): the cut changed what is "
+                "computed"])
+        # a stage boundary all-reduces the residual stream, which the one program carries on as partial sums
+        # into the next layer: the same sums, added in another order
+        return Ran(got, summary=summary, notes=[
+            f"the {s} stages differ from the one-stage program on {devices} devices ({listed}): a stage boundary "
+            "sums the partial residual stream, which the one program sums a layer later"])
+
+    def _split(self, resolved: Resolved, folder: Path) -> str:
+        """The stages written into `folder` and converted; their report."""
+        s = self.options.stages
+        if s < 2:
+            raise ForgeOptError(f"--stages {s}: a pipeline has 2 stages or more")
+        devices = self.options.compile.devices
+        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices)
+        convert(folder)
+        assert partition.cut is not None
+        report = schedule_report(partition.cut)
+        if devices > 1:
+            report += f"\neach stage tensor-parallel on {devices} devices ({s} x {devices} = {s * devices} devices)"
+        return report
+
+
+def check_stages(
+    source,
+    stages: int,
+    inputs: dict[str, np.ndarray] | None = None,
+    *,
+    devices: int = 1,
+    mpi: bool = False,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    min_pcc: float = MIN_PCC,
+    seed: int = 0,
+    shapes: Mapping[str, Iterable[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> CheckReport:
+    """`forge-check --stages S [--devices P] [--mpi]` (`Stages`)."""
+    return check_with(source, lambda: CheckOptions(
+        inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, CompileOptions(devices), mpi=mpi, stages=stages),
+        Stages)
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    if a.dtype.kind not in "fc":
+        return float(np.count_nonzero(a != b))
+    return float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0))

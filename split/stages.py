@@ -1,0 +1,142 @@
+"""Pipeline stages: a model cut into S contiguous ranges of its nodes, one
+per device, each holding only the weights (and KV cache) of its range and
+sending the next only activations, as tt-metal's pipelined models run a
+contiguous layer range per rank.
+
+The nodes are taken in the graph's order, which is topological, so any cut
+is a valid pipeline (every edge goes forward). Cuts fall where a decoder
+layer (or a block) starts, when the node names say where (`layers.N`,
+`h.N`, `blocks.N`, as exporters name them), and balance the weights each
+stage stores: cut k at the candidate whose share of the weights before it is
+nearest k/S, the fewer activation bytes crossing the cut breaking a tie.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, TypeProto, helper
+
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx.graph import node_reads
+
+#: a layer's index in an exporter's node name: Optimum's `/model/layers.3/...`, GPT-2's `/transformer/h.3/...`
+_LAYER = re.compile(r"(?:^|/)(?:layers|layer|h|blocks|block|encoder\.layer)\.(\d+)(?:/|$)")
+
+
+def layer_of(node: NodeProto) -> int | None:
+    match = _LAYER.search(node.name)
+    return int(match.group(1)) if match else None
+
+
+def tensor_bytes(t: TensorProto) -> int:
+    """An initializer's bytes, from its type and dims (its data may be external and not loaded)."""
+    return int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+
+
+def value_bytes(t: TypeProto | None) -> int:
+    """A value's bytes from its inferred type (0 where a size is unknown)."""
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        return 0
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.tensor_type.shape.dim]
+    return int(np.prod(dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type).itemsize
+
+
+@dataclass
+class StageInfo:
+    nodes: int
+    layers: str  # "0-5", or "" where the names give none
+    weight_bytes: int
+    sent_bytes: int  # activations sent to later stages
+
+
+@dataclass
+class Cut:
+    """Where stage boundaries fall among the placed nodes (positions into
+    their list: stage k runs `nodes[cuts[k-1]:cuts[k]]`), and the stages
+    made (`stage_infos`)."""
+
+    positions: list[int]
+    by_layer: bool  # the cuts fall where a layer starts
+    stages: list[StageInfo] = field(default_factory=list)
+
+
+def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Mapping[str, TypeProto]) -> Cut:
+    """S - 1 cut positions into `placed` (node indices of `model`, in the
+    graph's order) that balance the stages' stored weights."""
+    nodes = list(model.graph.node)
+    if len(placed) < stages:
+        raise ForgeOptError(f"--stages {stages}: the model has {len(placed)} nodes to run, fewer than the stages")
+    sizes = {t.name: tensor_bytes(t) for t in model.graph.initializer}
+    weight, seen = [], set()
+    for i in placed:  # a weight is stored by the stage of its first reader (a tied one by each reader's)
+        reads = [x for x in node_reads(nodes[i]) if x in sizes and x not in seen]
+        seen.update(reads)
+        weight.append(sum(sizes[x] for x in reads))
+    before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]
+    crossing = _crossing_bytes(nodes, placed, types)
+    layers = [layer_of(nodes[i]) for i in placed]
+    starts = [c for c in range(1, len(placed)) if layers[c] is not None and layers[c] > max(
+        (x for x in layers[:c] if x is not None), default=-1)]
+    candidates = starts if len(starts) >= stages - 1 else list(range(1, len(placed)))
+    total = float(before[-1]) or 1.0
+    cuts: list[int] = []
+    for k in range(1, stages):
+        later = [c for c in candidates if c > (cuts[-1] if cuts else 0) and len(placed) - c >= stages - k]
+        if not later:
+            raise ForgeOptError(f"--stages {stages}: the model has no {stages - 1} places to cut it")
+        target = total * k / stages
+        cuts.append(min(later, key=lambda c: (abs(before[c] - target), crossing[c])))
+    return Cut(cuts, candidates is starts)
+
+
+def _crossing_bytes(nodes: list[NodeProto], placed: Sequence[int], types: Mapping[str, TypeProto]) -> list[int]:
+    """For each cut position c, the bytes of values placed[:c] make and placed[c:] read."""
+    made_at = {x: c for c, i in enumerate(placed) for x in nodes[i].output if x}
+    last_read: dict[str, int] = {}
+    for c, i in enumerate(placed):
+        for x in node_reads(nodes[i]):
+            if x in made_at:
+                last_read[x] = c
+    delta = [0] * (len(placed) + 1)
+    for x, last in last_read.items():
+        if last > made_at[x]:  # alive across the cuts made_at + 1 .. last
+            size = value_bytes(types.get(x))
+            delta[made_at[x] + 1] += size
+            delta[last + 1] -= size
+    return [int(v) for v in np.cumsum(delta)]
+
+
+def schedule_report(cut: Cut, micro_batches: Sequence[int] = ()) -> str:
+    """The stages and the pipeline's schedule: M micro-batches through S
+    stages take M + S - 1 steps, of which each stage idles S - 1 (the
+    bubble, (S - 1)/(M + S - 1))."""
+    stages, s = cut.stages, len(cut.stages)
+    lines = [f"pipeline: {s} stages, cut {'where a layer starts' if cut.by_layer else 'between nodes'}, balanced "
+             "by stored weights",
+             f"{'stage':>5} {'nodes':>6} {'layers':>8} {'weights MB':>11} {'sends MB':>9}"]
+    for k, st in enumerate(stages):
+        sent = f"{st.sent_bytes / 1e6:9.3f}" if k < s - 1 else f"{'-':>9}"
+        lines.append(f"{k:>5} {st.nodes:>6} {st.layers or '-':>8} {st.weight_bytes / 1e6:11.3f} {sent}")
+    lines.append(f"{'micro-batches':>13} {'steps':>6} {'bubble':>7}")
+    for m in micro_batches or (1, s, 4 * s):
+        lines.append(f"{m:>13} {m + s - 1:>6} {(s - 1) / (m + s - 1):>7.1%}")
+    return "\n".join(lines)
+
+
+def stage_infos(model: ModelProto, graphs: Sequence, types: Mapping[str, TypeProto]) -> list[StageInfo]:
+    """Each stage's (a partition's `SubModel`s, in order) nodes, layers,
+    stored weights and the activations it sends to later stages."""
+    sizes = {t.name: tensor_bytes(t) for t in model.graph.initializer}
+    out = []
+    for k, g in enumerate(graphs):
+        used = {x for node in g.nodes for x in node_reads(node) if x in sizes}
+        later = {x for h in graphs[k + 1:] for x in h.inputs}
+        found = [x for x in map(layer_of, g.nodes) if x is not None]
+        out.append(StageInfo(len(g.nodes), f"{min(found)}-{max(found)}" if found else "",
+                             sum(sizes[x] for x in used),
+                             sum(value_bytes(types.get(x)) for x in g.outputs if x in later)))
+    return out

@@ -1,0 +1,150 @@
+"""Pipeline stages (issue 54, item 2): a model cut into S contiguous
+stages, one device (or P) each, that exchange only activations; checked
+against onnxruntime, against the one-stage program bit for bit, under MPI
+and through a decode."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from test_llm_decoders import DECODE, model_path, optimum_feeds
+from test_tensor_parallel import needs_mpiexec
+
+from forge_opt.check import stages as stage_check
+from forge_opt.check.decode import check_decode
+from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
+from forge_opt.check.stages import check_stages
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.plan.graph_infos import Plan
+from forge_opt.split.api import split_model
+from forge_opt.split.stages import Cut, StageInfo, schedule_report
+from forge_opt.tools import forge_check, forge_split
+
+DIMS = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+DECODERS = ["llama", "qwen2", "mistral", "phi3", "gpt2"]
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_two_stages_match_and_equal_the_one_stage_program_bit_for_bit(name):
+    report = check_stages(model_path(name), 2, optimum_feeds(name, DECODE))
+    text = report.format()
+    assert report.status == MATCH, text
+    assert "every output of the 2 stages equals the one-stage program's, bit for bit" in text
+    assert report.summary.startswith("pipeline: 2 stages, cut where a layer starts, balanced by stored weights")
+    assert "            8      9   11.1%" in report.summary  # 8 micro-batches: M + S - 1 steps, bubble 1/9
+
+
+def test_each_stage_holds_its_own_layers_weights_and_cache(tmp_path):
+    """The embedding on the first stage, the head on the last, each layer's
+    KV cache on its own layer's stage, and only activations between them."""
+    partition, plan = split_model(model_path("llama"), tmp_path / "p", stages=2, dims=DIMS)
+    assert [g.stage for g in plan.graphs] == [0, 1] and plan.stages == 2 and plan.device_count == 2
+    first, last = (onnx.load(tmp_path / "p" / g.model_path, load_external_data=False) for g in plan.graphs)
+    assert {"past_key_values.0.key", "past_key_values.0.value"} <= {i.name for i in first.graph.input}
+    assert not any(i.name.startswith("past_key_values.1") for i in first.graph.input)
+    assert not any(i.name.startswith("past_key_values.0") for i in last.graph.input)
+    assert any(n.op_type == "Gather" and "embed_tokens" in n.name for n in first.graph.node)
+    assert any("lm_head" in n.name for n in last.graph.node)
+    assert not any("lm_head" in n.name for n in first.graph.node)
+    weights = [{t.name for t in m.graph.initializer if np.prod(t.dims) > 64} for m in (first, last)]
+    assert not weights[0] & weights[1]  # no weight stored twice
+    sent = set(plan.graphs[0].outputs) & set(plan.graphs[1].inputs)
+    assert sent and all(plan.tensors[x].attr == "intermediate" for x in sent)  # activations only
+    cut = partition.cut
+    assert cut is not None and cut.by_layer and [s.layers for s in cut.stages] == ["0-0", "1-1"]
+    assert abs(cut.stages[0].weight_bytes - cut.stages[1].weight_bytes) <= 0.1 * cut.stages[0].weight_bytes
+
+
+def test_stages_on_two_devices_each_match():
+    """S x P: each stage tensor-parallel; a stage boundary sums the residual
+    stream the one program keeps as partial sums a layer longer, so the two
+    differ in the order of their additions, which the report says."""
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), devices=2)
+    text = report.format()
+    assert report.status == MATCH, text
+    assert "each stage tensor-parallel on 2 devices (2 x 2 = 4 devices)" in report.summary
+    assert "sums the partial residual stream" in text or "bit for bit" in text
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_decode_8_through_two_stages_equals_onnxruntime(name):
+    report = check_decode(model_path(name), 8, optimum_feeds(name, DECODE), stages=2)
+    assert report.status == MATCH, report.format()
+    assert "decode: 8/8 tokens equal to onnxruntime's (2 pipeline stages; " in report.format()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices", [1, 2])
+def test_under_mpi_each_process_returns_the_in_process_run(devices):
+    needs_mpiexec()
+    report = check_stages(model_path("qwen2"), 2, optimum_feeds("qwen2", DECODE), devices=devices, mpi=True)
+    assert report.status == MATCH, report.format()
+    assert f"under MPI: {2 * devices} processes, each returning the outputs of the run in this process" in \
+        report.summary
+
+
+def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):
+    """The bit-for-bit comparison can fail: one unit in the last place of
+    one logit, well inside the tolerance onnxruntime is judged by."""
+    real = stage_check.run_split
+
+    def nudged(folder, feeds):
+        out = real(folder, feeds)
+        logits = out["logits"].copy()
+        logits.flat[0] = np.nextafter(logits.flat[0], np.float32(np.inf))
+        return {**out, "logits": logits}
+
+    monkeypatch.setattr(stage_check, "run_split", nudged)
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE))
+    assert report.status == MISMATCH
+    assert "the 2 stages' outputs differ from the one-stage program's (logits by up to" in report.error
+    assert all(r.ok for r in report.outputs)  # onnxruntime's tolerance alone would have passed it
+
+
+def test_a_node_off_the_device_is_named(tmp_path):
+    with pytest.raises(ForgeOptError, match=r"--stages 2: every stage runs on a device, but node .* cannot"):
+        split_model(model_path("llama"), tmp_path / "p", stages=2, dims=DIMS,
+                    cpu_ops=("Softmax",))
+
+
+def test_more_stages_than_places_to_cut_is_refused(tmp_path):
+    with pytest.raises(ForgeOptError, match=r"--stages 500: the model has .* nodes to run, fewer than the stages"):
+        split_model(model_path("gpt2"), tmp_path / "p", stages=500, dims=DIMS)
+
+
+def test_stages_out_of_order_in_a_hand_edited_plan_are_refused(tmp_path):
+    split_model(model_path("gpt2"), tmp_path / "p", stages=2, dims=DIMS)
+    data = json.loads((tmp_path / "p" / "graph_infos.json").read_text())
+    data["graphs"][0]["stage"], data["graphs"][1]["stage"] = 1, 0
+    with pytest.raises(ForgeOptError, match=r"the graphs' stages are \[1, 0\]: a pipeline's graphs are its stages"):
+        Plan.from_json(data, "p/graph_infos.json")
+
+
+def test_the_schedule_counts_steps_and_the_bubble():
+    cut = Cut([10, 20, 30], True, [StageInfo(10, f"{k}-{k}", 1000, 100) for k in range(4)])
+    lines = schedule_report(cut, micro_batches=(1, 8)).splitlines()
+    assert lines[-2].split() == ["1", "4", "75.0%"]  # one batch: each stage idles 3 of 4 steps
+    assert lines[-1].split() == ["8", "11", "27.3%"]  # (S - 1) / (M + S - 1)
+
+
+def test_forge_check_and_forge_split_take_stages(tmp_path, capsys):
+    model = str(model_path("gpt2"))
+    dims = [a for k, v in DIMS.items() for a in ("--dim", f"{k}={v}")]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([model, "--stages", "2", *dims])
+    assert done.value.code == MATCH
+    out = capsys.readouterr()
+    assert "match" in out.out and "pipeline: 2 stages" in out.err
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([model, "--stages", "1", *dims])
+    assert done.value.code == NOT_COMPILED
+    assert "--stages 1: a pipeline has 2 stages or more" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        forge_split.main([model, "-o", str(tmp_path / "s"), "--stages", "2", *dims])
+    assert done.value.code == 0
+    assert "pipeline: 2 stages" in capsys.readouterr().out
+    infos = json.loads((tmp_path / "s" / "graph_infos.json").read_text())
+    assert [g["stage"] for g in infos["graphs"]] == [0, 1]

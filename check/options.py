@@ -81,8 +81,9 @@ class CheckOptions:
             raise ForgeOptError(f"--device-memory {args.device_memory}: give a size above 0")
         if args.configuration is not None and not args.plan_from_onnx:
             raise ForgeOptError("--configuration names the sharding configuration --plan-from-onnx reads")
-        if args.plan_from_onnx and not (args.devices or args.device_memory):
-            raise ForgeOptError("--plan-from-onnx compiles a tensor-parallel program: it goes with --devices P")
+        if args.plan_from_onnx and not (args.devices or args.device_memory or args.stages):
+            raise ForgeOptError("--plan-from-onnx compiles a tensor-parallel program or a pipeline: it goes with "
+                                "--devices P or --stages S")
         if args.plan_from_onnx and args.plan:
             raise ForgeOptError("--plan-from-onnx takes the plan from the model's annotations: leave out --plan")
         plan = f"{args.model}#{args.configuration or ''}" if args.plan_from_onnx else args.plan

@@ -27,7 +27,7 @@ from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import Resolved, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-from forge_opt.plan.onnx_annotations import save_annotated
+from forge_opt.plan.onnx_annotations import annotate, save_annotated
 from forge_opt.split.api import (
     convert,
     describe_split,
@@ -189,7 +189,7 @@ class Parallel:
         summary = parallel_report(plan)
         notes = saturation_notes(module)
         if o.annotate:
-            notes.append(save_annotated(prepared.model, prepared.base, plan, o.annotate))
+            notes.append(save_annotated(prepared.model, prepared.base, o.annotate, lambda m: annotate(m, plan)))
         if o.tt_mlir:
             notes.append(tt_mlir_line(module, o, folder))
         if o.executor == "xla":

@@ -22,20 +22,23 @@ from forge_opt.check.run import Program, Ran, check_with
 from forge_opt.check.split import Parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected
-from forge_opt.frontends.onnx import Resolved, resolve_model
+from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.plan.folder import read_split
+from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
 from forge_opt.split.mpi import run_mpi
-from forge_opt.split.stages import schedule_report
+from forge_opt.split.partition import Partition
+from forge_opt.split.stages import schedule_report, stage_of_nodes
 from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.tp.plan_file import model_and_name
 
 
 class Stages:
     """The pipeline's stages, each a device sub-model of contiguous nodes,
     run in turn on the stand-in as converted."""
 
-    takes = frozenset({"stages", "freeze", "devices", "mpi", "timeout"})
+    takes = frozenset({"stages", "freeze", "devices", "mpi", "timeout", "annotate", "plan"})
     failed = "a stage failed on Forge"
     forge_python = ""
 
@@ -43,8 +46,10 @@ class Stages:
         self.options = options
         self.mode = f"--stages {options.stages}"
         self.resolved: Resolved | None = None
+        self.given: Loaded | None = None  # the model as the user gave it: what --annotate annotates
 
     def prepare(self, loaded: Loaded) -> Loaded:
+        self.given = loaded
         self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
         if loaded.inputs is None:
             require_static_inputs(self.resolved.model)
@@ -55,12 +60,13 @@ class Stages:
 
     def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
         """The pipeline for `shapes` (a decode's step), and its schedule."""
-        report = self._split(resolve_model(model, shapes, base), folder)
+        report, _ = self._split(resolve_model(model, shapes, base), folder)
         return (lambda feeds: run_split(folder, feeds)), report
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         assert self.resolved is not None
-        summary = self._split(self.resolved, folder / "split")
+        summary, partition = self._split(self.resolved, folder / "split")
+        notes = [self._annotate(partition)] if self.options.annotate else []
         got = run_split(folder / "split", feeds)
         s, devices = self.options.stages, self.options.compile.devices
         if self.options.mpi:  # one process per device of each stage: each must return what this process computed
@@ -70,7 +76,7 @@ class Stages:
                       if outputs.keys() != got.keys() or not all(np.array_equal(outputs[k], got[k], equal_nan=True)
                                                                   for k in got)]
             if differ:
-                return Ran(got, summary=summary, problems=[
+                return Ran(got, summary=summary, notes=notes, problems=[
                     f"the MPI processes {', '.join(differ)} of {s * devices} return other outputs than the pipeline "
                     "run in this process"])
             summary += (f"\nunder MPI: {s * devices} processes, each returning the outputs of the run in this "
@@ -81,32 +87,48 @@ class Stages:
         differ = {name: _distance(value, one[name]) for name, value in got.items()
                   if name in one and not np.array_equal(value, one[name], equal_nan=True)}
         if not differ:
-            return Ran(got, summary=summary, notes=[f"every output of the {s} stages equals the one-stage program's, "
-                                                    "bit for bit"])
+            return Ran(got, summary=summary, notes=[*notes, f"every output of the {s} stages equals the one-stage "
+                                                    "program's, bit for bit"])
         listed = ", ".join(f"{name} by up to {d:.3g}" for name, d in differ.items())
         if devices == 1:  # stages on one device each compute exactly what the one program computes
-            return Ran(got, summary=summary, problems=[
+            return Ran(got, summary=summary, notes=notes, problems=[
                 f"the {s} stages' outputs differ from the one-stage program's ({listed}): the cut changed what is "
                 "computed"])
         # a stage boundary all-reduces the residual stream, which the one program carries on as partial sums
         # into the next layer: the same sums, added in another order
         return Ran(got, summary=summary, notes=[
-            f"the {s} stages differ from the one-stage program on {devices} devices ({listed}): a stage boundary "
-            "sums the partial residual stream, which the one program sums a layer later"])
+            *notes, f"the {s} stages differ from the one-stage program on {devices} devices ({listed}): a stage "
+            "boundary sums the partial residual stream, which the one program sums a layer later"])
 
-    def _split(self, resolved: Resolved, folder: Path) -> str:
-        """The stages written into `folder` and converted; their report."""
-        s = self.options.stages
+    def _split(self, resolved: Resolved, folder: Path) -> tuple[str, Partition]:
+        """The stages written into `folder` and converted (where the model's
+        annotations cut them, with --plan-from-onnx); their report."""
+        s, devices, plan = self.options.stages, self.options.compile.devices, self.options.compile.plan
         if s < 2:
             raise ForgeOptError(f"--stages {s}: a pipeline has 2 stages or more")
-        devices = self.options.compile.devices
-        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices)
+        stage_of = None
+        if plan:
+            model, name = model_and_name(plan)
+            if not model:
+                raise ForgeOptError(f"--plan {plan}: a pipeline's cuts come from a model's annotations "
+                                    "(--plan-from-onnx), not from a plan file")
+            stage_of = stage_pins(load_model(model)[0], name)
+        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of)
         convert(folder)
         assert partition.cut is not None
         report = schedule_report(partition.cut)
         if devices > 1:
             report += f"\neach stage tensor-parallel on {devices} devices ({s} x {devices} = {s * devices} devices)"
-        return report
+        return report, partition
+
+    def _annotate(self, partition: Partition) -> str:
+        """`--annotate OUT`: the pipeline as a configuration of the model the
+        user gave (each node the first stage that runs it)."""
+        assert self.given is not None
+        stage_of = stage_of_nodes(partition.graphs)
+        s, devices = self.options.stages, self.options.compile.devices
+        return save_annotated(self.given.model, self.given.base, self.options.annotate,
+                              lambda m: annotate_stages(m, stage_of, s, devices), what="nodes")
 
 
 def check_stages(

@@ -8,10 +8,14 @@ that sums over devices, its input's reduction axis alike, as the
 formalism requires); a replicated layer's node gets the configuration
 with no spec. `plan_pins` reads a configuration back as a plan file's
 layers (`transforms/tp/plan_file.py`'s terms), which `--plan-from-onnx`
-compiles with. Communication stays implicit, as the formalism has it."""
+compiles with. A pipeline (`annotate_stages`) is a configuration of its
+own (`n300-s2`: 2 stages on an n300) whose nodes each carry their
+`pipeline_stage`; `stage_pins` reads it back. Communication stays
+implicit, as the formalism has it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,15 +50,8 @@ def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
     """A copy of `model` carrying `plan` as the configuration `name` (by
     default `system_name` of its devices), replacing one of that name."""
     name = name or system_name(plan.device_count)
-    out = _copy(model)
-    out.ir_version = max(out.ir_version, SHARDING_IR)
-    for c in [c for c in out.configuration if c.name == name]:
-        out.configuration.remove(c)
-    out.configuration.add(name=name, num_devices=plan.device_count)
+    out = _fresh_configuration(model, name, plan.device_count)
     nodes = {n.name: n for n in out.graph.node if n.name}
-    for node in nodes.values():
-        for c in [c for c in node.device_configurations if c.configuration_id == name]:
-            node.device_configurations.remove(c)
     done = Annotated(out, name)
     for layer in plan.layers:
         node = nodes.get(layer.node)
@@ -69,6 +66,58 @@ def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
             spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=plan.device_count)
         done.written.append(layer.node)
     return done
+
+
+def pipeline_name(stages: int, devices: int = 1) -> str:
+    """A pipeline's configuration: its system's name and its stage count (`n300-s2`)."""
+    return f"{system_name(stages * devices)}-s{stages}"
+
+
+def annotate_stages(model: ModelProto, stage_of: Mapping[str, int], stages: int, devices: int = 1) -> Annotated:
+    """A copy of `model` carrying a pipeline as one configuration: each node
+    its stage, by name (`stage_of`: the split's nodes; a node the split
+    folded away takes the latest stage of what it reads, so stages never
+    fall along an edge)."""
+    name = pipeline_name(stages, devices)
+    out = _fresh_configuration(model, name, stages * devices)
+    done = Annotated(out, name)
+    made: dict[str, int] = {}
+    for node in out.graph.node:
+        stage = stage_of.get(node.name)
+        if stage is None:
+            stage = max((made[x] for x in node.input if x in made), default=0)
+        else:
+            done.written.append(node.name)
+        node.device_configurations.add(configuration_id=name, pipeline_stage=stage)
+        made.update((x, stage) for x in node.output if x)
+    return done
+
+
+def stage_pins(model: ModelProto, name: str = "") -> dict[str, int]:
+    """The stage of each node that the pipeline configuration `name` (by
+    default the model's only one) gives, by node name."""
+    name = _configuration(model, name)
+    stages = {}
+    for node in model.graph.node:
+        config = next((c for c in node.device_configurations if c.configuration_id == name), None)
+        if config is not None and node.name and config.HasField("pipeline_stage"):
+            stages[node.name] = config.pipeline_stage
+    if not stages:
+        raise ForgeOptError(f"the sharding configuration '{name}' gives no node a pipeline_stage: it is no pipeline")
+    return stages
+
+
+def _fresh_configuration(model: ModelProto, name: str, devices: int) -> ModelProto:
+    """A copy of `model` at IR 11 with the configuration `name` made anew."""
+    out = _copy(model)
+    out.ir_version = max(out.ir_version, SHARDING_IR)
+    for c in [c for c in out.configuration if c.name == name]:
+        out.configuration.remove(c)
+    out.configuration.add(name=name, num_devices=devices)
+    for node in out.graph.node:
+        for c in [c for c in node.device_configurations if c.configuration_id == name]:
+            node.device_configurations.remove(c)
+    return out
 
 
 def _split_axes(node: NodeProto, pin: int | None) -> list[tuple[str, int]]:
@@ -100,14 +149,7 @@ def plan_pins(model: ModelProto, name: str = "") -> dict:
     """The plan file (`{"layers": {NODE: {"axis": ...}}}`) that the
     configuration `name` of the model's annotations (by default its only
     one) asks for."""
-    names = [c.name for c in model.configuration]
-    if not name:
-        if len(names) != 1:
-            raise ForgeOptError(f"the model carries {len(names)} sharding configurations "
-                                f"({', '.join(names) or 'none'}): name one with --configuration")
-        name = names[0]
-    elif name not in names:
-        raise ForgeOptError(f"the model has no sharding configuration '{name}' (its: {', '.join(names) or 'none'})")
+    name = _configuration(model, name)
     layers = {}
     ranks = {t.name: len(t.dims) for t in model.graph.initializer}
     for node in model.graph.node:
@@ -115,6 +157,19 @@ def plan_pins(model: ModelProto, name: str = "") -> dict:
         if config is not None and node.name:
             layers[node.name] = {"axis": _pin_of(node, config.sharding_spec, ranks)}
     return {"layers": layers}
+
+
+def _configuration(model: ModelProto, name: str) -> str:
+    """The configuration `name`, or the model's only one."""
+    names = [c.name for c in model.configuration]
+    if not name:
+        if len(names) != 1:
+            raise ForgeOptError(f"the model carries {len(names)} sharding configurations "
+                                f"({', '.join(names) or 'none'}): name one with --configuration")
+        return names[0]
+    if name not in names:
+        raise ForgeOptError(f"the model has no sharding configuration '{name}' (its: {', '.join(names) or 'none'})")
+    return name
 
 
 def _pin_of(node: NodeProto, specs, ranks: dict[str, int]) -> int | None:
@@ -130,11 +185,13 @@ def _pin_of(node: NodeProto, specs, ranks: dict[str, int]) -> int | None:
     return None
 
 
-def save_annotated(model: ModelProto, base: Path | None, plan: Plan, out: str) -> str:
-    """`--annotate OUT`: the model with `plan` as one more configuration,
-    written to `out` (over an earlier `--annotate` of the same graph, whose
-    other configurations it keeps; forge-check refuses the model's own
-    files first); the report's line on it."""
+def save_annotated(model: ModelProto, base: Path | None, out: str, annotated: Callable[[ModelProto], Annotated],
+                   what: str = "layers") -> str:
+    """`--annotate OUT`: the model with one more configuration (`annotated`
+    makes it: `annotate`'s plan, or `annotate_stages`'s pipeline), written to
+    `out` (over an earlier `--annotate` of the same graph, whose other
+    configurations it keeps; forge-check refuses the model's own files
+    first); the report's line on it."""
     from forge_opt.files import save_onnx
 
     external = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
@@ -152,8 +209,8 @@ def save_annotated(model: ModelProto, base: Path | None, plan: Plan, out: str) -
         nodes = {n.name: n for n in model.graph.node}
         for n in earlier.graph.node:
             nodes[n.name].device_configurations.extend(n.device_configurations)
-    done = annotate(model, plan)
+    done = annotated(model)
     save_onnx(done.model, out)
     skipped = f"; not annotated: {', '.join(done.skipped)}" if done.skipped else ""
-    return (f"annotated: {out} (configuration {done.configuration}, {len(done.written)} layers, "
+    return (f"annotated: {out} (configuration {done.configuration}, {len(done.written)} {what}, "
             f"{len(done.model.configuration)} configurations in the file){skipped}")

@@ -37,6 +37,7 @@ def split_model(
     devices: int = 1,
     base: Path | None = None,
     stages: int = 1,
+    stage_of: Mapping[str, int] | None = None,
 ) -> tuple[Partition, Plan]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`
     (the partition, and the plan as written).
@@ -46,7 +47,7 @@ def split_model(
     devices, tensor-parallel (the plan's `parallel`). `base`: the folder of
     the model's external data, for a model given as a `ModelProto`.
     `stages` (S > 1): a pipeline, S device sub-models of contiguous nodes
-    (`stages.py`)."""
+    (`stages.py`), cut where `stage_of` (a stage by node name) says if given."""
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
     if stages < 1:
@@ -58,29 +59,29 @@ def split_model(
     out = Path(folder)
     check_folder(out, resolved.base, force, "--force replaces its split")
     return split_resolved(resolved, out, cpu_ops=cpu_ops, cpu_nodes=cpu_nodes, min_device_ops=min_device_ops,
-                          layout=layout, devices=devices, stages=stages)
+                          layout=layout, devices=devices, stages=stages, stage_of=stage_of)
 
 
 def split_resolved(resolved: Resolved, folder: Path, *, cpu_ops: tuple[str, ...] = (), cpu_nodes: tuple[str, ...] = (),
-                   min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1, stages: int = 1
-                   ) -> tuple[Partition, Plan]:
+                   min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1, stages: int = 1,
+                   stage_of: Mapping[str, int] | None = None) -> tuple[Partition, Plan]:
     """`split_model` of a model resolved (`resolve_model`) into `folder`,
     which is checked."""
     require_static_inputs(resolved.model)
     return _split(resolved, folder, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices,
-                  stages=stages)
+                  stages=stages, stage_of=stage_of)
 
 
 def _split(
     resolved: Resolved, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...], min_device_ops: int,
-    layout: str, check_pins: bool, devices: int = 1, stages: int = 1,
+    layout: str, check_pins: bool, devices: int = 1, stages: int = 1, stage_of: Mapping[str, int] | None = None,
 ) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
     sub-model (`control_flow.py`)."""
     model, base = resolved.model, resolved.base
     placements = place(resolved.module, cpu_ops, cpu_nodes, check_pins=check_pins)
-    partition = make_partition(model, placements, resolved.types, min_device_ops, base, stages)
+    partition = make_partition(model, placements, resolved.types, min_device_ops, base, stages, stage_of)
     if check_pins:  # the whole model's split, now known to be made: what an older one left goes
         clear_folder(folder)
     control: dict[int, Branches | Loop] = {}

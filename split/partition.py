@@ -23,7 +23,7 @@ from forge_opt.frontends.onnx import node_label
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.plan.graph_infos import CPU, DEVICE, TensorInfo
 from forge_opt.split.control_flow import is_host_control_flow
-from forge_opt.split.stages import Cut, stage_cuts, stage_infos
+from forge_opt.split.stages import Cut, given_cuts, stage_cuts, stage_infos
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
 
@@ -144,12 +144,13 @@ def _control_flow_alone(groups: list[Group], nodes: list[NodeProto]) -> list[Gro
 
 def make_partition(
     model: ModelProto, placements: dict[str, Placement], types: Mapping[str, TypeProto], min_device_ops: int = 1,
-    base: Path | None = None, stages: int = 1,
+    base: Path | None = None, stages: int = 1, stage_of: Mapping[str, int] | None = None,
 ) -> Partition:
     """The sub-models of `model` as `placements` place its nodes; `types`:
     every value's, as inference typed them (`Resolved.types`). `stages` > 1:
-    a pipeline of that many device sub-models (`stages.stage_cuts`), which
-    needs every node on the device."""
+    a pipeline of that many device sub-models (`stages.stage_cuts`, or the
+    stages `stage_of` gives by node name), which needs every node on the
+    device."""
     g = model.graph
     nodes = list(g.node)
     labels = [node_label(n) for n in nodes]
@@ -165,7 +166,7 @@ def make_partition(
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
     cut = None
     if stages > 1:
-        groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types)
+        groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types, stage_of)
     else:
         groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
 
@@ -233,12 +234,16 @@ def make_partition(
 
 
 def _stage_groups(model: ModelProto, placed: list[int], device: dict[int, bool], placements: dict[str, Placement],
-                  labels: list[str], stages: int, types: Mapping[str, TypeProto]) -> tuple[list[Group], Cut]:
+                  labels: list[str], stages: int, types: Mapping[str, TypeProto],
+                  stage_of: Mapping[str, int] | None) -> tuple[list[Group], Cut]:
     off = next((i for i in placed if not device[i] or is_host_control_flow(model.graph.node[i])), None)
     if off is not None:
         raise ForgeOptError(f"--stages {stages}: every stage runs on a device, but node {labels[off]} cannot: "
                             f"{_why(placements[labels[off]], 1)}")
-    cut = stage_cuts(model, placed, stages, types)
+    if stage_of is not None:
+        cut = given_cuts([labels[i] for i in placed], stage_of, stages)
+    else:
+        cut = stage_cuts(model, placed, stages, types)
     bounds = [0, *cut.positions, len(placed)]
     return [Group(True, placed[a:b]) for a, b in itertools.pairwise(bounds)], cut
 

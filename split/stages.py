@@ -60,7 +60,7 @@ class Cut:
     made (`stage_infos`)."""
 
     positions: list[int]
-    by_layer: bool  # the cuts fall where a layer starts
+    how: str  # where the cuts fall: "where a layer starts", "between nodes", "as the annotations place them"
     stages: list[StageInfo] = field(default_factory=list)
 
 
@@ -90,7 +90,28 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
             raise ForgeOptError(f"--stages {stages}: the model has no {stages - 1} places to cut it")
         target = total * k / stages
         cuts.append(min(later, key=lambda c: (abs(before[c] - target), crossing[c])))
-    return Cut(cuts, candidates is starts)
+    return Cut(cuts, "where a layer starts" if candidates is starts else "between nodes")
+
+
+#: how the cuts of a pipeline read from the model's annotations fall
+GIVEN = "as the annotations place them"
+
+
+def given_cuts(labels: Sequence[str], stage_of: Mapping[str, int], stages: int) -> Cut:
+    """The cuts a pipeline's annotations give (`stage_of`: a stage by node
+    name; a node they do not name, one resolution made, stays with the node
+    before it), checked to run forward through stages 0..S-1."""
+    current, given = 0, []
+    for label in labels:
+        stage = stage_of.get(label, current)
+        if stage < current:
+            raise ForgeOptError(f"the annotations put node {label} at stage {stage}, after a node at stage "
+                                f"{current}: a pipeline's stages follow the graph's order")
+        current = stage
+        given.append(stage)
+    if sorted(set(given)) != list(range(stages)):
+        raise ForgeOptError(f"--stages {stages}: the annotations give the stages {sorted(set(given))}")
+    return Cut([given.index(k) for k in range(1, stages)], GIVEN)
 
 
 def _crossing_bytes(nodes: list[NodeProto], placed: Sequence[int], types: Mapping[str, TypeProto]) -> list[int]:
@@ -115,8 +136,8 @@ def schedule_report(cut: Cut, micro_batches: Sequence[int] = ()) -> str:
     stages take M + S - 1 steps, of which each stage idles S - 1 (the
     bubble, (S - 1)/(M + S - 1))."""
     stages, s = cut.stages, len(cut.stages)
-    lines = [f"pipeline: {s} stages, cut {'where a layer starts' if cut.by_layer else 'between nodes'}, balanced "
-             "by stored weights",
+    balanced = ", balanced by stored weights" if cut.how != GIVEN else ""
+    lines = [f"pipeline: {s} stages, cut {cut.how}{balanced}",
              f"{'stage':>5} {'nodes':>6} {'layers':>8} {'weights MB':>11} {'sends MB':>9}"]
     for k, st in enumerate(stages):
         sent = f"{st.sent_bytes / 1e6:9.3f}" if k < s - 1 else f"{'-':>9}"
@@ -125,6 +146,16 @@ def schedule_report(cut: Cut, micro_batches: Sequence[int] = ()) -> str:
     for m in micro_batches or (1, s, 4 * s):
         lines.append(f"{m:>13} {m + s - 1:>6} {(s - 1) / (m + s - 1):>7.1%}")
     return "\n".join(lines)
+
+
+def stage_of_nodes(graphs: Sequence) -> dict[str, int]:
+    """Each node's stage by name (a partition's `SubModel`s, in order): the
+    first stage that runs it (a constant each stage recomputes, its first)."""
+    stage_of: dict[str, int] = {}
+    for k, g in enumerate(graphs):
+        for node in g.nodes:
+            stage_of.setdefault(node.name, k)
+    return stage_of
 
 
 def stage_infos(model: ModelProto, graphs: Sequence, types: Mapping[str, TypeProto]) -> list[StageInfo]:

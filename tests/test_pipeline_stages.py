@@ -54,7 +54,7 @@ def test_each_stage_holds_its_own_layers_weights_and_cache(tmp_path):
     sent = set(plan.graphs[0].outputs) & set(plan.graphs[1].inputs)
     assert sent and all(plan.tensors[x].attr == "intermediate" for x in sent)  # activations only
     cut = partition.cut
-    assert cut is not None and cut.by_layer and [s.layers for s in cut.stages] == ["0-0", "1-1"]
+    assert cut is not None and cut.how == "where a layer starts" and [s.layers for s in cut.stages] == ["0-0", "1-1"]
     assert abs(cut.stages[0].weight_bytes - cut.stages[1].weight_bytes) <= 0.1 * cut.stages[0].weight_bytes
 
 
@@ -148,3 +148,30 @@ def test_forge_check_and_forge_split_take_stages(tmp_path, capsys):
     assert "pipeline: 2 stages" in capsys.readouterr().out
     infos = json.loads((tmp_path / "s" / "graph_infos.json").read_text())
     assert [g["stage"] for g in infos["graphs"]] == [0, 1]
+
+
+def test_forge_check_annotates_a_pipeline_and_cuts_from_the_annotations(tmp_path, capsys):
+    model, out = str(model_path("gpt2")), tmp_path / "gpt2_s2.onnx"
+    dims = [a for k, v in DIMS.items() for a in ("--dim", f"{k}={v}")]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([model, "--stages", "2", *dims, "--annotate", str(out)])
+    assert done.value.code == MATCH
+    assert f"annotated: {out} (configuration n300-s2, " in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([str(out), "--stages", "2", *dims, "--plan-from-onnx"])
+    said = capsys.readouterr()
+    assert done.value.code == MATCH, said.out
+    assert "pipeline: 2 stages, cut as the annotations place them" in said.err
+
+
+def test_annotated_stages_against_the_graphs_order_are_named(tmp_path):
+    from forge_opt.plan.onnx_annotations import annotate_stages, stage_pins
+    from forge_opt.split.stages import stage_of_nodes
+
+    chosen, _ = split_model(model_path("gpt2"), tmp_path / "s", stages=2, dims=DIMS)
+    stage_of = stage_of_nodes(chosen.graphs)
+    last = chosen.graphs[1].nodes[-1].name
+    stage_of[last] = 0  # the head back on the first stage, after the second stage's nodes
+    annotated = annotate_stages(onnx.load(str(model_path("gpt2"))), stage_of, 2).model
+    with pytest.raises(ForgeOptError, match=f"the annotations put node {last} at stage 0, after a node at stage 1"):
+        split_model(model_path("gpt2"), tmp_path / "back", stages=2, dims=DIMS, stage_of=stage_pins(annotated))

@@ -13,8 +13,10 @@ from test_llm_decoders import DECODE, model_path
 
 from forge_opt.check.report import MATCH
 from forge_opt.frontends.onnx.sharding import check_sharding
-from forge_opt.plan.onnx_annotations import annotate, plan_pins
+from forge_opt.plan.onnx_annotations import annotate, annotate_stages, plan_pins, stage_pins
+from forge_opt.split.api import split_model
 from forge_opt.split.parallel import tensor_parallel
+from forge_opt.split.stages import stage_of_nodes
 from forge_opt.tools.forge_check import main as forge_check
 
 #: the configurations one file carries, by device count
@@ -45,6 +47,28 @@ def test_each_decoders_plans_round_trip_through_one_annotated_file(name, tmp_pat
         # read from the annotations, not chosen again: every Linear is pinned (a tied head follows its table)
         assert {layer.reason for layer in back.layers if layer.kind == "linear" and not
                 layer.reason.startswith("tied to")} == {"pinned by the plan"}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral", "phi3"])
+def test_a_pipeline_round_trips_beside_the_tensor_parallel_plans(name, tmp_path):
+    """Two stages as a fourth configuration of the file the P = 2, 4 and 8
+    plans are in (each node its pipeline_stage): the file passes both
+    checks, and the split cut from it has the same stages."""
+    model = onnx.load(str(model_path(name)))
+    for devices in CONFIGURATIONS:
+        model = annotate(model, tensor_parallel(model_path(name), tmp_path / f"tp{devices}", devices,
+                                                dims=DECODE)).model
+    chosen, _ = split_model(model_path(name), tmp_path / "chosen", stages=2, dims=DECODE)
+    done = annotate_stages(model, stage_of_nodes(chosen.graphs), 2)
+    assert done.configuration == "n300-s2" and len(done.model.configuration) == 4
+    path = tmp_path / "annotated.onnx"
+    onnx.save(done.model, str(path))
+    onnx.checker.check_model(str(path), full_check=True)
+    assert [str(p) for p in check_sharding(done.model)] == []
+    back, _ = split_model(path, tmp_path / "back", stages=2, dims=DECODE,
+                          stage_of=stage_pins(onnx.load(str(path)), "n300-s2"))
+    assert [[n.name for n in g.nodes] for g in back.graphs] == [[n.name for n in g.nodes] for g in chosen.graphs]
+    assert back.cut is not None and back.cut.how == "as the annotations place them"
 
 
 def test_a_row_layer_splits_its_input_alike_and_a_replicated_one_nothing(tmp_path):

@@ -162,11 +162,13 @@ def _devices(group) -> None:
                        "device entered it, a collective the others wait in, naming it (default %(default)g)")
     group.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
     group.add_argument("--annotate", metavar="OUT.onnx",
-                       help="with --devices: write the model with the plan chosen as ONNX sharding annotations (IR "
-                       "11), one configuration named after the system (n300, t3k, galaxy, pN); an OUT of the same "
-                       "graph keeps its other configurations")
+                       help="with --devices or --stages: write the model with the plan chosen as ONNX sharding "
+                       "annotations (IR 11), one configuration named after the system (n300, t3k, galaxy, pN; a "
+                       "pipeline's n300-s2, each node its pipeline_stage); an OUT of the same graph keeps its other "
+                       "configurations")
     group.add_argument("--plan-from-onnx", action="store_true",
-                       help="with --devices: compile with the plan the model's own sharding annotations carry")
+                       help="with --devices or --stages: compile with the plan (or the pipeline's cuts) the model's "
+                       "own sharding annotations carry")
     group.add_argument("--configuration", metavar="NAME",
                        help="with --plan-from-onnx: the configuration to read (needed where the model has several)")
     group.add_argument("--device-memory", metavar="BYTES",

@@ -20,7 +20,7 @@ def read_plan(path: str) -> dict[str, Pin]:
     """The layers a plan file pins, by node name; `MODEL.onnx#NAME`: those
     the model's sharding configuration NAME pins (`#NAME` may be left out
     where it carries one)."""
-    model, name = _model_and_name(path)
+    model, name = model_and_name(path)
     if model:
         from forge_opt.frontends.onnx import load_model
         from forge_opt.plan.onnx_annotations import plan_pins
@@ -35,7 +35,7 @@ def read_plan(path: str) -> dict[str, Pin]:
     return _pins(data, path)
 
 
-def _model_and_name(path: str) -> tuple[str, str]:
+def model_and_name(path: str) -> tuple[str, str]:
     """`MODEL.onnx` or `MODEL.onnx#NAME` (a model's path may hold a `#`
     itself): the model and the configuration; ("", "") for a JSON file."""
     models = (".onnx", ".onnxtxt")

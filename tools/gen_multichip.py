@@ -1,7 +1,9 @@
 """Write `docs/multichip.md`: each model family Tenstorrent's ONNX path
 lists as needing several chips (and its kin), the export it was tried on,
 and what `forge-check --devices P` gives at P = 2 and 4: collectives, the
-bytes each device stores and its peak of activations, the verdict.
+bytes each device stores and its peak of activations, the verdict; and
+what `forge-check --stages 2` gives each decoder: the cut, the weights
+each stage stores, the activations it sends, the verdict.
 
     python -m forge_opt.tools.gen_multichip          # write (from the repository's root)
     python -m forge_opt.tools.gen_multichip --check  # exit 1 if the page is stale
@@ -10,14 +12,17 @@ bytes each device stores and its peak of activations, the verdict.
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from forge_opt.check.report import VERDICTS
+from forge_opt.check.report import NOT_COMPILED, VERDICTS
 from forge_opt.check.split import check_parallel
+from forge_opt.check.stages import check_stages
+from forge_opt.split.api import split_model
 from forge_opt.tools.generated_file import generator_main
 
 #: relative to the repository's root, where the generator runs
@@ -123,6 +128,25 @@ def row(entry: Entry, devices: int) -> str:
     return f"| {devices} | {collectives}{per_layer} | {dev0.stored_bytes:,} | {dev0.activation_bytes:,} | {verdict} |"
 
 
+def pipeline_row(entry: Entry, stages: int = 2) -> str:
+    """`| cut | weights per stage | sent | the one-stage program | verdict |`"""
+    path = MODELS / f"{entry.file}.onnx"
+    inputs = entry.inputs() if entry.inputs is not None else None
+    report = check_stages(path, stages, inputs, dims=entry.dims)
+    verdict = VERDICTS[report.status]
+    if report.status == NOT_COMPILED:
+        return f"| – | – | – | – | {verdict}: {(report.error or '').splitlines()[0][:120]} |"
+    with tempfile.TemporaryDirectory() as tmp:
+        partition, _ = split_model(path, tmp + "/split", stages=stages, dims=entry.dims)
+    cut = partition.cut
+    assert cut is not None
+    layers = ", ".join(st.layers or "–" for st in cut.stages)
+    weights = " / ".join(f"{st.weight_bytes:,}" for st in cut.stages)
+    sent = " / ".join(f"{st.sent_bytes:,}" for st in cut.stages[:-1])
+    same = "equal, bit for bit" if any("bit for bit" in n for n in report.notes) else "differs"
+    return f"| {layers} | {weights} | {sent} | {same} | {verdict} |"
+
+
 def page() -> str:
     lines = [
         "# Multi-chip: the families, as tried",
@@ -151,6 +175,20 @@ def page() -> str:
     for entry in ENTRIES:
         for devices in DEVICES:
             lines.append(f"| {entry.family} {row(entry, devices)}")
+    lines += [
+        "",
+        "## Pipeline stages",
+        "",
+        "`forge-check MODEL --stages 2` cuts each decoder into 2 stages of contiguous layers, one device each",
+        "(`README.md`, \"Pipeline stages\"), balanced by the weights each stores: the embedding on the first,",
+        "the head on the last, each layer's KV cache on its layer's stage. Each stage's layers and stored bytes,",
+        "the activation bytes the first sends the second per run, whether the outputs equal the one-stage",
+        "program's, and the verdict against onnxruntime:",
+        "",
+        "| family | layers per stage | stored bytes per stage | sent bytes | against one stage | verdict |",
+        "|---|---|---|---|---|---|",
+        *(f"| {e.family} {pipeline_row(e)}" for e in ENTRIES if e.layers and e.dims is DECODE),
+    ]
     return "\n".join([*lines, ""])
 
 

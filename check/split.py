@@ -365,8 +365,7 @@ def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: i
         sizing.table.append(f"{sizing.devices:<8} {stored:>14,} {sizing.cache:>12,} {stored + sizing.cache:>14,}  "
                             "no: as the writer stores it")
         # the next count that fits by the estimate (past max_devices: none, and the error with the table)
-        sizing = choose_devices(module, sized.memory, sized.max_devices, sized.min_size, sized.plan, sized.formats[1],
-                                start=sizing.devices + 1, table=sizing.table)
+        sizing = choose_devices(module, sized, start=sizing.devices + 1, table=sizing.table)
     return sizing
 
 

@@ -124,7 +124,7 @@ class OnnxToForgePass(CompileOptions, ModulePass):
         if devices > 1:
             # the whole program in its format before it is shared: the blocks, the collectives and the plan
             # are then in it too; each device's segments mark their block-float weights (`weight_passes`)
-            shared = sharing_passes(devices, self.min_size, self.plan, self.require_sharded)
+            shared = sharing_passes(self, devices)
             return [*first, *data_format_passes(data_format), *shared, *lowering_passes()]
         return [*first, *lowering_passes(data_format), *weight_passes(weight_format)]
 
@@ -148,7 +148,7 @@ class OnnxToForgePass(CompileOptions, ModulePass):
         from forge_opt.transforms.tp.sizing import choose_devices
 
         run_passes([p for p in self.passes(2) if isinstance(p, _BEFORE_SIZING)], ctx, op, self.verify_each)
-        return choose_devices(op, self.memory, self.max_devices, self.min_size, self.plan, self.formats[1])
+        return choose_devices(op, self)
 
 
 #: what onnx-to-forge{device-memory=} runs before it chooses the device count

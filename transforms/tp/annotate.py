@@ -86,6 +86,7 @@ from forge_opt.dialects import shard, tir
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.plan.graph_infos import COLUMN, GROUPS, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB
 from forge_opt.targets.forge_python import output_names
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.static_cache import PRESENT, pairs_as_cache, static_past
 from forge_opt.transforms.tp.channel_parts import (
@@ -505,12 +506,11 @@ class _Annotator:
         self.annotate_weight(layer, [[0], []])
 
 
-def annotate(
-    module: ModuleOp, devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False
-) -> list[LayerChoice]:
-    """Annotate `module` for `devices` devices; the layers, each with its
-    case. `require_sharded`: a layer left replicated though large enough to
-    share (and not pinned so) is an error."""
+def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
+    """Annotate `module` for `asked.devices` devices; the layers, each with
+    its case. `asked.require_sharded`: a layer left replicated though large
+    enough to share (and not pinned so) is an error."""
+    devices, min_size, plan = asked.devices, asked.min_size, asked.plan
     if devices < 2:
         return []
     pins = read_plan(plan) if plan else {}
@@ -524,7 +524,7 @@ def annotate(
             layouts.preferred = first.settled()
         layers += _Annotator(func, devices, min_size, pins, layouts=layouts).run()
     unshared = [layer for layer in layers if layer.unshared]
-    if require_sharded and unshared:
+    if asked.require_sharded and unshared:
         listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)
         raise TPError(f"{len(unshared)} layer{'s' if len(unshared) > 1 else ''} of at least min-size {min_size} "
                       f"weight elements would stay replicated on every device (--require-sharded): {listed}")
@@ -548,5 +548,10 @@ class TensorParallelPass(ModulePass):
     plan: str = ""
     require_sharded: bool = False
 
+    @classmethod
+    def of(cls, options: CompileOptions, devices: int) -> TensorParallelPass:
+        """The pass `options` ask for, at `devices` (a count `device-memory` tries)."""
+        return cls(devices, options.min_size, options.plan, options.require_sharded)
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        annotate(op, self.devices, self.min_size, self.plan, self.require_sharded)
+        annotate(op, self)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from xdsl.passes import ModulePass
 
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.stack_experts import StackExpertsPass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
 
 
-def sharing_passes(devices: int, min_size: int = 0, plan: str = "", require_sharded: bool = False) -> list[ModulePass]:
-    """A mixture's experts stacked, each layer's case chosen, the
-    per-device program made."""
-    return [StackExpertsPass(), TensorParallelPass(devices, min_size, plan, require_sharded), TPPartitionPass()]
+def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
+    """A mixture's experts stacked, each layer's case chosen as `options`
+    ask, the program for `devices` made."""
+    return [StackExpertsPass(), TensorParallelPass.of(options, devices), TPPartitionPass()]

@@ -21,6 +21,7 @@ from forge_opt import dtypes
 from forge_opt.data_formats import BLOCK_FORMATS, FORMATS, FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import matmul_weights
 from forge_opt.transforms.static_cache import pairs_as_cache, static_past
 from forge_opt.transforms.tp.sharing import sharing_passes
@@ -112,21 +113,20 @@ class Sizing:
     cache: int = 0  # the KV cache bytes a device holds at `devices`
 
 
-def choose_devices(
-    module: ModuleOp, memory: int, max_devices: int = 8, min_size: int = 0, plan: str = "",
-    weight_format: FormatName = FormatName.FLOAT32, start: int = 1, table: list[str] | None = None,
-) -> Sizing:
-    """The smallest P from `start` whose per-device bytes fit in `memory`,
-    for `module` as onnx-to-tir leaves it (in its data format), its matmul
-    weights in `weight_format`; the table of every P tried (added to
-    `table`, a search resumed)."""
+def choose_devices(module: ModuleOp, options: CompileOptions, start: int = 1, table: list[str] | None = None) -> Sizing:
+    """The smallest P from `start` whose per-device bytes fit in
+    `options.memory`, for `module` as onnx-to-tir leaves it (in its data
+    format), its matmul weights in the weight format; each P shared as
+    `options` ask, up to their `max_devices`; the table of every P tried
+    (added to `table`, a search resumed)."""
+    memory, max_devices, weight_format = options.memory, options.max_devices, options.formats[1]
     table = table if table is not None else \
         [f"{'devices':<8} {'parameters':>14} {'kv cache':>12} {'per device':>14}  fits {memory:,} bytes"]
     for p in range(start, max_devices + 1):
         program = module.clone()
         try:
             if p > 1:
-                for sharing in sharing_passes(p, min_size, plan):
+                for sharing in sharing_passes(options, p):
                     sharing.apply(Context(), program)
         except ForgeOptError as e:
             table.append(f"{p:<8} {'':>14} {'':>12} {'':>14}  no: {e}")

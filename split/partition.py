@@ -166,7 +166,9 @@ def make_partition(
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
     cut = None
     if stages > 1:
-        groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types, stage_of)
+        through = {i: read_through([i], producers, folded)[1] for i in placed}
+        groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types, stage_of,
+                                    through.__getitem__)
     else:
         groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
 
@@ -235,7 +237,7 @@ def make_partition(
 
 def _stage_groups(model: ModelProto, placed: list[int], device: dict[int, bool], placements: dict[str, Placement],
                   labels: list[str], stages: int, types: Mapping[str, TypeProto],
-                  stage_of: Mapping[str, int] | None) -> tuple[list[Group], Cut]:
+                  stage_of: Mapping[str, int] | None, through) -> tuple[list[Group], Cut]:
     off = next((i for i in placed if not device[i] or is_host_control_flow(model.graph.node[i])), None)
     if off is not None:
         raise ForgeOptError(f"--stages {stages}: every stage runs on a device, but node {labels[off]} cannot: "
@@ -243,7 +245,7 @@ def _stage_groups(model: ModelProto, placed: list[int], device: dict[int, bool],
     if stage_of is not None:
         cut = given_cuts([labels[i] for i in placed], stage_of, stages)
     else:
-        cut = stage_cuts(model, placed, stages, types)
+        cut = stage_cuts(model, placed, stages, types, through)
     bounds = [0, *cut.positions, len(placed)]
     return [Group(True, placed[a:b]) for a, b in itertools.pairwise(bounds)], cut
 

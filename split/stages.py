@@ -14,7 +14,7 @@ nearest k/S, the fewer activation bytes crossing the cut breaking a tie.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,16 +64,20 @@ class Cut:
     stages: list[StageInfo] = field(default_factory=list)
 
 
-def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Mapping[str, TypeProto]) -> Cut:
+def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Mapping[str, TypeProto],
+               folded: Callable[[int], Iterable[int]] = lambda i: ()) -> Cut:
     """S - 1 cut positions into `placed` (node indices of `model`, in the
-    graph's order) that balance the stages' stored weights."""
+    graph's order) that balance the stages' stored weights; `folded(i)`:
+    the folded nodes placed node i reads through (a weight's Transpose),
+    whose weights its stage stores."""
     nodes = list(model.graph.node)
     if len(placed) < stages:
         raise ForgeOptError(f"--stages {stages}: the model has {len(placed)} nodes to run, fewer than the stages")
     sizes = {t.name: tensor_bytes(t) for t in model.graph.initializer}
     weight, seen = [], set()
     for i in placed:  # a weight is stored by the stage of its first reader (a tied one by each reader's)
-        reads = [x for x in node_reads(nodes[i]) if x in sizes and x not in seen]
+        read = {x for j in (i, *folded(i)) for x in node_reads(nodes[j])}
+        reads = [x for x in read if x in sizes and x not in seen]
         seen.update(reads)
         weight.append(sum(sizes[x] for x in reads))
     before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]

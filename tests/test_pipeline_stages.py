@@ -175,3 +175,12 @@ def test_annotated_stages_against_the_graphs_order_are_named(tmp_path):
     annotated = annotate_stages(onnx.load(str(model_path("gpt2"))), stage_of, 2).model
     with pytest.raises(ForgeOptError, match=f"the annotations put node {last} at stage 0, after a node at stage 1"):
         split_model(model_path("gpt2"), tmp_path / "back", stages=2, dims=DIMS, stage_of=stage_pins(annotated))
+
+
+def test_weights_read_through_a_folded_transpose_count_for_their_stage(tmp_path):
+    """BERT's exporter transposes each weight before its MatMul; the import
+    folds the Transpose, and its weight still counts for the stage that
+    runs the MatMul: one layer a stage, not the embeddings alone."""
+    bert = model_path("gpt2").parent / "bert_opset17.onnx"
+    partition, _ = split_model(bert, tmp_path / "p", stages=2)
+    assert partition.cut is not None and [s.layers for s in partition.cut.stages] == ["0-0", "1-1"]

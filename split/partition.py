@@ -10,7 +10,7 @@ their values recomputes it (they are shape arithmetic, cheap and small).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,20 +208,7 @@ def make_partition(
         maker = home.get(x, -1)
         if maker >= 0 and x not in subs[maker].outputs:
             subs[maker].outputs.append(x)
-    types = dict(types)
-    # the model's inputs keep their declared types (a Loop body's growing value has run-time sizes); a
-    # tensor that no device sub-model reads keeps its run-time sizes too, its rank learned from a run where
-    # ONNX cannot infer it (a detector's boxes, a mask Loop's masks: one run's count of them is no type)
-    on_device = {x for sub in subs if sub.device == DEVICE for x in sub.inputs}
-    untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs)
-               if x not in graph_inputs and _untyped(types.get(x)) and (x in on_device or _unranked(types.get(x)))]
-    if untyped:
-        learned = _types_from_run(model, base, list(dict.fromkeys(untyped)))
-        for x, t in learned.items():
-            if x not in on_device:  # the host reads it: a run gives its element type and rank, no size
-                for d in t.tensor_type.shape.dim:
-                    d.Clear()
-        types.update(learned)
+    types = _exchanged_types(model, base, subs, graph_inputs, types)
     tensors: dict[str, TensorInfo] = {}
     for sub in subs:
         for x in (*sub.inputs, *sub.outputs):
@@ -235,9 +222,32 @@ def make_partition(
     return Partition(subs, tensors, types, cut)
 
 
+def _exchanged_types(model: ModelProto, base: Path | None, subs: list[SubModel], graph_inputs: set[str],
+                     types: Mapping[str, TypeProto]) -> dict[str, TypeProto]:
+    """`types`, with those of the tensors the sub-models exchange that
+    inference left without sizes learned from a run: the model's inputs
+    keep their declared types (a Loop body's growing value has run-time
+    sizes); a tensor that no device sub-model reads keeps its run-time sizes
+    too, its rank learned where ONNX cannot infer it (a detector's boxes, a
+    mask Loop's masks: one run's count of them is no type)."""
+    types = dict(types)
+    on_device = {x for sub in subs if sub.device == DEVICE for x in sub.inputs}
+    untyped = [x for sub in subs for x in (*sub.inputs, *sub.outputs)
+               if x not in graph_inputs and _untyped(types.get(x)) and (x in on_device or _unranked(types.get(x)))]
+    if untyped:
+        learned = _types_from_run(model, base, list(dict.fromkeys(untyped)))
+        for x, t in learned.items():
+            if x not in on_device:  # the host reads it: a run gives its element type and rank, no size
+                for d in t.tensor_type.shape.dim:
+                    d.Clear()
+        types.update(learned)
+    return types
+
+
 def _stage_groups(model: ModelProto, placed: list[int], device: dict[int, bool], placements: dict[str, Placement],
                   labels: list[str], stages: int, types: Mapping[str, TypeProto],
-                  stage_of: Mapping[str, int] | None, through) -> tuple[list[Group], Cut]:
+                  stage_of: Mapping[str, int] | None, through: Callable[[int], Iterable[int]]
+                  ) -> tuple[list[Group], Cut]:
     off = next((i for i in placed if not device[i] or is_host_control_flow(model.graph.node[i])), None)
     if off is not None:
         raise ForgeOptError(f"--stages {stages}: every stage runs on a device, but node {labels[off]} cannot: "

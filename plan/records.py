@@ -86,7 +86,8 @@ class Reader:
             if not isinstance(value, list):
                 raise self.fail(f"{where}: '{name}' is {value!r}, not a list")
             if dataclasses.is_dataclass(args[0]):
-                return [self.record(args[0], v, f"{where}.{name}[{i}]") for i, v in enumerate(value)]
+                return [self.record(args[0], v, f"{where}.{name}[{i}]")  # type: ignore[arg-type]
+                        for i, v in enumerate(value)]
             return [self.value(args[0], v, where, name) for v in value]
         if origin is dict:
             if not isinstance(value, dict):

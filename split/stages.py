@@ -82,9 +82,11 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
         weight.append(sum(sizes[x] for x in reads))
     before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]
     crossing = _crossing_bytes(nodes, placed, types)
-    layers = [layer_of(nodes[i]) for i in placed]
-    starts = [c for c in range(1, len(placed)) if layers[c] is not None and layers[c] > max(
-        (x for x in layers[:c] if x is not None), default=-1)]
+    starts, highest = [], -1  # where a layer of a higher index than any before starts
+    for c, layer in enumerate(layer_of(nodes[i]) for i in placed):
+        if layer is not None and layer > highest:
+            starts += [c] if c else []
+            highest = layer
     candidates = starts if len(starts) >= stages - 1 else list(range(1, len(placed)))
     total = float(before[-1]) or 1.0
     cuts: list[int] = []

@@ -124,7 +124,7 @@ def test_stages_out_of_order_in_a_hand_edited_plan_are_refused(tmp_path):
 
 
 def test_the_schedule_counts_steps_and_the_bubble():
-    cut = Cut([10, 20, 30], True, [StageInfo(10, f"{k}-{k}", 1000, 100) for k in range(4)])
+    cut = Cut([10, 20, 30], "where a layer starts", [StageInfo(10, f"{k}-{k}", 1000, 100) for k in range(4)])
     lines = schedule_report(cut, micro_batches=(1, 8)).splitlines()
     assert lines[-2].split() == ["1", "4", "75.0%"]  # one batch: each stage idles 3 of 4 steps
     assert lines[-1].split() == ["8", "11", "27.3%"]  # (S - 1) / (M + S - 1)

@@ -24,7 +24,6 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-from forge_opt.plan.folder import read_split
 from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
 from forge_opt.split.mpi import run_mpi
@@ -70,7 +69,6 @@ class Stages:
         got = run_split(folder / "split", feeds)
         s, devices = self.options.stages, self.options.compile.devices
         if self.options.mpi:  # one process per device of each stage: each must return what this process computed
-            plan = read_split(folder / "split")[0]
             per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout)
             differ = [str(rank) for rank, outputs in enumerate(per_process)
                       if outputs.keys() != got.keys() or not all(np.array_equal(outputs[k], got[k], equal_nan=True)
@@ -80,7 +78,7 @@ class Stages:
                     f"the MPI processes {', '.join(differ)} of {s * devices} return other outputs than the pipeline "
                     "run in this process"])
             summary += (f"\nunder MPI: {s * devices} processes, each returning the outputs of the run in this "
-                        f"process ({len(plan.graphs)} stages)")
+                        f"process ({len(partition.graphs)} stages)")
         # the same program in one stage: on one device, or tensor-parallel on the stages' P devices
         same = Parallel(self.options) if devices > 1 else OneDevice(self.options)
         one = same.build(prepared.model, prepared.base, InputShapes(), folder / "one")[0](feeds)

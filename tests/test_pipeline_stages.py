@@ -23,7 +23,7 @@ from forge_opt.split.api import split_model
 from forge_opt.split.stages import Cut, StageInfo, schedule_report
 from forge_opt.tools import forge_check, forge_split
 
-DIMS = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+DIMS = DECODE  # a decode step: 4 new tokens over 3 cached
 DECODERS = ["llama", "qwen2", "mistral", "phi3", "gpt2"]
 
 

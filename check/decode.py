@@ -38,7 +38,6 @@ from forge_opt.check.stages import Stages
 from forge_opt.check.static_cache import (
     MASK,
     POSITION,
-    cache_pairs,
     cache_positions,
     from_static,
     past_length,
@@ -49,7 +48,7 @@ from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.transforms.compile_options import CompileOptions
-from forge_opt.transforms.static_cache import NotStaticError
+from forge_opt.transforms.static_cache import NotStaticError, cache_pairs
 
 Feeds = dict[str, np.ndarray]
 
@@ -153,8 +152,7 @@ class Decode:
         judged: Feeds = {}  # each step's logits (teacher-forced in a reduced format) and the last step's cache
         oracle: Feeds = {}  # the oracle's, by the same names: the driver compares them by the one rule
         equal = 0
-        # a pipeline's stages each keep their own layers' cache, as exported (no static cache through a split yet)
-        length = 0 if o.growing_cache or o.stages > 1 else self.cache_length(feeds)
+        length = 0 if o.growing_cache else self.cache_length(feeds)
         if length:
             self.padding_ignored(prepared, feeds, reference, length)
         # the step programs' options: the compile options with the cache made static, and nothing of the loop's
@@ -192,8 +190,10 @@ class Decode:
             keep(f"{present} (step {steps - 1})", forced[present], want[present])
         built = len(programs.built)
         devices = o.compile.devices
-        where = f"{devices} devices" + (" under MPI" if o.mpi else "") if devices > 1 else \
-            f"{o.stages} pipeline stages" if o.stages > 1 else "one device"
+        where = f"{devices} devices" if devices > 1 else "one device"
+        if o.stages > 1:
+            where = f"{o.stages} pipeline stages" + (f" of {devices} devices each" if devices > 1 else "")
+        where += " under MPI" if o.mpi else ""
         how = f"a static KV cache of {length} positions" if length else "one per input shape"
         lines.append(f"decode: {equal}/{steps} tokens equal to {reference.oracle}'s ({where}; "
                      f"{built} program{'' if built == 1 else 's'} built, {how})")

@@ -373,11 +373,11 @@ def _static_decode(module: ModuleOp, model, steps: int, max_length: int) -> tupl
     """The positions of the static cache `--decode steps` runs `module`'s
     decoder with, and the input shapes its program takes; None where the
     model has no cache to make static (--decode says why)."""
-    from forge_opt.check.static_cache import cache_pairs, cache_positions, past_length, to_static
+    from forge_opt.check.static_cache import cache_positions, past_length, to_static
     from forge_opt.dialects.tir_base import shape_of
     from forge_opt.interpreters.run import main_func
     from forge_opt.targets.forge_python import input_names
-    from forge_opt.transforms.static_cache import POSITION
+    from forge_opt.transforms.static_cache import POSITION, cache_pairs
 
     func = main_func(module)
     # zeros of the inputs' shapes, taking no memory: to_static gives the static program's

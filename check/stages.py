@@ -24,10 +24,12 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.folder import read_split
 from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.partition import Partition
+from forge_opt.split.runner import agreed
 from forge_opt.split.stages import schedule_report, stage_of_nodes
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.tp.plan_file import model_and_name
@@ -58,9 +60,19 @@ class Stages:
         return None if self.resolved is None else self.resolved.module
 
     def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
-        """The pipeline for `shapes` (a decode's step), and its schedule."""
+        """The pipeline for `shapes` (a decode's step), run here or as S·P
+        MPI processes, which must agree; and its schedule."""
         report, _ = self._split(resolve_model(model, shapes, base), folder)
-        return (lambda feeds: run_split(folder, feeds)), report
+        o = self.options
+        if not o.mpi:
+            return (lambda feeds: run_split(folder, feeds)), report
+        processes = o.stages * o.compile.devices
+
+        def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            per_process = run_mpi(folder, feeds, processes, o.timeout)
+            return agreed(read_split(folder)[0], per_process, "the pipeline's MPI processes")
+
+        return program, report + f"\nunder MPI: {processes} processes"
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         assert self.resolved is not None
@@ -111,7 +123,8 @@ class Stages:
                 raise ForgeOptError(f"--plan {plan}: a pipeline's cuts come from a model's annotations "
                                     "(--plan-from-onnx), not from a plan file")
             stage_of = stage_pins(load_model(model)[0], name)
-        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of)
+        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
+                                      static_cache=self.options.compile.static_cache)
         convert(folder)
         assert partition.cut is not None
         report = schedule_report(partition.cut)

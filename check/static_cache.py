@@ -13,12 +13,12 @@ feed the same values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.transforms.static_cache import PAST, POSITION, PRESENT
+from forge_opt.transforms.static_cache import POSITION
 
 Feeds = dict[str, np.ndarray]
 #: the input that hides a cache's positions from attention (Optimum's name)
@@ -57,12 +57,6 @@ def from_static(outputs: Mapping[str, np.ndarray], pairs: Mapping[str, str], wri
     for present in pairs:
         out[present] = outputs[present][:, :, :written]
     return out
-
-
-def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:
-    """Each `present<suffix>` output's `past_key_values<suffix>` input."""
-    names = set(inputs)
-    return {o: PAST + o[len(PRESENT):] for o in outputs if o.startswith(PRESENT) and PAST + o[len(PRESENT):] in names}
 
 
 def cache_positions(past: int, tokens: int, steps: int, max_length: int) -> int:

@@ -223,6 +223,13 @@ class Plan:
         """A tensor-parallel plan (segments over a grid), not a split."""
         return self.grid is not None
 
+    def keeps_cache(self, graph: Graph) -> bool:
+        """Whether `graph`, a split's device sub-model, keeps some of the
+        plan's static KV cache: its converted module then takes the cache's
+        position after its sub-model's inputs, as `static-kv-cache` adds it."""
+        cache = self.static_cache
+        return cache is not None and not self.is_parallel and any(x in cache.caches for x in graph.inputs)
+
     @property
     def stages(self) -> int:
         """A pipeline's stage count (1: no pipeline)."""

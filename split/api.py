@@ -20,6 +20,7 @@ from forge_opt.split.control_flow import control_flow_entry, is_host_control_flo
 from forge_opt.split.folder import SOURCE, converted_module, model_digest, parallel_dir, write_split
 from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.partition import Partition, make_partition
+from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.placement import place
 
 
@@ -38,6 +39,7 @@ def split_model(
     base: Path | None = None,
     stages: int = 1,
     stage_of: Mapping[str, int] | None = None,
+    static_cache: int = 0,
 ) -> tuple[Partition, Plan]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`
     (the partition, and the plan as written).
@@ -47,7 +49,9 @@ def split_model(
     devices, tensor-parallel (the plan's `parallel`). `base`: the folder of
     the model's external data, for a model given as a `ModelProto`.
     `stages` (S > 1): a pipeline, S device sub-models of contiguous nodes
-    (`stages.py`), cut where `stage_of` (a stage by node name) says if given."""
+    (`stages.py`), cut where `stage_of` (a stage by node name) says if given.
+    `static_cache` (L > 0, the past's size among `dims`): each device
+    sub-model keeps its layers' KV cache of L positions."""
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
     if stages < 1:
@@ -59,22 +63,25 @@ def split_model(
     out = Path(folder)
     check_folder(out, resolved.base, force, "--force replaces its split")
     return split_resolved(resolved, out, cpu_ops=cpu_ops, cpu_nodes=cpu_nodes, min_device_ops=min_device_ops,
-                          layout=layout, devices=devices, stages=stages, stage_of=stage_of)
+                          layout=layout, devices=devices, stages=stages, stage_of=stage_of, static_cache=static_cache)
 
 
 def split_resolved(resolved: Resolved, folder: Path, *, cpu_ops: tuple[str, ...] = (), cpu_nodes: tuple[str, ...] = (),
                    min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1, stages: int = 1,
-                   stage_of: Mapping[str, int] | None = None) -> tuple[Partition, Plan]:
+                   stage_of: Mapping[str, int] | None = None, static_cache: int = 0) -> tuple[Partition, Plan]:
     """`split_model` of a model resolved (`resolve_model`) into `folder`,
-    which is checked."""
+    which is checked; `static_cache` (L > 0): the device sub-models keep
+    their layers' KV cache at L positions (the model resolved with its past
+    at L), as `convert` compiles them."""
     require_static_inputs(resolved.model)
     return _split(resolved, folder, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices,
-                  stages=stages, stage_of=stage_of)
+                  stages=stages, stage_of=stage_of, static_cache=static_cache)
 
 
 def _split(
     resolved: Resolved, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...], min_device_ops: int,
     layout: str, check_pins: bool, devices: int = 1, stages: int = 1, stage_of: Mapping[str, int] | None = None,
+    static_cache: int = 0,
 ) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
@@ -97,7 +104,7 @@ def _split(
                    layout, False, devices)
         control[n] = control_flow_entry(node, folders, models)
     plan = write_split(folder, model, partition, base=base, force=True, layout=layout, control=control,
-                       parallel=devices)
+                       parallel=devices, static_cache=static_cache)
     return partition, plan
 
 
@@ -135,7 +142,8 @@ def require_static_inputs(model: ModelProto) -> None:
 
 def convert(folder: str | os.PathLike) -> list[Path]:
     """Compile each device sub-model to Forge Python in its `context_dir`
-    (the module, its computed constants and its `forge` IR); the modules written."""
+    (the module, its computed constants and its `forge` IR), one that keeps
+    some of the plan's static KV cache with it; the modules written."""
     from forge_opt.execution.engine import compile_model
     from forge_opt.targets.forge_python import save_constants
 
@@ -149,11 +157,13 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
             continue
+        options = CompileOptions(plan.parallel, static_cache=plan.static_cache.length if plan.keeps_cache(g.entry)
+                                 else 0)
         if plan.parallel > 1:  # a tensor-parallel plan of its own, run by the host runner
-            tensor_parallel(g.model_path, parallel_dir(g), plan.parallel, force=True, base=g.model_path.parent)
+            tensor_parallel(g.model_path, parallel_dir(g), options, force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)
             continue
-        compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent, stem=f"graph_{g.index}")
+        compiled = compile_model(load_model(g.model_path)[0], g.model_path.parent, options, stem=f"graph_{g.index}")
         g.context_dir.mkdir(parents=True, exist_ok=True)
         path = converted_module(g)
         assert path is not None

@@ -17,8 +17,19 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import link_or_copy, load_arrays, save_onnx
 from forge_opt.frontends.onnx.values import initializer_array
 from forge_opt.plan.folder import SplitGraph, write_infos
-from forge_opt.plan.graph_infos import DEVICE, HOST_OUTPUTS, Branches, Graph, Loop, Output, Plan
+from forge_opt.plan.graph_infos import (
+    DEVICE,
+    HOST_OUTPUTS,
+    Branches,
+    Graph,
+    Loop,
+    Output,
+    Plan,
+    StaticCache,
+    TensorInfo,
+)
 from forge_opt.split.partition import Partition, sub_model
+from forge_opt.transforms.static_cache import POSITION, cache_pairs
 
 WEIGHTS = "weights.bin"
 INLINE_LIMIT = 1 << 16  # bytes: smaller initializers stay inside their sub-model
@@ -79,12 +90,14 @@ class _Weights:
 def write_split(
     folder: Path, model: ModelProto, partition: Partition, *, base: Path | None = None, force: bool = False,
     layout: str = "NCHW", control: dict[int, Branches | Loop] | None = None, parallel: int = 1,
+    static_cache: int = 0,
 ) -> Plan:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
     folder the model's external data is in; `control`: by sub-model, the
     record of a run-time If or Loop, `control_flow.py`; `parallel`: the
-    devices each device sub-model runs on); a folder that exists and is not
-    empty is refused unless `force`."""
+    devices each device sub-model runs on; `static_cache`: the positions of
+    the KV cache the device sub-models keep, each its own layers'); a folder
+    that exists and is not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")
     folder.mkdir(parents=True, exist_ok=True)  # an older split is gone already (`clear_folder`)
@@ -105,7 +118,20 @@ def write_split(
     for n, graph in enumerate(graphs):
         save_onnx(sub_model(model, partition, n, weights), folder / graph.model_path)
     outputs, host = _returns(model, partition, base)
-    return write_infos(folder, Plan(graphs, partition.tensors, layout=layout, parallel=parallel, outputs=outputs), host)
+    plan = Plan(graphs, partition.tensors, layout=layout, parallel=parallel, outputs=outputs)
+    if static_cache:
+        plan.static_cache = _static_cache(model, partition, static_cache)
+    return write_infos(folder, plan, host)
+
+
+def _static_cache(model: ModelProto, partition: Partition, length: int) -> StaticCache:
+    """The split's static KV cache: each past input with its present, and
+    the position input the device sub-models that keep one take."""
+    pairs = cache_pairs([i.name for i in model.graph.input], [o.name for o in model.graph.output])
+    if not pairs:
+        raise ForgeOptError("a static KV cache needs the model's past_key_values.* inputs and present.* outputs")
+    partition.tensors[POSITION] = TensorInfo([1], "int64", "input")
+    return StaticCache(length, POSITION, {past: present for present, past in pairs.items()})
 
 
 def _returns(model: ModelProto, partition: Partition, base: Path | None) -> tuple[list[Output], dict[str, np.ndarray]]:

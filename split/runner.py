@@ -41,6 +41,8 @@ from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_thre
 from forge_opt.plan.folder import SplitGraph, read_split
 from forge_opt.plan.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
 from forge_opt.split.folder import converted_from_this, converted_module, host_weights, parallel_dir, returned
+from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.static_cache import POSITION
 
 
 def _load_converted(g: SplitGraph, model: onnx.ModelProto):
@@ -151,12 +153,15 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
+        cache = plan.static_cache.length if plan.static_cache and plan.keeps_cache(g.entry) else 0
+        if cache:  # its module keeps its layers' cache, and takes the position a step writes at
+            feeds[POSITION] = values[POSITION]
         on_device = g.device == DEVICE and how.mode == "device"
         if on_device and stage is not None:
-            mine = _device_outputs(g, model, feeds, devices, stage_how) if g.entry.stage == stage else None
+            mine = _device_outputs(g, model, feeds, devices, stage_how, cache) if g.entry.stage == stage else None
             outputs = how.member.from_rank(mine, root=devices * (g.entry.stage or 0))  # type: ignore[union-attr]
         elif on_device:
-            outputs = _device_outputs(g, model, feeds, devices, how)
+            outputs = _device_outputs(g, model, feeds, devices, how, cache)
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
@@ -170,19 +175,20 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
 
 
 def _device_outputs(g: SplitGraph, model: onnx.ModelProto, feeds: dict[str, np.ndarray], devices: int,
-                    how: _How) -> list[np.ndarray]:
+                    how: _How, cache: int = 0) -> list[np.ndarray]:
     """A device sub-model's outputs: its tensor-parallel plan's on P
-    devices, or its module's (or, recompiled, XLA's) on one."""
+    devices, or its module's (or, recompiled, XLA's) on one; `cache`: the
+    positions of the static KV cache it keeps."""
     if devices > 1:
-        return _run_parallel_graph(g, devices, feeds, how)
+        return _run_parallel_graph(g, devices, feeds, how, cache)
     if how.recompile or how.executor == "xla":
-        compiled = compile_model(model, g.model_path.parent)
+        compiled = compile_model(model, g.model_path.parent, CompileOptions(static_cache=cache))
         run = run_compiled_on_xla if how.executor == "xla" else run_compiled
         outputs = run(compiled, [feeds[x] for x in compiled.input_names])
     else:
         # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
-        check_feeds(model, feeds, f"graph_{g.index} ({g.model_path.name})")
-        order = [i.name for i in graph_inputs(model)]
+        check_feeds(model, {x: v for x, v in feeds.items() if x != POSITION}, f"graph_{g.index} ({g.model_path.name})")
+        order = [i.name for i in graph_inputs(model)] + ([POSITION] if POSITION in feeds else [])
         outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
     if how.record is not None:
         how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
@@ -212,7 +218,7 @@ def _cpu_outputs(model: onnx.ModelProto, folder: Path, feeds: dict[str, np.ndarr
     return expected_outputs(model, folder, feeds).outputs
 
 
-def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray], how: _How):
+def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray], how: _How, cache: int = 0):
     """A device sub-model of a split for several devices: its own
     tensor-parallel plan (written by `convert`)."""
     if how.recompile:
@@ -220,7 +226,7 @@ def _run_parallel_graph(g: SplitGraph, devices: int, feeds: dict[str, np.ndarray
 
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "parallel"
-            tensor_parallel(g.model_path, folder, devices, base=g.model_path.parent)
+            tensor_parallel(g.model_path, folder, CompileOptions(devices, static_cache=cache), base=g.model_path.parent)
             return _parallel_outputs(g, folder, feeds, how)
     folder = parallel_dir(g)
     if not (folder / INFOS).exists():

@@ -18,8 +18,10 @@ from forge_opt.check.decode import check_decode
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
 from forge_opt.check.stages import check_stages
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
-from forge_opt.split.api import split_model
+from forge_opt.split.api import convert, split_model
+from forge_opt.split.folder import converted_module
 from forge_opt.split.stages import Cut, StageInfo, schedule_report
 from forge_opt.tools import forge_check, forge_split
 
@@ -69,11 +71,29 @@ def test_stages_on_two_devices_each_match():
     assert "sums the partial residual stream" in text or "bit for bit" in text
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
-def test_decode_8_through_two_stages_equals_onnxruntime(name):
-    report = check_decode(model_path(name), 8, optimum_feeds(name, DECODE), stages=2)
+@pytest.mark.parametrize(("name", "devices"), [("llama", 1), ("gpt2", 1), ("qwen2", 2)])
+def test_decode_8_through_two_stages_equals_onnxruntime(name, devices):
+    """Each stage keeps its own layers' static KV cache: two programs for
+    the whole decode, the prompt's and a step's."""
+    report = check_decode(model_path(name), 8, optimum_feeds(name, DECODE), stages=2, devices=devices)
     assert report.status == MATCH, report.format()
-    assert "decode: 8/8 tokens equal to onnxruntime's (2 pipeline stages; " in report.format()
+    each = f" of {devices} devices each" if devices > 1 else ""
+    assert f"decode: 8/8 tokens equal to onnxruntime's (2 pipeline stages{each}; 2 programs built, a static KV " \
+           "cache of 15 positions)" in report.format()
+
+
+def test_each_stage_keeps_its_own_layers_static_cache(tmp_path):
+    static = {**DIMS, "past_sequence_length": 12}
+    _, plan = split_model(model_path("llama"), tmp_path / "s", stages=2, dims=static, static_cache=12)
+    assert plan.static_cache is not None and plan.static_cache.length == 12
+    assert plan.static_cache.caches["past_key_values.1.value"] == "present.1.value"
+    assert [plan.keeps_cache(g) for g in plan.graphs] == [True, True]
+    convert(tmp_path / "s")
+    for g in read_split(tmp_path / "s")[1]:  # each stage's module writes its own layers' cache at the position
+        module = converted_module(g)
+        assert module is not None and "cache_position" in module.read_text()
+        assert {x for x in g.inputs if x.startswith("past")} == {f"past_key_values.{g.index}.key",
+                                                                  f"past_key_values.{g.index}.value"}
 
 
 @pytest.mark.slow
@@ -84,6 +104,15 @@ def test_under_mpi_each_process_returns_the_in_process_run(devices):
     assert report.status == MATCH, report.format()
     assert f"under MPI: {2 * devices} processes, each returning the outputs of the run in this process" in \
         report.summary
+
+
+@pytest.mark.slow
+def test_decode_through_two_stages_under_mpi():
+    needs_mpiexec()
+    report = check_decode(model_path("qwen2"), 4, optimum_feeds("qwen2", DECODE), stages=2, mpi=True)
+    assert report.status == MATCH, report.format()
+    assert "decode: 4/4 tokens equal to onnxruntime's (2 pipeline stages under MPI; 2 programs built" in \
+        report.format()
 
 
 def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):

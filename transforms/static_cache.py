@@ -17,6 +17,7 @@ nothing. A cache read other than by that Concat is an error naming the op.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,12 @@ from forge_opt.targets.forge_python import input_names, output_names
 PAST, PRESENT, POSITION = "past_key_values", "present", "cache_position"
 #: the module attribute naming the cache's length, for the plan and the runtime
 STATIC_CACHE_ATTR = "forge.static_cache"
+
+
+def cache_pairs(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, str]:
+    """Each `present<suffix>` output's `past_key_values<suffix>` input."""
+    names = set(inputs)
+    return {o: PAST + o[len(PRESENT):] for o in outputs if o.startswith(PRESENT) and PAST + o[len(PRESENT):] in names}
 
 
 class NotStaticError(ForgeOptError):

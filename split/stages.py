@@ -91,7 +91,9 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
     total = float(before[-1]) or 1.0
     cuts: list[int] = []
     for k in range(1, stages):
-        later = [c for c in candidates if c > (cuts[-1] if cuts else 0) and len(placed) - c >= stages - k]
+        # a cut that leaves the later cuts a candidate each, and each stage a node
+        later = [c for n, c in enumerate(candidates) if c > (cuts[-1] if cuts else 0)
+                 and len(candidates) - n > stages - 1 - k and len(placed) - c >= stages - k]
         if not later:
             raise ForgeOptError(f"--stages {stages}: the model has no {stages - 1} places to cut it")
         target = total * k / stages

@@ -213,3 +213,10 @@ def test_weights_read_through_a_folded_transpose_count_for_their_stage(tmp_path)
     bert = model_path("gpt2").parent / "bert_opset17.onnx"
     partition, _ = split_model(bert, tmp_path / "p", stages=2)
     assert partition.cut is not None and [s.layers for s in partition.cut.stages] == ["0-0", "1-1"]
+
+
+def test_three_stages_of_a_two_layer_decoder_take_both_layer_starts(tmp_path):
+    """The first cut leaves the second a layer start to take."""
+    partition, _ = split_model(model_path("llama"), tmp_path / "p", stages=3, dims=DIMS)
+    assert partition.cut is not None and partition.cut.how == "where a layer starts"
+    assert [s.layers for s in partition.cut.stages] == ["", "0-0", "1-1"]

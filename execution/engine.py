@@ -8,7 +8,7 @@ rules) rejects. Callers decide what each means for them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,10 +68,16 @@ def run_compiled(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarra
 def run_compiled_on_xla(compiled: Compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The program's outputs on XLA CPU: its StableHLO form (`-t stablehlo`)
     compiled and run by jaxlib, an executor independent of the stand-in."""
-    from forge_opt.execution.xla import run_stablehlo
+    return on_xla(compiled)(inputs)
+
+
+def on_xla(compiled: Compiled) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+    """The program compiled once for XLA CPU, to run on many inputs."""
+    from forge_opt.execution.xla import xla_program
     from forge_opt.targets.stablehlo import stablehlo_text
 
-    return run_stablehlo(stablehlo_text(compiled.module), program_inputs(compiled.module, inputs))
+    program = xla_program(stablehlo_text(compiled.module))
+    return lambda inputs: program(program_inputs(compiled.module, inputs))
 
 
 #: what `--executor` takes: the Forge stand-in (numpy goldens), or XLA CPU from the StableHLO program

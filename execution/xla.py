@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
 import numpy as np
@@ -51,8 +51,13 @@ def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1,
     manual computation) on that many virtual devices: an input with an axis
     in `in_axes` is split along it, the others replicated, and an output with
     an axis in `out_axes` is joined along it, the others taken from device 0."""
+    return xla_program(text, devices)(inputs, in_axes, out_axes)
+
+
+def xla_program(text: str, devices: int = 1) -> Callable[..., list[np.ndarray]]:
+    """The StableHLO module `text` compiled once for XLA CPU, to run on
+    many inputs (a Loop body's iterations): `run_stablehlo`'s run."""
     backend = _backend()
-    import jax
     from jaxlib import xla_client as xc
 
     if devices > len(backend.devices()):
@@ -70,6 +75,14 @@ def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1,
         executable = backend.compile_and_load(text, xc.DeviceList(tuple(chosen)), options)
     except Exception as e:  # jaxlib raises its own XlaRuntimeError
         raise ForgeOptError(f"XLA cannot compile the StableHLO program: {_first_line(str(e))}") from e
+    return lambda inputs, in_axes=(), out_axes=(): _execute(executable, chosen, inputs, in_axes, out_axes)
+
+
+def _execute(executable, chosen, inputs: Sequence[np.ndarray], in_axes: Sequence[int | None],
+             out_axes: Sequence[int | None]) -> list[np.ndarray]:
+    import jax
+
+    devices = len(chosen)
     try:
         if devices == 1:
             return [np.asarray(o) for o in executable.execute([jax.device_put(np.asarray(x), chosen[0])

@@ -23,9 +23,10 @@ processes only, which send its outputs on to the others.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ import onnx
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.execution.engine import as_program_input, compile_model, run_compiled, run_compiled_on_xla
+from forge_opt.execution.engine import as_program_input, compile_model, on_xla, run_compiled
 from forge_opt.execution.oracle import check_feeds, expected_outputs, graph_inputs
 from forge_opt.frontends.onnx.values import as_loaded
 from forge_opt.interpreters.forge_standin import ForgeCallError, forge_instance, run_instance
@@ -95,6 +96,8 @@ class _How:
     # device outputs, its model, its folder, its inputs), for a check to compare with onnxruntime
     record: list | None = None
     executor: str = "standin"  # what runs a device sub-model: its converted module, or XLA (recompiled)
+    # each device sub-model's program, made once a run: a Loop's body runs its sub-models at every iteration
+    programs: dict = field(default_factory=dict)
 
     def on_host(self, compute, *args):
         """`compute(*args)`, done once by the host."""
@@ -182,14 +185,20 @@ def _device_outputs(g: SplitGraph, model: onnx.ModelProto, feeds: dict[str, np.n
     if devices > 1:
         return _run_parallel_graph(g, devices, feeds, how, cache)
     if how.recompile or how.executor == "xla":
-        compiled = compile_model(model, g.model_path.parent, CompileOptions(static_cache=cache))
-        run = run_compiled_on_xla if how.executor == "xla" else run_compiled
-        outputs = run(compiled, [feeds[x] for x in compiled.input_names])
+        key = (g.model_path, cache)
+        if key not in how.programs:
+            compiled = compile_model(model, g.model_path.parent, CompileOptions(static_cache=cache))
+            run = on_xla(compiled) if how.executor == "xla" else functools.partial(run_compiled, compiled)
+            how.programs[key] = run, compiled.input_names
+        run, names = how.programs[key]
+        outputs = run([feeds[x] for x in names])
     else:
         # what the module was compiled for: a value of another shape (a Loop's growing one) is refused
         check_feeds(model, {x: v for x, v in feeds.items() if x != POSITION}, f"graph_{g.index} ({g.model_path.name})")
         order = [i.name for i in graph_inputs(model)] + ([POSITION] if POSITION in feeds else [])
-        outputs = _run_module(g, _load_converted(g, model), [feeds[x] for x in order])
+        if g.model_path not in how.programs:
+            how.programs[g.model_path] = _load_converted(g, model)
+        outputs = _run_module(g, how.programs[g.model_path], [feeds[x] for x in order])
     if how.record is not None:
         how.record.append((f"graph_{g.index} ({g.model_path.name})", list(g.outputs), outputs, model,
                            g.model_path.parent, feeds))

@@ -223,12 +223,14 @@ class Plan:
         """A tensor-parallel plan (segments over a grid), not a split."""
         return self.grid is not None
 
-    def keeps_cache(self, graph: Graph) -> bool:
-        """Whether `graph`, a split's device sub-model, keeps some of the
-        plan's static KV cache: its converted module then takes the cache's
-        position after its sub-model's inputs, as `static-kv-cache` adds it."""
+    def cache_of(self, graph: Graph) -> int:
+        """The positions of the plan's static KV cache `graph`, a split's
+        device sub-model, keeps some of (0: none): its converted module then
+        takes the cache's position after its sub-model's inputs, as
+        `static-kv-cache` adds it."""
         cache = self.static_cache
-        return cache is not None and not self.is_parallel and any(x in cache.caches for x in graph.inputs)
+        kept = cache is not None and not self.is_parallel and any(x in cache.caches for x in graph.inputs)
+        return cache.length if kept and cache is not None else 0
 
     @property
     def stages(self) -> int:

@@ -157,8 +157,7 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
             continue
-        options = CompileOptions(plan.parallel, static_cache=plan.static_cache.length if plan.keeps_cache(g.entry)
-                                 else 0)
+        options = CompileOptions(plan.parallel, static_cache=plan.cache_of(g.entry))
         if plan.parallel > 1:  # a tensor-parallel plan of its own, run by the host runner
             tensor_parallel(g.model_path, parallel_dir(g), options, force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)

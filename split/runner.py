@@ -156,7 +156,7 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
         feeds = {x: values[x] for x in g.inputs}
-        cache = plan.static_cache.length if plan.static_cache and plan.keeps_cache(g.entry) else 0
+        cache = plan.cache_of(g.entry)
         if cache:  # its module keeps its layers' cache, and takes the position a step writes at
             feeds[POSITION] = values[POSITION]
         on_device = g.device == DEVICE and how.mode == "device"

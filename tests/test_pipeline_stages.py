@@ -87,7 +87,7 @@ def test_each_stage_keeps_its_own_layers_static_cache(tmp_path):
     _, plan = split_model(model_path("llama"), tmp_path / "s", stages=2, dims=static, static_cache=12)
     assert plan.static_cache is not None and plan.static_cache.length == 12
     assert plan.static_cache.caches["past_key_values.1.value"] == "present.1.value"
-    assert [plan.keeps_cache(g) for g in plan.graphs] == [True, True]
+    assert [plan.cache_of(g) for g in plan.graphs] == [12, 12]
     convert(tmp_path / "s")
     for g in read_split(tmp_path / "s")[1]:  # each stage's module writes its own layers' cache at the position
         module = converted_module(g)

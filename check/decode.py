@@ -279,8 +279,8 @@ def check_decode(
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
     None); in reduced formats as `check_model` takes them; with a static KV
     cache of `max_length` positions (by default the prompt and the steps),
-    or with the cache as exported (`growing_cache`, and through a
-    pipeline's `stages`)."""
+    or with the cache as exported (`growing_cache`); through a pipeline of
+    `stages`, each keeping its own layers' cache."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol), seed, shapes, dims,
         CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format), mpi=mpi, steps=steps,

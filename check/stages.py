@@ -24,7 +24,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
-from forge_opt.plan.folder import read_split
+from forge_opt.plan.graph_infos import Plan
 from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
 from forge_opt.split.mpi import run_mpi
@@ -62,7 +62,7 @@ class Stages:
     def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
         """The pipeline for `shapes` (a decode's step), run here or as S·P
         MPI processes, which must agree; and its schedule."""
-        report, _ = self._split(resolve_model(model, shapes, base), folder)
+        report, _, plan = self._split(resolve_model(model, shapes, base), folder)
         o = self.options
         if not o.mpi:
             return (lambda feeds: run_split(folder, feeds)), report
@@ -70,13 +70,13 @@ class Stages:
 
         def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             per_process = run_mpi(folder, feeds, processes, o.timeout)
-            return agreed(read_split(folder)[0], per_process, "the pipeline's MPI processes")
+            return agreed(plan, per_process, "the pipeline's MPI processes")
 
         return program, report + f"\nunder MPI: {processes} processes"
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         assert self.resolved is not None
-        summary, partition = self._split(self.resolved, folder / "split")
+        summary, partition, _ = self._split(self.resolved, folder / "split")
         notes = [self._annotate(partition)] if self.options.annotate else []
         got = run_split(folder / "split", feeds)
         s, devices = self.options.stages, self.options.compile.devices
@@ -110,9 +110,10 @@ class Stages:
             *notes, f"the {s} stages differ from the one-stage program on {devices} devices ({listed}): a stage "
             "boundary sums the partial residual stream, which the one program sums a layer later"])
 
-    def _split(self, resolved: Resolved, folder: Path) -> tuple[str, Partition]:
+    def _split(self, resolved: Resolved, folder: Path) -> tuple[str, Partition, Plan]:
         """The stages written into `folder` and converted (where the model's
-        annotations cut them, with --plan-from-onnx); their report."""
+        annotations cut them, with --plan-from-onnx); their report, the
+        partition and the plan written."""
         s, devices, plan = self.options.stages, self.options.compile.devices, self.options.compile.plan
         if s < 2:
             raise ForgeOptError(f"--stages {s}: a pipeline has 2 stages or more")
@@ -123,14 +124,14 @@ class Stages:
                 raise ForgeOptError(f"--plan {plan}: a pipeline's cuts come from a model's annotations "
                                     "(--plan-from-onnx), not from a plan file")
             stage_of = stage_pins(load_model(model)[0], name)
-        partition, _ = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
-                                      static_cache=self.options.compile.static_cache)
+        partition, written = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
+                                            static_cache=self.options.compile.static_cache)
         convert(folder)
         assert partition.cut is not None
         report = schedule_report(partition.cut)
         if devices > 1:
             report += f"\neach stage tensor-parallel on {devices} devices ({s} x {devices} = {s * devices} devices)"
-        return report, partition
+        return report, partition, written
 
     def _annotate(self, partition: Partition) -> str:
         """`--annotate OUT`: the pipeline as a configuration of the model the

@@ -229,8 +229,9 @@ class Plan:
         takes the cache's position after its sub-model's inputs, as
         `static-kv-cache` adds it."""
         cache = self.static_cache
-        kept = cache is not None and not self.is_parallel and any(x in cache.caches for x in graph.inputs)
-        return cache.length if kept and cache is not None else 0
+        if cache is None or self.is_parallel or not any(x in cache.caches for x in graph.inputs):
+            return 0
+        return cache.length
 
     @property
     def stages(self) -> int:

@@ -118,19 +118,18 @@ def write_split(
     for n, graph in enumerate(graphs):
         save_onnx(sub_model(model, partition, n, weights), folder / graph.model_path)
     outputs, host = _returns(model, partition, base)
-    plan = Plan(graphs, partition.tensors, layout=layout, parallel=parallel, outputs=outputs)
+    plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, outputs=outputs)
     if static_cache:
-        plan.static_cache = _static_cache(model, partition, static_cache)
+        plan.static_cache = _static_cache(model, static_cache)
+        plan.tensors[POSITION] = TensorInfo([1], "int64", "input")  # what the device sub-models keeping it take
     return write_infos(folder, plan, host)
 
 
-def _static_cache(model: ModelProto, partition: Partition, length: int) -> StaticCache:
-    """The split's static KV cache: each past input with its present, and
-    the position input the device sub-models that keep one take."""
+def _static_cache(model: ModelProto, length: int) -> StaticCache:
+    """The split's static KV cache: each past input with its present."""
     pairs = cache_pairs([i.name for i in model.graph.input], [o.name for o in model.graph.output])
     if not pairs:
         raise ForgeOptError("a static KV cache needs the model's past_key_values.* inputs and present.* outputs")
-    partition.tensors[POSITION] = TensorInfo([1], "int64", "input")
     return StaticCache(length, POSITION, {past: present for present, past in pairs.items()})
 
 

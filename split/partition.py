@@ -162,13 +162,14 @@ def make_partition(
     def producers(i: int) -> list[int]:
         return [producer[x] for x in node_reads(nodes[i]) if x in producer]
 
-    preds = {i: sorted(read_through([i], producers, folded)[0]) for i in placed}
+    # each placed node: the placed nodes it reads, and the folded ones it reads through
+    reads = {i: read_through([i], producers, folded) for i in placed}
+    preds = {i: sorted(reads[i][0]) for i in placed}
     device = {i: placements[labels[i]].where is Where.DEVICE for i in placed}
     cut = None
     if stages > 1:
-        through = {i: read_through([i], producers, folded)[1] for i in placed}
         groups, cut = _stage_groups(model, placed, device, placements, labels, stages, types, stage_of,
-                                    through.__getitem__)
+                                    lambda i: reads[i][1])
     else:
         groups = _control_flow_alone(partition(placed, preds, device, min_device_ops), nodes)
 

@@ -185,12 +185,11 @@ def _device_outputs(g: SplitGraph, model: onnx.ModelProto, feeds: dict[str, np.n
     if devices > 1:
         return _run_parallel_graph(g, devices, feeds, how, cache)
     if how.recompile or how.executor == "xla":
-        key = (g.model_path, cache)
-        if key not in how.programs:
+        if g.model_path not in how.programs:
             compiled = compile_model(model, g.model_path.parent, CompileOptions(static_cache=cache))
             run = on_xla(compiled) if how.executor == "xla" else functools.partial(run_compiled, compiled)
-            how.programs[key] = run, compiled.input_names
-        run, names = how.programs[key]
+            how.programs[g.model_path] = run, compiled.input_names
+        run, names = how.programs[g.model_path]
         outputs = run([feeds[x] for x in names])
     else:
         # what the module was compiled for: a value of another shape (a Loop's growing one) is refused

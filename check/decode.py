@@ -104,7 +104,7 @@ def step_programs(options: CheckOptions) -> Builds:
     one device, of P tensor-parallel ones, or of a pipeline's stages."""
     if options.stages > 1:
         return Stages(options)
-    return Parallel(options) if options.compile.devices > 1 else OneDevice(options)
+    return Parallel(options) if options.compile.device_count > 1 else OneDevice(options)
 
 
 class Decode:
@@ -115,8 +115,8 @@ class Decode:
     every step's token equal to the oracle's and its logits within
     tolerance."""
 
-    takes = frozenset({"steps", "devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format", "max_length", "growing_cache", "stages"})
+    takes = frozenset({"steps", "devices", "mesh", "mpi", "timeout", "plan", "min_size", "require_sharded",
+                       "data_format", "weight_format", "max_length", "growing_cache", "stages"})
     failed = "the program failed on Forge"
     forge_python = ""
 
@@ -189,7 +189,7 @@ class Decode:
         for present in pairs:
             keep(f"{present} (step {steps - 1})", forced[present], want[present])
         built = len(programs.built)
-        devices = o.compile.devices
+        devices = o.compile.device_count
         where = f"{devices} devices" if devices > 1 else "one device"
         if o.stages > 1:
             where = f"{o.stages} pipeline stages" + (f" of {devices} devices each" if devices > 1 else "")
@@ -275,15 +275,17 @@ def check_decode(
     max_length: int = 0,
     growing_cache: bool = False,
     stages: int = 1,
+    mesh: str = "",
 ) -> CheckReport:
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
     None); in reduced formats as `check_model` takes them; with a static KV
     cache of `max_length` positions (by default the prompt and the steps),
     or with the cache as exported (`growing_cache`); through a pipeline of
-    `stages`, each keeping its own layers' cache."""
+    `stages`, each keeping its own layers' cache; on a `mesh` (`RxC`)."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol), seed, shapes, dims,
-        CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format), mpi=mpi, steps=steps,
+        CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format, mesh=mesh), mpi=mpi,
+        steps=steps,
         max_length=max_length, growing_cache=growing_cache, stages=stages).with_pcc(min_pcc), Decode)
 
 

@@ -81,14 +81,15 @@ class CheckOptions:
             raise ForgeOptError(f"--device-memory {args.device_memory}: give a size above 0")
         if args.configuration is not None and not args.plan_from_onnx:
             raise ForgeOptError("--configuration names the sharding configuration --plan-from-onnx reads")
-        if args.plan_from_onnx and not (args.devices or args.device_memory or args.stages):
+        if args.plan_from_onnx and not (args.devices or args.mesh or args.device_memory or args.stages):
             raise ForgeOptError("--plan-from-onnx compiles a tensor-parallel program or a pipeline: it goes with "
                                 "--devices P or --stages S")
         if args.plan_from_onnx and args.plan:
             raise ForgeOptError("--plan-from-onnx takes the plan from the model's annotations: leave out --plan")
         plan = f"{args.model}#{args.configuration or ''}" if args.plan_from_onnx else args.plan
         compiled = CompileOptions(
-            devices=args.devices or 1, min_size=args.min_size, plan=plan, require_sharded=args.require_sharded,
+            devices=args.devices or 1, mesh=args.mesh or "", min_size=args.min_size, plan=plan,
+            require_sharded=args.require_sharded,
             data_format=args.data_format, weight_format=args.weight_format or "",
             device_memory=args.device_memory or 0,
             max_devices=CompileOptions.max_devices if args.max_devices is None else args.max_devices)

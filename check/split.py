@@ -62,9 +62,9 @@ class Fallback:
         self.resolved: Resolved | None = None  # the model imported once: its feeds' types, its split
 
     def prepare(self, loaded: Loaded) -> Loaded:
-        if self.options.mpi and self.options.compile.devices < 2:
+        if self.options.mpi and self.options.compile.device_count < 2:
             raise ForgeOptError("--mpi runs a split for several devices: give --devices P")
-        if self.options.executor == "xla" and self.options.compile.devices > 1:
+        if self.options.executor == "xla" and self.options.compile.device_count > 1:
             raise ForgeOptError("--fallback --executor xla runs each device sub-model on one XLA device: leave out "
                                 "--devices")
         self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
@@ -77,7 +77,7 @@ class Fallback:
         return None if self.resolved is None else self.resolved.module
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
-        devices, mpi = self.options.compile.devices, self.options.mpi
+        devices, mpi = self.options.compile.device_count, self.options.mpi
         assert self.resolved is not None
         _, plan = split_resolved(self.resolved, folder / "split", min_device_ops=self.options.min_device_ops,
                                  devices=devices)
@@ -149,14 +149,15 @@ class Parallel:
     process) or with one MPI process per device; every device must return
     the same outputs."""
 
-    takes = frozenset({"devices", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
+    takes = frozenset({"devices", "mesh", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
                        "weight_format", "executor", "tt_mlir", "annotate"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
     def __init__(self, options: CheckOptions):
         self.options = options
-        self.mode = f"--devices {options.compile.devices}"
+        c = options.compile
+        self.mode = f"--mesh {c.mesh}" if c.mesh else f"--devices {c.devices}"
         self.resolved: Resolved | None = None  # the model imported once: its feeds' types, its program
 
     def prepare(self, loaded: Loaded) -> Loaded:
@@ -171,7 +172,7 @@ class Parallel:
     def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
         o = self.options
         written = write_parallel(compile_parallel(resolve_model(model, shapes, base), o.compile), folder)
-        devices = o.compile.devices
+        devices = o.compile.device_count
 
         def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             per_device = run_mpi(folder, feeds, devices, o.timeout) if o.mpi else run_parallel(folder, feeds)
@@ -182,7 +183,7 @@ class Parallel:
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         o = self.options
         # the program every device runs, written as the plan's per-device modules (which leaves it whole)
-        devices = o.compile.devices
+        devices = o.compile.device_count
         assert self.resolved is not None
         module = compile_parallel(self.resolved, o.compile)
         plan = write_parallel(module, folder / "tp")
@@ -262,11 +263,14 @@ def check_parallel(
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
     executor: str = "standin",
+    mesh: str = "",
 ) -> CheckReport:
-    """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`)."""
+    """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`);
+    `mesh="RxC"` (R·C = P): `--mesh RxC`."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims,
-        CompileOptions(devices, min_size, plan, require_sharded), mpi=mpi, executor=parse_executor(executor)),
+        CompileOptions(devices, min_size, plan, require_sharded, mesh=mesh), mpi=mpi,
+        executor=parse_executor(executor)),
         Parallel)
 
 

@@ -66,7 +66,7 @@ class Stages:
         o = self.options
         if not o.mpi:
             return (lambda feeds: run_split(folder, feeds)), report
-        processes = o.stages * o.compile.devices
+        processes = o.stages * o.compile.device_count
 
         def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             per_process = run_mpi(folder, feeds, processes, o.timeout)
@@ -79,7 +79,7 @@ class Stages:
         summary, partition, _ = self._split(self.resolved, folder / "split")
         notes = [self._annotate(partition)] if self.options.annotate else []
         got = run_split(folder / "split", feeds)
-        s, devices = self.options.stages, self.options.compile.devices
+        s, devices = self.options.stages, self.options.compile.device_count
         if self.options.mpi:  # one process per device of each stage: each must return what this process computed
             per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout)
             differ = [str(rank) for rank, outputs in enumerate(per_process)
@@ -114,7 +114,7 @@ class Stages:
         """The stages written into `folder` and converted (where the model's
         annotations cut them, with --plan-from-onnx); their report, the
         partition and the plan written."""
-        s, devices, plan = self.options.stages, self.options.compile.devices, self.options.compile.plan
+        s, devices, plan = self.options.stages, self.options.compile.device_count, self.options.compile.plan
         if s < 2:
             raise ForgeOptError(f"--stages {s}: a pipeline has 2 stages or more")
         stage_of = None
@@ -138,7 +138,7 @@ class Stages:
         user gave (each node the first stage that runs it)."""
         assert self.given is not None
         stage_of = stage_of_nodes(partition.graphs)
-        s, devices = self.options.stages, self.options.compile.devices
+        s, devices = self.options.stages, self.options.compile.device_count
         return save_annotated(self.given.model, self.given.base, self.options.annotate,
                               lambda m: annotate_stages(m, stage_of, s, devices), what="nodes")
 

@@ -25,6 +25,6 @@ def _at_count(options: CheckOptions) -> Strategy:
         return Fallback(options)
     if options.stages > 1:
         return Stages(options)
-    if options.compile.devices > 1:
+    if options.compile.device_count > 1:
         return Parallel(options)
     return OneDevice(options)

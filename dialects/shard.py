@@ -55,6 +55,13 @@ def split_axes_attr(per_dim: Sequence[Sequence[int]]) -> ShardAxesArrayAttr:
     return ShardAxesArrayAttr(ArrayAttr([axes_attr(axes) for axes in per_dim]))
 
 
+def grid_axes(op: Operation) -> list[int]:
+    """The grid axes a collective (or `all_slice`) runs over."""
+    axes = op.properties["grid_axes"]
+    assert isinstance(axes, DenseArrayBase)
+    return list(axes.get_values())
+
+
 def grid_of(op: Operation) -> GridOp:
     """The `shard.grid` an op's `grid` property names."""
     ref = op.properties.get("grid")

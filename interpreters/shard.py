@@ -4,6 +4,11 @@
 Every form sums in rank order, ((x0 + x1) + x2) + ..., so a simulation and
 an MPI run of two devices agree to the bit (MPI's sum of two is x0 + x1 on
 both). `all_slice` needs no communication: device k keeps block k.
+
+On a grid of several axes (a mesh, `collectives-on-mesh`), a collective
+names the grid axes it runs over: each device exchanges only with the
+devices that share its coordinates on the other axes (`group_of`), through
+`along`, a member of that group alone.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.ir import Operation
 
 from forge_opt.dialects import shard
 
@@ -25,6 +31,23 @@ class Collectives(Protocol):
     def all_reduce(self, x: np.ndarray) -> np.ndarray: ...
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray: ...
+
+    def along(self, shape: Sequence[int], axes: Sequence[int]) -> Collectives: ...
+
+
+def group_of(shape: Sequence[int], axes: Sequence[int], rank: int) -> list[int]:
+    """The ranks (row-major over a grid of `shape`) that share `rank`'s
+    coordinates on every axis but `axes`, in the order of their linear
+    index over `axes`: the group a collective over `axes` joins. Device
+    (r, c) of an R×C mesh: over axis 1, its row's C devices; over axis 0,
+    its column's R devices; over both, all of them."""
+    coords = list(np.unravel_index(rank, tuple(shape)))
+    ranks = []
+    for index in np.ndindex(*(shape[a] for a in axes)):
+        for a, i in zip(axes, index):
+            coords[a] = i
+        ranks.append(int(np.ravel_multi_index(tuple(coords), tuple(shape))))
+    return ranks
 
 
 def block(x: np.ndarray, axis: int, rank: int, size: int) -> np.ndarray:
@@ -51,9 +74,28 @@ class ThreadGroup:
         self.size = size
         self.slots: list[Any] = [None] * size
         self.barrier = threading.Barrier(size)
+        self._groups: dict[tuple[int, ...], ThreadGroup] = {}  # the groups of some of these devices
+        self._lock = threading.Lock()
 
     def member(self, rank: int) -> ThreadMember:
         return ThreadMember(self, rank)
+
+    def of(self, ranks: Sequence[int]) -> ThreadGroup:
+        """The group of `ranks`, made by the first of them to ask."""
+        with self._lock:
+            group = self._groups.get(tuple(ranks))
+            if group is None:
+                group = self._groups[tuple(ranks)] = ThreadGroup(len(ranks))
+                if self.barrier.broken:  # a device has failed: nobody may wait in a new group either
+                    group.barrier.abort()
+            return group
+
+    def abort(self) -> None:
+        """Release every device waiting, in this group or any of its groups."""
+        with self._lock:
+            self.barrier.abort()
+            for group in self._groups.values():
+                group.barrier.abort()
 
 
 class ThreadMember:
@@ -74,6 +116,11 @@ class ThreadMember:
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
         return np.concatenate(self._exchange(x), axis=axis)
 
+    def along(self, shape: Sequence[int], axes: Sequence[int]) -> ThreadMember:
+        """This device as a member of its group over grid `axes`."""
+        ranks = group_of(shape, axes, self.rank)
+        return ThreadMember(self.group.of(ranks), ranks.index(self.rank))
+
 
 class MpiMember:
     """This process's device in an MPI job (mpi4py's COMM_WORLD). With
@@ -89,6 +136,7 @@ class MpiMember:
         self._sum = MPI.SUM
         self.progress = None if progress is None else progress.replace("{rank}", str(self.rank))
         self.entered = 0
+        self._along: dict[tuple[int, ...], MpiMember] = {}
         self.reached("started")
 
     def reached(self, what: str) -> None:
@@ -144,6 +192,18 @@ class MpiMember:
         member.progress = self.progress  # this process's own file, under its rank in the whole job
         return member
 
+    def along(self, shape: Sequence[int], axes: Sequence[int]) -> MpiMember:
+        """This process as a member of its group over grid `axes`: a
+        sub-communicator, split the first time the grid's collectives ask
+        (every process reaches that collective, so all of them split)."""
+        key = tuple(axes)
+        if key not in self._along:
+            ranks = group_of(shape, axes, self.rank)
+            member = MpiMember(self.comm.Split(ranks[0], ranks.index(self.rank)))
+            member.progress = self.progress
+            self._along[key] = member
+        return self._along[key]
+
     def from_each(self, value: Any) -> list[Any]:
         """Every device's `value`, in rank order, on every device."""
         self.reached("all_gather")
@@ -162,7 +222,7 @@ def run_threads(size: int, work: Callable[[ThreadMember], Any]) -> list[Any]:
             results[rank] = work(group.member(rank))
         except BaseException as e:
             errors.append(e)
-            group.barrier.abort()
+            group.abort()
 
     threads = [threading.Thread(target=body, args=(k,)) for k in range(size)]
     for t in threads:
@@ -182,21 +242,27 @@ class ShardFunctions(InterpreterFunctions):
     def __init__(self, member: Collectives):
         self.member = member
 
+    def _group(self, op: Operation) -> Collectives:
+        """This device's group over the op's grid axes."""
+        grid, axes = shard.grid_of(op).shape.get_values(), shard.grid_axes(op)
+        return self.member if len(axes) == len(grid) else self.member.along(grid, axes)
+
     @impl(shard.AllSliceOp)
     def run_all_slice(self, interpreter: Interpreter, op: shard.AllSliceOp, args):
-        return (block(np.asarray(args[0]), op.axis, self.member.rank, self.member.size),)
+        m = self._group(op)
+        return (block(np.asarray(args[0]), op.axis, m.rank, m.size),)
 
     @impl(shard.AllGatherOp)
     def run_all_gather(self, interpreter: Interpreter, op: shard.AllGatherOp, args):
-        return (self.member.all_gather(np.asarray(args[0]), op.axis),)
+        return (self._group(op).all_gather(np.asarray(args[0]), op.axis),)
 
     @impl(shard.AllReduceOp)
     def run_all_reduce(self, interpreter: Interpreter, op: shard.AllReduceOp, args):
-        return (self.member.all_reduce(np.asarray(args[0])),)
+        return (self._group(op).all_reduce(np.asarray(args[0])),)
 
     @impl(shard.ReduceScatterOp)
     def run_reduce_scatter(self, interpreter: Interpreter, op: shard.ReduceScatterOp, args):
-        m = self.member
+        m = self._group(op)
         return (block(m.all_reduce(np.asarray(args[0])), op.axis, m.rank, m.size),)
 
     @impl(shard.ShardOp)

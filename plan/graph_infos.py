@@ -11,6 +11,7 @@ own spellings). The schema a user validates against is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,9 @@ class Collective:
     bytes: int
     ring_bytes_per_device: int
     axis: int | None = None  # of a gather or scatter
+    # on a mesh: the grid axis it runs over (0: each column's R devices, 1: each row's C), and that count
+    mesh_axis: int | None = None
+    group: int | None = None
 
 
 @dataclass
@@ -211,7 +215,9 @@ class Plan:
     tensors: dict[str, TensorInfo]
     layout: str = "NCHW"
     parallel: int = 1  # a split: each device sub-model runs tensor-parallel on this many devices
-    grid: str | None = None  # a tensor-parallel plan: its 1-d grid's name (MLIR's shard.grid)
+    grid: str | None = None  # a tensor-parallel plan: its grid's name (MLIR's shard.grid)
+    # a plan's grid as a mesh [R, C], or the mesh a split's device sub-models run on (None: a line of devices)
+    mesh: list[int] | None = None
     devices: list[Device] = field(default_factory=list)  # a plan: one per device of the grid
     collectives: list[Collective] = field(default_factory=list)
     layers: list[Layer] = field(default_factory=list)
@@ -266,8 +272,10 @@ class Plan:
         }
         if self.parallel > 1:
             out["parallel"] = self.parallel
+            if self.mesh is not None:
+                out["mesh"] = self.mesh
         if self.grid is not None:
-            out["grid"] = {"name": self.grid, "shape": [len(self.devices)]}
+            out["grid"] = {"name": self.grid, "shape": self.mesh or [len(self.devices)]}
             out["collectives"] = [to_json(c) for c in self.collectives]
             out["devices"] = [to_json(d) for d in self.devices]
             out["layers"] = [to_json(layer) for layer in self.layers]
@@ -309,14 +317,20 @@ class _Reader(Reader):
         if type(parallel) is not int or parallel < 1:
             raise self.fail(f"parallel is {parallel!r}, not a count of devices")
         plan = Plan([], tensors, layout=str(data.get("layout", "NCHW")), parallel=parallel)
+        if "mesh" in data:
+            mesh: list[int] = self.value(list[int], data["mesh"], "the plan", "mesh")
+            if len(mesh) != 2 or mesh[0] * mesh[1] != parallel:
+                raise self.fail(f"mesh is {mesh}, not [R, C] of the {parallel} devices of 'parallel'")
+            plan.mesh = mesh
         if "grid" in data:
-            plan.grid, count = self.grid(data["grid"])
+            plan.grid, shape = self.grid(data["grid"])
+            plan.mesh, count = (shape if len(shape) == 2 else None), math.prod(shape)
             plan.devices = [self.record(Device, d, f"devices[{n}]") for n, d in enumerate(data.get("devices", []))]
             if [d.rank for d in plan.devices] != list(range(count)):
                 raise self.fail(f"'devices' must list the grid's {count} devices, by rank")
             layers = data.get("layers", [])
             plan.layers = [self.record(Layer, x, f"layers[{n}]", extra=True) for n, x in enumerate(layers)]
-            plan.collectives = [self.collective(c, n) for n, c in enumerate(data.get("collectives", []))]
+            plan.collectives = [self.collective(c, n, plan.mesh) for n, c in enumerate(data.get("collectives", []))]
         known = set(plan.inputs())
         stages = [entry.get("stage") for entry in data["graphs"]]
         if any(x is not None for x in stages) and stages != list(range(len(stages))):
@@ -393,19 +407,24 @@ class _Reader(Reader):
             raise self.fail(f"tensor '{name}' has dtype {given!r}, which is no tensor element type")
         return dtype.name
 
-    def grid(self, grid: Any) -> tuple[str, int]:
+    def grid(self, grid: Any) -> tuple[str, list[int]]:
         shape = grid.get("shape") if isinstance(grid, dict) else None
-        if not (isinstance(shape, list) and len(shape) == 1 and type(shape[0]) is int and shape[0] >= 1):
-            raise self.fail("'grid' must be {\"shape\": [P]}, a 1-d grid of P devices")
-        return str(grid.get("name", "grid")), shape[0]
+        if not (isinstance(shape, list) and 1 <= len(shape) <= 2 and all(type(d) is int and d >= 1 for d in shape)):
+            raise self.fail("'grid' must be {\"shape\": [P]}, a line of P devices, or {\"shape\": [R, C]}, a mesh")
+        return str(grid.get("name", "grid")), shape
 
-    def collective(self, step: Any, n: int) -> Collective:
+    def collective(self, step: Any, n: int, mesh: list[int] | None) -> Collective:
         where = f"collectives[{n}]"
         record = self.record(Collective, step, where)
         if record.op not in COLLECTIVES:
             raise self.fail(f"{where}: op '{record.op}' is none of {', '.join(COLLECTIVES)}")
         if (record.axis is None) != (record.op == "all_reduce"):
             raise self.fail(f"{where}: an {record.op} {'takes no' if record.op == 'all_reduce' else 'needs an'} axis")
+        if mesh is None and (record.mesh_axis is not None or record.group is not None):
+            raise self.fail(f"{where}: names a mesh axis, but the grid is a line")
+        if mesh is not None and (record.mesh_axis not in (0, 1) or record.group != mesh[record.mesh_axis]):
+            raise self.fail(f"{where}: on the mesh {mesh} a collective names its mesh_axis (0 or 1) and its group "
+                            "(that axis's device count)")
         return record
 
     def graph(self, entry: dict, where: str, tensors: dict[str, TensorInfo]) -> Graph:

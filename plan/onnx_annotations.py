@@ -10,8 +10,11 @@ with no spec. `plan_pins` reads a configuration back as a plan file's
 layers (`transforms/tp/plan_file.py`'s terms), which `--plan-from-onnx`
 compiles with. A pipeline (`annotate_stages`) is a configuration of its
 own (`n300-s2`: 2 stages on an n300) whose nodes each carry their
-`pipeline_stage`; `stage_pins` reads it back. Communication stays
-implicit, as the formalism has it."""
+`pipeline_stage`; `stage_pins` reads it back. A plan on a mesh
+(`--mesh 8x4`) is named with its shape (`galaxy-8x4`): its weights are
+split over all R·C devices as the line's are, and the formalism has no
+mesh axes, so the mesh lives in the name. Communication stays implicit, as
+the formalism has it."""
 
 from __future__ import annotations
 
@@ -33,9 +36,11 @@ PIN_AXIS: dict[str, int | None] = {COLUMN: 1, ROW: 0, VOCAB: 0, OUT_CHANNELS: 1,
 SHARDING_IR = 11
 
 
-def system_name(devices: int) -> str:
-    """A configuration's name: Tenstorrent's system of that many chips."""
-    return {2: "n300", 8: "t3k", 32: "galaxy"}.get(devices, f"p{devices}")
+def system_name(devices: int, mesh: list[int] | None = None) -> str:
+    """A configuration's name: Tenstorrent's system of that many chips, and
+    a mesh's shape where the plan lays them on one (`galaxy-8x4`)."""
+    name = {2: "n300", 8: "t3k", 32: "galaxy"}.get(devices, f"p{devices}")
+    return name if mesh is None else f"{name}-{mesh[0]}x{mesh[1]}"
 
 
 @dataclass
@@ -49,7 +54,7 @@ class Annotated:
 def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
     """A copy of `model` carrying `plan` as the configuration `name` (by
     default `system_name` of its devices), replacing one of that name."""
-    name = name or system_name(plan.device_count)
+    name = name or system_name(plan.device_count, plan.mesh)
     out = _fresh_configuration(model, name, plan.device_count)
     nodes = {n.name: n for n in out.graph.node if n.name}
     done = Annotated(out, name)

@@ -22,6 +22,7 @@ from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.partition import Partition, make_partition
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.placement import place
+from forge_opt.transforms.tp.mesh import parse_mesh
 
 
 def split_model(
@@ -40,13 +41,15 @@ def split_model(
     stages: int = 1,
     stage_of: Mapping[str, int] | None = None,
     static_cache: int = 0,
+    mesh: str = "",
 ) -> tuple[Partition, Plan]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`
     (the partition, and the plan as written).
     `shapes` and `dims` fix symbolic input sizes (as `import_onnx`); the
     split is of the model with its shapes folded and known control flow
     resolved. `devices` (P > 1): each device sub-model is converted for P
-    devices, tensor-parallel (the plan's `parallel`). `base`: the folder of
+    devices, tensor-parallel (the plan's `parallel`); `mesh` (`RxC`): on
+    an R×C mesh of them (`collectives-on-mesh`). `base`: the folder of
     the model's external data, for a model given as a `ModelProto`.
     `stages` (S > 1): a pipeline, S device sub-models of contiguous nodes
     (`stages.py`), cut where `stage_of` (a stage by node name) says if given.
@@ -54,6 +57,12 @@ def split_model(
     sub-model keeps its layers' KV cache of L positions."""
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
+    grid = list(parse_mesh(mesh)) if mesh else None
+    if grid is not None:
+        if devices not in (1, grid[0] * grid[1]):
+            raise ForgeOptError(f"--devices {devices} with --mesh {mesh}: the mesh has {grid[0] * grid[1]} devices: "
+                                "leave --devices out")
+        devices = grid[0] * grid[1]
     if stages < 1:
         raise ForgeOptError(f"--stages {stages}: a pipeline has 1 stage or more")
     model, loaded_from = load_model(source)
@@ -63,25 +72,27 @@ def split_model(
     out = Path(folder)
     check_folder(out, resolved.base, force, "--force replaces its split")
     return split_resolved(resolved, out, cpu_ops=cpu_ops, cpu_nodes=cpu_nodes, min_device_ops=min_device_ops,
-                          layout=layout, devices=devices, stages=stages, stage_of=stage_of, static_cache=static_cache)
+                          layout=layout, devices=devices, stages=stages, stage_of=stage_of, static_cache=static_cache,
+                          mesh=grid)
 
 
 def split_resolved(resolved: Resolved, folder: Path, *, cpu_ops: tuple[str, ...] = (), cpu_nodes: tuple[str, ...] = (),
                    min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1, stages: int = 1,
-                   stage_of: Mapping[str, int] | None = None, static_cache: int = 0) -> tuple[Partition, Plan]:
+                   stage_of: Mapping[str, int] | None = None, static_cache: int = 0,
+                   mesh: list[int] | None = None) -> tuple[Partition, Plan]:
     """`split_model` of a model resolved (`resolve_model`) into `folder`,
     which is checked; `static_cache` (L > 0): the device sub-models keep
     their layers' KV cache at L positions (the model resolved with its past
     at L), as `convert` compiles them."""
     require_static_inputs(resolved.model)
     return _split(resolved, folder, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices,
-                  stages=stages, stage_of=stage_of, static_cache=static_cache)
+                  stages=stages, stage_of=stage_of, static_cache=static_cache, mesh=mesh)
 
 
 def _split(
     resolved: Resolved, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...], min_device_ops: int,
     layout: str, check_pins: bool, devices: int = 1, stages: int = 1, stage_of: Mapping[str, int] | None = None,
-    static_cache: int = 0,
+    static_cache: int = 0, mesh: list[int] | None = None,
 ) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
@@ -101,10 +112,10 @@ def _split(
         for which, sub_model in models.items():
             # pins name nodes of the whole model: a subgraph holds some of them
             _split(resolve_model(sub_model, base=base), folder / folders[which], cpu_ops, cpu_nodes, min_device_ops,
-                   layout, False, devices)
+                   layout, False, devices, mesh=mesh)
         control[n] = control_flow_entry(node, folders, models)
     plan = write_split(folder, model, partition, base=base, force=True, layout=layout, control=control,
-                       parallel=devices, static_cache=static_cache)
+                       parallel=devices, static_cache=static_cache, mesh=mesh)
     return partition, plan
 
 
@@ -157,7 +168,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
             written += convert(sub_folder)
         if g.device != DEVICE or g.context_dir is None:
             continue
-        options = CompileOptions(plan.parallel, static_cache=plan.cache_of(g.entry))
+        mesh = f"{plan.mesh[0]}x{plan.mesh[1]}" if plan.mesh else ""
+        options = CompileOptions(plan.parallel, static_cache=plan.cache_of(g.entry), mesh=mesh)
         if plan.parallel > 1:  # a tensor-parallel plan of its own, run by the host runner
             tensor_parallel(g.model_path, parallel_dir(g), options, force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)

@@ -90,12 +90,12 @@ class _Weights:
 def write_split(
     folder: Path, model: ModelProto, partition: Partition, *, base: Path | None = None, force: bool = False,
     layout: str = "NCHW", control: dict[int, Branches | Loop] | None = None, parallel: int = 1,
-    static_cache: int = 0,
+    static_cache: int = 0, mesh: list[int] | None = None,
 ) -> Plan:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
     folder the model's external data is in; `control`: by sub-model, the
     record of a run-time If or Loop, `control_flow.py`; `parallel`: the
-    devices each device sub-model runs on; `static_cache`: the positions of
+    devices each device sub-model runs on, on `mesh` [R, C] if given; `static_cache`: the positions of
     the KV cache the device sub-models keep, each its own layers'); a folder
     that exists and is not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
@@ -118,7 +118,7 @@ def write_split(
     for n, graph in enumerate(graphs):
         save_onnx(sub_model(model, partition, n, weights), folder / graph.model_path)
     outputs, host = _returns(model, partition, base)
-    plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, outputs=outputs)
+    plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, mesh=mesh, outputs=outputs)
     if static_cache:
         plan.static_cache = _static_cache(model, static_cache)
         plan.tensors[POSITION] = TensorInfo([1], "int64", "input")  # what the device sub-models keeping it take

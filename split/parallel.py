@@ -35,7 +35,7 @@ def tensor_parallel(
     base: Path | None = None,
     **changes,
 ) -> Plan:
-    """Compile the model for `options.devices` devices into `folder`
+    """Compile the model for `options.device_count` devices into `folder`
     (per-device Forge modules and the plan, `graph_infos.json`); the plan.
     `options`: the compile options, or a device count; `changes`: compile
     options' fields (`CompileOptions`: `plan=`, `min_size=`,
@@ -54,12 +54,12 @@ def tensor_parallel(
 
 
 def compile_parallel(resolved: Resolved, options: CompileOptions) -> ModuleOp:
-    """The program every one of `options.devices` devices runs, in one
+    """The program every one of `options.device_count` devices runs, in one
     module (`onnx-to-forge{devices=P}`), compiled from a copy of the
     model's import; `write_parallel` cuts it into the plan's per-device
     modules without changing it."""
-    if options.devices < 2:
-        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.devices}")
+    if options.device_count < 2:
+        raise ForgeOptError(f"tensor parallelism needs 2 devices or more, not {options.device_count}")
     module = resolved.module.clone()
     # verify-each: invalid IR names the step and the node, as `forge-opt --verify-each` would
     verify_after(None, module)

@@ -309,7 +309,9 @@ def _run_loop(g: SplitGraph, info: Loop, plan: Plan, values: dict[str, np.ndarra
             values[result] = np.stack(stacked)
 
 
-def _collect(step: Collective, value: np.ndarray, member: Collectives) -> np.ndarray:
+def _collect(step: Collective, value: np.ndarray, member: Collectives, mesh: list[int] | None) -> np.ndarray:
+    if mesh is not None and step.mesh_axis is not None:  # among the devices of its row or column only
+        member = member.along(mesh, [step.mesh_axis])
     if step.op == "all_reduce":
         return member.all_reduce(value)
     assert step.axis is not None  # the reader requires one of a gather and a scatter
@@ -358,7 +360,7 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
             for name, v in zip(g.outputs, outs):
                 values[name] = np.asarray(v).astype(plan.tensors[name].dtype, copy=False)
             for step in after.get(g.index, []):
-                values[step.output] = _collect(step, values[step.input], m)
+                values[step.output] = _collect(step, values[step.input], m, plan.mesh)
         return returned(plan, folder, values)
 
     if member is not None:

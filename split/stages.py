@@ -13,7 +13,6 @@ nearest k/S, the fewer activation bytes crossing the cut breaking a tie.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,14 +21,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto, helper
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import node_reads
-
-#: a layer's index in an exporter's node name: Optimum's `/model/layers.3/...`, GPT-2's `/transformer/h.3/...`
-_LAYER = re.compile(r"(?:^|/)(?:layers|layer|h|blocks|block|encoder\.layer)\.(\d+)(?:/|$)")
-
-
-def layer_of(node: NodeProto) -> int | None:
-    match = _LAYER.search(node.name)
-    return int(match.group(1)) if match else None
+from forge_opt.frontends.onnx.names import layer_index
 
 
 def tensor_bytes(t: TensorProto) -> int:
@@ -83,7 +75,7 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
     before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]
     crossing = _crossing_bytes(nodes, placed, types)
     starts, highest = [], -1  # where a layer of a higher index than any before starts
-    for c, layer in enumerate(layer_of(nodes[i]) for i in placed):
+    for c, layer in enumerate(layer_index(nodes[i].name) for i in placed):
         if layer is not None and layer > highest:
             starts += [c] if c else []
             highest = layer
@@ -174,7 +166,7 @@ def stage_infos(model: ModelProto, graphs: Sequence, types: Mapping[str, TypePro
     for k, g in enumerate(graphs):
         used = {x for node in g.nodes for x in node_reads(node) if x in sizes}
         later = {x for h in graphs[k + 1:] for x in h.inputs}
-        found = [x for x in map(layer_of, g.nodes) if x is not None]
+        found = [x for x in (layer_index(n.name) for n in g.nodes) if x is not None]
         out.append(StageInfo(len(g.nodes), f"{min(found)}-{max(found)}" if found else "",
                              sum(sizes[x] for x in used),
                              sum(value_bytes(types.get(x)) for x in g.outputs if x in later)))

@@ -18,9 +18,10 @@ from forge_opt.split.api import split_model
 from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.stages import stage_of_nodes
 from forge_opt.tools.forge_check import main as forge_check
+from forge_opt.transforms.compile_options import CompileOptions
 
-#: the configurations one file carries, by device count
-CONFIGURATIONS = {2: "n300", 4: "p4", 8: "t3k"}
+#: the configurations one file carries, by device count and mesh
+CONFIGURATIONS = {(2, ""): "n300", (4, ""): "p4", (8, ""): "t3k", (4, "2x2"): "p4-2x2"}
 
 
 def _cases(plan) -> list[tuple[str, str]]:
@@ -31,19 +32,20 @@ def _cases(plan) -> list[tuple[str, str]]:
 def test_each_decoders_plans_round_trip_through_one_annotated_file(name, tmp_path):
     model = onnx.load(str(model_path(name)))
     plans = {}
-    for devices in CONFIGURATIONS:
-        plans[devices] = tensor_parallel(model_path(name), tmp_path / f"tp{devices}", devices, dims=DECODE)
-        done = annotate(model, plans[devices])
-        assert done.configuration == CONFIGURATIONS[devices] and not done.skipped, done.skipped
+    for devices, mesh in CONFIGURATIONS:
+        plans[devices, mesh] = tensor_parallel(model_path(name), tmp_path / f"tp{devices}{mesh}",
+                                               CompileOptions(devices, mesh=mesh), dims=DECODE)
+        done = annotate(model, plans[devices, mesh])
+        assert done.configuration == CONFIGURATIONS[devices, mesh] and not done.skipped, done.skipped
         model = done.model
     path = tmp_path / "annotated.onnx"
     onnx.save(model, str(path))
     onnx.checker.check_model(str(path), full_check=True)
     assert [str(p) for p in check_sharding(model)] == []
-    for devices, configuration in CONFIGURATIONS.items():
-        back = tensor_parallel(path, tmp_path / f"back{devices}", devices, dims=DECODE,
-                               plan=f"{path}#{configuration}")
-        assert _cases(back) == _cases(plans[devices])
+    for (devices, mesh), configuration in CONFIGURATIONS.items():
+        back = tensor_parallel(path, tmp_path / f"back{devices}{mesh}", CompileOptions(devices, mesh=mesh),
+                               dims=DECODE, plan=f"{path}#{configuration}")
+        assert _cases(back) == _cases(plans[devices, mesh]) and back.mesh == plans[devices, mesh].mesh
         # read from the annotations, not chosen again: every Linear is pinned (a tied head follows its table)
         assert {layer.reason for layer in back.layers if layer.kind == "linear" and not
                 layer.reason.startswith("tied to")} == {"pinned by the plan"}
@@ -51,16 +53,16 @@ def test_each_decoders_plans_round_trip_through_one_annotated_file(name, tmp_pat
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral", "phi3"])
 def test_a_pipeline_round_trips_beside_the_tensor_parallel_plans(name, tmp_path):
-    """Two stages as a fourth configuration of the file the P = 2, 4 and 8
-    plans are in (each node its pipeline_stage): the file passes both
+    """Two stages as a fifth configuration of the file the P = 2, 4 and 8
+    and 2x2 plans are in (each node its pipeline_stage): the file passes both
     checks, and the split cut from it has the same stages."""
     model = onnx.load(str(model_path(name)))
-    for devices in CONFIGURATIONS:
-        model = annotate(model, tensor_parallel(model_path(name), tmp_path / f"tp{devices}", devices,
-                                                dims=DECODE)).model
+    for devices, mesh in CONFIGURATIONS:
+        model = annotate(model, tensor_parallel(model_path(name), tmp_path / f"tp{devices}{mesh}",
+                                                CompileOptions(devices, mesh=mesh), dims=DECODE)).model
     chosen, _ = split_model(model_path(name), tmp_path / "chosen", stages=2, dims=DECODE)
     done = annotate_stages(model, stage_of_nodes(chosen.graphs), 2)
-    assert done.configuration == "n300-s2" and len(done.model.configuration) == 4
+    assert done.configuration == "n300-s2" and len(done.model.configuration) == 5
     path = tmp_path / "annotated.onnx"
     onnx.save(done.model, str(path))
     onnx.checker.check_model(str(path), full_check=True)

@@ -156,7 +156,14 @@ def _devices(group) -> None:
         "--devices", type=int, metavar="P",
         help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)",
     )
-    group.add_argument("--mpi", action="store_true", help="with --devices: run one MPI process per device (mpiexec)")
+    group.add_argument(
+        "--mesh", metavar="RxC",
+        help="check the tensor-parallel program for an R×C mesh of devices (Galaxy 8x4, T3K 2x4, n300 1x2): "
+             "device r·C+c in row r, column c; each collective runs over one mesh axis at a time, and the report "
+             "prints a table per axis beside the line of R·C devices",
+    )
+    group.add_argument("--mpi", action="store_true",
+                       help="with --devices or --mesh: run one MPI process per device (mpiexec)")
     group.add_argument("--timeout", type=float, default=MPI_TIMEOUT, metavar="S",
                        help="with --mpi: end the run when a device has not reached, S seconds after the first "
                        "device entered it, a collective the others wait in, naming it (default %(default)g)")

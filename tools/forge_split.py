@@ -3,7 +3,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 (`forge-split convert DIR`), run them in order (`forge-split run DIR`).
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
-                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P]
+                [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P] [--mesh RxC]
                 [--stages S]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--mpi] [--check [--model MODEL]]
@@ -52,6 +52,9 @@ def _split_parser() -> argparse.ArgumentParser:
                    help="the whole shape of input NAME (repeatable)")
     p.add_argument("--devices", type=int, default=1, metavar="P",
                    help="convert each device sub-model tensor-parallel for P devices (graph_infos.json's 'parallel')")
+    p.add_argument("--mesh", metavar="RxC", default="",
+                   help="convert each device sub-model tensor-parallel for an R×C mesh of devices, each collective "
+                        "over one mesh axis at a time (graph_infos.json's 'parallel' and 'mesh')")
     p.add_argument("--stages", type=int, default=1, metavar="S",
                    help="a pipeline: S device sub-models of contiguous layers balanced by stored weights, one device "
                         "(or P with --devices) each, exchanging only activations (graph_infos.json's 'stage')")
@@ -84,7 +87,8 @@ def _report(partition, plan, folder: Path) -> str:
     across = "?" if math.isnan(total) else f"{int(total):,}"
     lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
     if plan.parallel > 1:
-        lines.append(f"each device sub-model is converted tensor-parallel for {plan.parallel} devices")
+        on = f" on a {plan.mesh[0]}x{plan.mesh[1]} mesh" if plan.mesh else ""
+        lines.append(f"each device sub-model is converted tensor-parallel for {plan.parallel} devices{on}")
     return "\n".join(lines)
 
 
@@ -135,7 +139,7 @@ def _split(argv: list[str]) -> int:
     partition, plan = split_model(
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
-        shapes=chosen.shapes, dims=chosen.dims, devices=args.devices, stages=args.stages,
+        shapes=chosen.shapes, dims=chosen.dims, devices=args.devices, stages=args.stages, mesh=args.mesh,
     )
     print(_report(partition, plan, Path(args.output)))
     if partition.cut is not None:

@@ -3,7 +3,9 @@ lists as needing several chips (and its kin), the export it was tried on,
 and what `forge-check --devices P` gives at P = 2 and 4: collectives, the
 bytes each device stores and its peak of activations, the verdict; and
 what `forge-check --stages 2` gives each decoder: the cut, the weights
-each stage stores, the activations it sends, the verdict.
+each stage stores, the activations it sends, the verdict; and what
+`forge-check --mesh RxC` gives the decoders on a mesh: the collectives per
+mesh axis and per layer, the ring steps beside the line of R·C devices'.
 
     python -m forge_opt.tools.gen_multichip          # write (from the repository's root)
     python -m forge_opt.tools.gen_multichip --check  # exit 1 if the page is stale
@@ -23,6 +25,7 @@ from forge_opt.check.report import NOT_COMPILED, VERDICTS
 from forge_opt.check.split import check_parallel
 from forge_opt.check.stages import check_stages
 from forge_opt.split.api import split_model
+from forge_opt.targets.devices.mesh_report import line_collectives, per_layer, ring_steps
 from forge_opt.tools.generated_file import generator_main
 
 #: relative to the repository's root, where the generator runs
@@ -100,6 +103,8 @@ ENTRIES = [
 ]
 NOT_TRIED: list[str] = []
 DEVICES = (2, 4)
+#: Llama-3-70B's heads (32 query over 8 KV), for the meshes of a T3K and a Galaxy
+GQA32 = Entry("Llama, 32/8 heads", "", "llm_llama_gqa32", OPTIMUM.format(script="make_llm_decoders.py"), 2, DECODE)
 
 
 def fuyu_feeds(placeholders: list[int]) -> dict[str, np.ndarray]:
@@ -147,6 +152,22 @@ def pipeline_row(entry: Entry, stages: int = 2) -> str:
     return f"| {layers} | {weights} | {sent} | {same} | {verdict} |"
 
 
+def mesh_row(entry: Entry, mesh: str) -> str:
+    """`| mesh | collectives per axis | per layer | ring steps | stored bytes | verdict |`"""
+    rows, cols = (int(n) for n in mesh.split("x"))
+    report = check_parallel(MODELS / f"{entry.file}.onnx", rows * cols, dims=entry.dims, mesh=mesh)
+    verdict = VERDICTS[report.status]
+    if report.plan is None:
+        return f"| {mesh} | – | – | – | – | {verdict}: {(report.error or 'no plan').splitlines()[0][:120]} |"
+    plan = report.plan
+    on = [sum(c.mesh_axis == axis for c in plan.collectives) for axis in (0, 1)]
+    layers = sorted(set(per_layer(plan).values()))
+    steps = sum(ring_steps(c.op, c.group or 1) for c in plan.collectives)
+    line = sum(ring_steps(kind, rows * cols) for kind, _ in line_collectives(plan.collectives))
+    return (f"| {mesh} | {on[0]} / {on[1]} | {', '.join(map(str, layers))} | {steps} / {line} | "
+            f"{plan.devices[0].stored_bytes:,} | {verdict} |")
+
+
 def page() -> str:
     lines = [
         "# Multi-chip: the families, as tried",
@@ -188,6 +209,21 @@ def page() -> str:
         "| family | layers per stage | stored bytes per stage | sent bytes | against one stage | verdict |",
         "|---|---|---|---|---|---|",
         *(f"| {e.family} {pipeline_row(e)}" for e in ENTRIES if e.layers and e.dims is DECODE),
+        "",
+        "## Meshes",
+        "",
+        "`forge-check MODEL --mesh RxC` lays the devices on R rows of C (`README.md`, \"Meshes\"): each",
+        "weight is split over all R·C devices as on a line, and each collective runs over one mesh axis at a",
+        "time (an all-reduce: a reduce-scatter along the row, an all-reduce of that 1/C down the column, an",
+        "all-gather back). Collectives down the columns (axis 0) and along the rows (axis 1), those of each",
+        "decoder layer (Galaxy's hand-written layout runs 9), the ring steps a run takes on the mesh and on a",
+        "line of R·C devices, device 0's stored bytes, and the verdict:",
+        "",
+        "| family | mesh | collectives (axis 0 / axis 1) | per layer | ring steps (mesh / line) | stored bytes "
+        "| verdict |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {e.family} {mesh_row(e, '2x2')}" for e in ENTRIES if e.layers and e.dims is DECODE),
+        *(f"| {GQA32.family} {mesh_row(GQA32, mesh)}" for mesh in ("2x4", "8x4")),
     ]
     return "\n".join([*lines, ""])
 

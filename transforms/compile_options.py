@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from forge_opt.data_formats import FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.transforms.data_formats import checked_formats
+from forge_opt.transforms.tp.mesh import parse_mesh
 
 
 def option(flag: str, default, needs: tuple[str, str] | None = None):
@@ -33,6 +34,8 @@ class CompileOptions:
     # `max_devices` whose per-device share fits (`tp/sizing`)
     device_memory: int | str = option("--device-memory", 0)
     max_devices: int = option("--max-devices", 8, ("device_memory", "--max-devices goes with --device-memory"))
+    # the devices as an R×C mesh (`RxC`): every collective over one mesh axis at a time (`collectives-on-mesh`)
+    mesh: str = option("--mesh", "")
 
     def __post_init__(self):
         # a value no run can use is the user's mistake, said at once
@@ -47,7 +50,23 @@ class CompileOptions:
         if self.memory and self.devices != 1:
             raise ForgeOptError(f"devices={self.devices} with device-memory: device-memory chooses the device "
                                 "count: leave devices out")
+        if self.mesh:
+            rows, cols = parse_mesh(self.mesh)
+            if self.devices not in (1, rows * cols):
+                raise ForgeOptError(f"devices={self.devices} with mesh={self.mesh}: the mesh has {rows * cols} "
+                                    "devices: leave devices out")
+            if self.memory:
+                raise ForgeOptError(f"mesh={self.mesh} with device-memory: device-memory chooses a device count, "
+                                    "the mesh gives one: leave one out")
         self.formats  # noqa: B018  (an unknown format is an error at once)
+
+    @property
+    def device_count(self) -> int:
+        """The devices the program runs on: the mesh's, or `devices`."""
+        if self.mesh:
+            rows, cols = parse_mesh(self.mesh)
+            return rows * cols
+        return self.devices
 
     @property
     def formats(self) -> tuple[FormatName, FormatName]:
@@ -76,7 +95,8 @@ class CompileOptions:
         """These options for `devices` devices, chosen: no sizing left, and on
         one device no plan or size floor (it has no layers to pin)."""
         single = {"plan": "", "min_size": 0, "require_sharded": False} if devices == 1 else {}
-        return replace(self.as_options(), devices=devices, device_memory=0, **single)
+        mesh = self.mesh if devices == self.device_count else ""
+        return replace(self.as_options(), devices=devices, mesh=mesh, device_memory=0, **single)
 
 
 def _spelt(name: str) -> str:

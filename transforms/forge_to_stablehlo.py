@@ -19,6 +19,7 @@ holds, is an error naming it and its ONNX node.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ from forge_opt.dialects.elements import array_to_attr, attr_to_array
 from forge_opt.dialects.forge_functions.stablehlo_forms import FORMS
 from forge_opt.dialects.stablehlo_build import Hlo, element, shape
 from forge_opt.interpreters.forge import fill_array, laid_out, weight_format
+from forge_opt.interpreters.shard import group_of
 from forge_opt.transforms.tp.partition import SPLIT_AXIS, split_axes
 
 ui32 = IntegerType(32, Signedness.UNSIGNED)
@@ -109,8 +111,8 @@ def lower_op(h: Hlo, op: forge.ForgeOp, values: dict[SSAValue, SSAValue]) -> SSA
 class _Collectives:
     """The `shard` ops of a P-device program as StableHLO's."""
 
-    def __init__(self, devices: int):
-        self.devices = devices
+    def __init__(self, grid: list[int]):
+        self.grid = grid  # a line [P], or a mesh [R, C] whose collectives run over one axis each
         self.channels = 0
         self.index: SSAValue | None = None  # this device's partition id as i64, made at the first all_slice
 
@@ -119,9 +121,12 @@ class _Collectives:
             self.index = h.convert(h.add(hlo.PartitionIdOp(result_types=[TensorType(ui32, [])])), i64)
         return self.index
 
-    def _group(self) -> dict[str, Attribute]:
+    def _group(self, op: Operation) -> dict[str, Attribute]:
+        """Its replica groups: every device, or on a mesh each row's or column's."""
         self.channels += 1
-        return {"replica_groups": array_to_attr(np.arange(self.devices, dtype=np.int64).reshape(1, -1)),
+        axes = shard.grid_axes(op)
+        groups = sorted({tuple(group_of(self.grid, axes, rank)) for rank in range(math.prod(self.grid))})
+        return {"replica_groups": array_to_attr(np.array(groups, dtype=np.int64)),
                 "channel_handle": hlo.ChannelHandleAttr(IntAttr(self.channels), IntAttr(1)),
                 "use_global_device_ids": UnitAttr()}
 
@@ -135,21 +140,21 @@ class _Collectives:
                       for d in range(len(shape(x)))]
             return h.add(hlo.DynamicSliceOp([x, *starts], out, {"slice_sizes": hlo.i64_array(out.get_shape())}))
         if isinstance(op, shard.AllGatherOp):
-            return h.add(hlo.AllGatherOp([x], out, {"all_gather_dim": IntegerAttr(op.axis, i64), **self._group()}))
+            return h.add(hlo.AllGatherOp([x], out, {"all_gather_dim": IntegerAttr(op.axis, i64), **self._group(op)}))
         region = h.combiner("add", [element(x)])
         if isinstance(op, shard.ReduceScatterOp):
             return h.add(hlo.ReduceScatterOp(operands=[[x]], result_types=[[out]], regions=[region], properties={
-                "scatter_dimension": IntegerAttr(op.axis, i64), **self._group()}))
+                "scatter_dimension": IntegerAttr(op.axis, i64), **self._group(op)}))
         assert isinstance(op, shard.AllReduceOp)
         return h.add(hlo.AllReduceOp(operands=[[x]], result_types=[[out]], regions=[region],
-                                     properties=self._group()))
+                                     properties=self._group(op)))
 
 
-def lower_function(source: func.FuncOp, name: str = "main", devices: int = 1) -> func.FuncOp:
+def lower_function(source: func.FuncOp, name: str = "main", grid: list[int] | None = None) -> func.FuncOp:
     """`source`'s body as a public function of StableHLO ops named `name`
-    (on `devices`, a Shardy manual computation of it)."""
-    if devices > 1:
-        return _spmd(source, name, devices)
+    (on a device `grid` of several, a Shardy manual computation of it)."""
+    if grid is not None and math.prod(grid) > 1:
+        return _spmd(source, name, grid)
     block = _named_block(source, source.function_type.inputs.data)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, block.args))
     _lower_body(source, block, values, func.ReturnOp, None)
@@ -196,8 +201,9 @@ def _whole(t: Attribute, axis: int | None, devices: int) -> Attribute:
     return TensorType(t.element_type, dims)  # type: ignore[attr-defined]
 
 
-def _spmd(source: func.FuncOp, name: str, devices: int) -> func.FuncOp:
+def _spmd(source: func.FuncOp, name: str, grid: list[int]) -> func.FuncOp:
     """@main over whole tensors, its body one manual computation of the device program."""
+    devices = math.prod(grid)
     ins, outs = source.function_type.inputs.data, source.function_type.outputs.data
     in_axes, out_axes = split_axes(source.arg_attrs, len(ins)), split_axes(source.res_attrs, len(outs))
     whole_ins = [_whole(t, a, devices) for t, a in zip(ins, in_axes)]
@@ -205,7 +211,7 @@ def _spmd(source: func.FuncOp, name: str, devices: int) -> func.FuncOp:
     outer = _named_block(source, whole_ins)
     inner = Block(arg_types=ins)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, inner.args))
-    _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(devices))
+    _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(grid))
     manual = sdy.ManualComputationOp(outer.args, whole_outs, in_axes, out_axes, Region(inner))
     outer.add_op(manual)
     outer.add_op(func.ReturnOp(*manual.results))
@@ -221,24 +227,24 @@ def _without_split(attrs: ArrayAttr | None) -> ArrayAttr[DictionaryAttr] | None:
                       if isinstance(d, DictionaryAttr) else DictionaryAttr({}) for d in attrs.data])
 
 
-def public_function(module: ModuleOp) -> tuple[func.FuncOp, int]:
-    """The module's one function, and the devices its grid has (1 if none)."""
+def public_function(module: ModuleOp) -> tuple[func.FuncOp, list[int]]:
+    """The module's one function, and its device grid's shape ([1] if none)."""
     public = [op for op in module.ops if isinstance(op, func.FuncOp)
               and (op.sym_visibility is None or op.sym_visibility == StringAttr("public"))]
     if len(public) != 1:
         raise ForgeOptError(f"the stablehlo target takes a module with one public function, not {len(public)}")
     grids = [op for op in module.ops if isinstance(op, shard.GridOp)]
-    devices = 1
+    shape = [1]
     for grid in grids:
-        sizes = [int(d) for d in grid.shape.get_values()]
-        if len(sizes) != 1:
-            raise ForgeOptError(f"{describe(grid)}: the stablehlo target takes a 1-D device grid, not {sizes}")
-        devices = sizes[0]
+        shape = [int(d) for d in grid.shape.get_values()]
+        if len(shape) > 2:
+            raise ForgeOptError(f"{describe(grid)}: the stablehlo target takes a line or a mesh of devices, not "
+                                f"{shape}")
     others = [op for op in module.ops if op is not public[0] and op not in grids]
     if others:
         raise ForgeOptError(f"{describe(others[0])}: the stablehlo target takes one function of forge ops; "
                             f"this module also holds {others[0].name} (a split program: print each part)")
-    return public[0], devices
+    return public[0], shape
 
 
 @dataclass(frozen=True)
@@ -248,8 +254,9 @@ class ForgeToStableHLO(ModulePass):
     name = "forge-to-stablehlo"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        source, devices = public_function(op)
-        lowered = lower_function(source, devices=devices)
+        source, grid = public_function(op)
+        devices = math.prod(grid)
+        lowered = lower_function(source, grid=grid)
         op.body.block.insert_op_before(lowered, source)
         op.body.block.erase_op(source)
         for forge_attr in (WEIGHT_FORMAT_ATTR, SATURATED_ATTR, SATURATED_WEIGHTS_ATTR):  # the constants hold it now

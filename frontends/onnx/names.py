@@ -7,7 +7,8 @@ A name valid as an xDSL name hint is kept, less a trailing `_<digits>`
 apart). Other characters become `_`, and leading non-letters go, so
 PyTorch's `/model/layer/MatMul_output_0` is `model_layer_MatMul_output`.
 Two ONNX names can give one SSA name (`b` and `b_1`); `ambiguous` lists
-them, and bisect compares neither.
+them, and bisect compares neither. `layer_index` reads the layer an
+exporter's name puts a node or value in.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from collections.abc import Iterable
 _PLAIN_NAME = re.compile(r"([A-Za-z][A-Za-z0-9_]*?)(?:_[0-9]+)?")
 _NOT_HINT = re.compile(r"[^A-Za-z0-9_]")
 _LEADING = re.compile(r"^[^A-Za-z]+")
+#: a layer's index in an exporter's name: Optimum's `/model/layers.3/...`, GPT-2's `/transformer/h.3/...`
+_LAYER = re.compile(r"(?:^|/)(?:layers|layer|h|blocks|block|encoder\.layer)\.(\d+)(?:/|$)")
+
+
+def layer_index(name: str) -> int | None:
+    """The index of the layer `name` (a node's, or a value it makes) is in, if it says."""
+    match = _LAYER.search(name)
+    return int(match.group(1)) if match else None
 
 
 def ssa_name(name: str) -> str | None:

@@ -31,13 +31,14 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
 
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, FormatName
-from forge_opt.dialects import forge
+from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import attr_to_array
 from forge_opt.files import link_or_copy, write_text
 from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.plan.folder import clear_folder, write_infos
 from forge_opt.plan.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, TensorInfo
+from forge_opt.targets.devices.mesh_report import mesh_table
 from forge_opt.targets.devices.program import (
     COLLECTIVE_OPS,
     Blocks,
@@ -233,15 +234,21 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
         for n, seg in enumerate(program.segments)
     ]
     collectives = []
+    mesh = program.mesh if len(program.mesh) == 2 else None
     for c in program.collectives:
         kind = COLLECTIVE_OPS[type(c.op)]
         moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
         nbytes = value_nbytes(moved.type)
         axis = None if kind == "all_reduce" else c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
+        mesh_axis = group = None
+        if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)
+            (mesh_axis,) = shard.grid_axes(c.op)
+            group = mesh[mesh_axis]
         collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
-                                      program.names[c.op.results[0]], nbytes, ring_bytes(kind, nbytes, p), axis))
+                                      program.names[c.op.results[0]], nbytes,
+                                      ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group))
     outputs, host = program.returns()
-    plan = Plan(graphs, tensors, layout=layout, grid=program.grid, devices=devices, collectives=collectives,
+    plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, devices=devices, collectives=collectives,
                 layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,
                 static_cache=_static_cache(module, tensors))
     return write_infos(folder, plan, host)
@@ -279,6 +286,8 @@ def parallel_report(plan: Plan) -> str:
         total += c.ring_bytes_per_device
         name = c.input if len(c.input) <= 40 else "..." + c.input[-37:]
         lines.append(f"{n:<6} {c.op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
+    if plan.mesh is not None:
+        lines.extend(mesh_table(plan))
     padded = [f"{layer.node} (+{layer.padded_rows} zero rows)" for layer in plan.layers if layer.padded_rows]
     lines.append(f"{_count(len(plan.graphs), 'segment')} on {plan.device_count} devices; "
                  f"{_count(len(plan.collectives), 'collective')} sending {total:,} bytes per device per run (ring)")

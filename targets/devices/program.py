@@ -26,6 +26,7 @@ from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import array_view_attr
 from forge_opt.dialects.forge_ops import CastOp, Index
 from forge_opt.interpreters.forge import ForgeFunctions
+from forge_opt.interpreters.shard import group_of
 from forge_opt.plan.graph_infos import HOST_OUTPUTS, Output, TensorInfo
 from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
@@ -80,7 +81,8 @@ class Program:
         funcs = [f for f in module.ops if isinstance(f, FuncOp)]
         if found is None or len(funcs) != 1:
             raise ForgeOptError("a tensor-parallel program has one shard.grid and one function")
-        self.grid, self.devices = found
+        self.grid, self.mesh = found  # its name and shape: [P], or [R, C]
+        self.devices = math.prod(self.mesh)
         self.func = funcs[0]
         for op in self.func.walk():
             if not op.name.startswith(("forge.", "func.", "shard.")):
@@ -190,7 +192,7 @@ class Program:
             if v in self.constant:
                 if self.per_device(v):
                     raise ForgeOptError(f"the output '{name}' is a device's block of a constant: pin it replicated")
-                values[name] = value_of(_ConstantEvaluator(self.devices, 0).value(v))
+                values[name] = value_of(_ConstantEvaluator(self.mesh, 0).value(v))
                 entries.append(Output(name, file=HOST_OUTPUTS))
             else:
                 entries.append(Output(name, tensor=self.names[v]))
@@ -250,7 +252,7 @@ class Program:
         each written to the device's file the first time: their parameter
         names, and for the devices in `keep` their values (the others'
         are streamed to the file, never whole)."""
-        interps = {r: _ConstantEvaluator(self.devices, r) for r in files}
+        interps = {r: _ConstantEvaluator(self.mesh, r) for r in files}
         out: dict[int, Blocks] = {r: {} for r in files}
         for v in self.blocks_read(n):
             op = v.owner
@@ -381,8 +383,9 @@ def _weight_name(v: SSAValue) -> str | None:
 class _ConstantEvaluator:
     """Values made of constants, as device `rank` holds them."""
 
-    def __init__(self, devices: int, rank: int, others: dict[int, _ConstantEvaluator] | None = None):
-        self.devices, self.rank = devices, rank
+    def __init__(self, mesh: list[int], rank: int, others: dict[int, _ConstantEvaluator] | None = None):
+        self.mesh, self.rank = mesh, rank
+        self.devices = math.prod(mesh)
         self.others: dict[int, _ConstantEvaluator] = {} if others is None else others  # every device's
         self.others[rank] = self
         self.memo: dict[SSAValue, np.ndarray | WeightBlock] = {}
@@ -409,15 +412,16 @@ class _ConstantEvaluator:
         return result
 
     def _collective(self, op: Operation) -> np.ndarray:
-        parts = [value_of(self._of(r).value(op.operands[0])) for r in range(self.devices)]
+        group = group_of(self.mesh, shard.grid_axes(op), self.rank)
+        parts = [value_of(self._of(r).value(op.operands[0])) for r in group]
         if isinstance(op, shard.AllGatherOp):
             return np.concatenate(parts, axis=op.axis)
         total = np.sum(parts, axis=0, dtype=parts[0].dtype)
         if isinstance(op, shard.ReduceScatterOp):
-            return np.ascontiguousarray(np.split(total, self.devices, axis=op.axis)[self.rank])
+            return np.ascontiguousarray(np.split(total, len(group), axis=op.axis)[group.index(self.rank)])
         return total
 
     def _of(self, rank: int) -> _ConstantEvaluator:
         if rank not in self.others:
-            _ConstantEvaluator(self.devices, rank, self.others)
+            _ConstantEvaluator(self.mesh, rank, self.others)
         return self.others[rank]

@@ -54,14 +54,16 @@ from forge_opt.transforms.tp.rules import (
 )
 
 
-def grid_info(module: ModuleOp) -> tuple[str, int] | None:
-    """The name and size of the module's 1-d device grid, if it has one."""
+def grid_info(module: ModuleOp) -> tuple[str, list[int]] | None:
+    """The name and shape of the module's device grid, if it has one: a
+    line of P, or an R×C mesh (`collectives-on-mesh`)."""
     for op in module.ops:
         if isinstance(op, shard.GridOp):
-            dims = op.shape.get_values()
-            if len(dims) != 1:
-                raise ForgeOptError(f"grid @{op.sym_name.data}: tensor parallelism uses a 1-d grid, not {list(dims)}")
-            return op.sym_name.data, dims[0]
+            dims = list(op.shape.get_values())
+            if not 1 <= len(dims) <= 2:
+                raise ForgeOptError(f"grid @{op.sym_name.data}: tensor parallelism uses a line or a mesh of "
+                                    f"devices, not {dims}")
+            return op.sym_name.data, dims
     return None
 
 
@@ -312,6 +314,10 @@ class TPPartitionPass(ModulePass):
         found = grid_info(op)
         if found is None:
             return
+        grid, dims = found
+        if len(dims) != 1:
+            raise ForgeOptError(f"tp-partition shares a program over a line of devices, not the grid {dims}: "
+                                "collectives-on-mesh lays its result on a mesh")
         for func in op.ops:
             if isinstance(func, FuncOp) and func.body.blocks:
-                _Partitioner(func, *found).run()
+                _Partitioner(func, grid, dims[0]).run()

@@ -1,0 +1,80 @@
+"""A mesh plan's collectives per mesh axis, beside what the same program's
+collectives would cost on a line of all R·C devices: the report's table
+for `--mesh RxC`."""
+
+from __future__ import annotations
+
+import math
+
+from forge_opt.frontends.onnx.names import layer_index
+from forge_opt.plan.graph_infos import Collective, Plan
+from forge_opt.targets.devices.program import ring_bytes
+
+AXIS_NAMES = ("rows", "columns")  # grid axis 0 runs down each column's R devices; axis 1 along each row's C
+
+
+def ring_steps(kind: str, devices: int) -> int:
+    """The steps of a ring over `devices`: an all-reduce 2·(n−1) (a
+    reduce-scatter, then an all-gather), the others n−1."""
+    return (2 if kind == "all_reduce" else 1) * (devices - 1)
+
+
+def chains(collectives: list[Collective]) -> list[list[Collective]]:
+    """The mesh's collectives by the line collective each came from:
+    `collectives-on-mesh` made each a chain of one to three, each reading
+    the one before."""
+    out: list[list[Collective]] = []
+    for c in collectives:
+        if out and out[-1][-1].output == c.input and len(out[-1]) < 3:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return out
+
+
+def line_collectives(collectives: list[Collective]) -> list[tuple[str, int]]:
+    """The collectives of the line the mesh's came from, each as (kind,
+    bytes): a reduce-scatter, an all-reduce and an all-gather are an
+    all-reduce of the reduce-scatter's input."""
+    line = []
+    for chain in chains(collectives):
+        kind = "all_reduce" if any(c.op == "all_reduce" for c in chain) else chain[0].op
+        line.append((kind, max(c.bytes for c in chain)))
+    return line
+
+
+def per_layer(plan: Plan) -> dict[int, int]:
+    """The mesh collectives of each decoder layer (the layer the tensor its
+    chain starts from is in)."""
+    counts: dict[int, int] = {}
+    for chain in chains(plan.collectives):
+        layer = layer_index(chain[0].input)
+        if layer is not None:
+            counts[layer] = counts.get(layer, 0) + len(chain)
+    return counts
+
+
+def mesh_table(plan: Plan) -> list[str]:
+    """Per mesh axis: its collectives, ring steps and bytes each device sends
+    per run; then the mesh's total and the line of R·C devices'."""
+    assert plan.mesh is not None
+    rows, cols = plan.mesh
+    lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; the weights split over all {rows * cols} "
+             "as on a line, each collective over one mesh axis",
+             f"{'axis':<22} {'group':>5} {'collectives':>11} {'ring steps':>10} {'sent per device':>16}"]
+    total = [0, 0, 0]
+    for axis, name in enumerate(AXIS_NAMES):
+        mine = [c for c in plan.collectives if c.mesh_axis == axis]
+        steps = sum(ring_steps(c.op, plan.mesh[axis]) for c in mine)
+        sent = sum(c.ring_bytes_per_device for c in mine)
+        kinds = ", ".join(f"{sum(c.op == k for c in mine)} {k}" for k in sorted({c.op for c in mine}))
+        label = f"{name} (axis {axis})"
+        lines.append(f"{label:<22} {plan.mesh[axis]:>5} {len(mine):>11} {steps:>10} {sent:>16,}"
+                     + (f"  {kinds}" if kinds else ""))
+        total = [total[0] + len(mine), total[1] + steps, total[2] + sent]
+    lines.append(f"{'mesh':<22} {rows * cols:>5} {total[0]:>11} {total[1]:>10} {total[2]:>16,}")
+    p = math.prod(plan.mesh)
+    line = line_collectives(plan.collectives)
+    lines.append(f"{f'line of {p}':<22} {p:>5} {len(line):>11} {sum(ring_steps(k, p) for k, _ in line):>10} "
+                 f"{sum(ring_bytes(k, b, p) for k, b in line):>16,}")
+    return lines

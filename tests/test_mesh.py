@@ -1,0 +1,180 @@
+"""Tensor parallelism on an R×C mesh (`--mesh RxC`, `collectives-on-mesh`):
+the Optimum decoders and a Llama-3-70B-shaped one (32 query heads over 8
+KV heads) against onnxruntime, in process and under MPI, with the
+collectives per mesh axis and each device's share of the weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from model_helpers import export_feeds
+
+from forge_opt.check.decode import check_decode
+from forge_opt.check.report import MATCH
+from forge_opt.check.split import check_parallel
+from forge_opt.diagnostics import ForgeOptError
+from forge_opt.interpreters.shard import ThreadGroup, group_of, run_threads
+from forge_opt.plan.folder import read_split
+from forge_opt.split.api import split_model, tensor_parallel
+from forge_opt.split.mpi import run_mpi
+from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.targets.devices import parallel_report
+from forge_opt.targets.devices.mesh_report import per_layer
+from forge_opt.tools.forge_check import main as forge_check
+from forge_opt.tools.forge_split import main as forge_split
+from forge_opt.transforms.compile_options import CompileOptions
+
+MODELS = Path(__file__).parent / "data" / "models"
+DECODE = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
+GALAXY_PER_LAYER = 9  # collectives of a decoder layer in llama3_70b_galaxy at 8x4
+
+
+def model_path(name: str) -> Path:
+    return MODELS / f"llm_{name}.onnx"
+
+
+def _weight_bytes(name: str) -> int:
+    model = onnx.load(model_path(name))
+    return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer if np.prod(t.dims) > 1)
+
+
+@pytest.mark.parametrize("name, mesh", [("llama", "2x2"), ("qwen2", "2x2"), ("mistral", "2x2"),
+                                        ("llama_gqa32", "2x4"), ("llama_gqa32", "8x4")])
+def test_a_decode_step_matches_onnxruntime_on_a_mesh(tmp_path, name, mesh):
+    rows, cols = map(int, mesh.split("x"))
+    report = check_parallel(model_path(name), rows * cols, export_feeds(model_path(name), DECODE), mesh=mesh)
+    assert report.status == MATCH, report.error
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", CompileOptions(rows * cols, mesh=mesh), dims=DECODE)
+    assert plan.mesh == [rows, cols]
+    mesh_shape = [rows, cols]
+    layers = per_layer(plan)
+    assert sorted(layers) == [0, 1]
+    assert max(layers.values()) <= GALAXY_PER_LAYER + 2, layers
+    for c in plan.collectives:  # each over one axis, named with its group
+        assert c.mesh_axis in (0, 1) and c.group == mesh_shape[c.mesh_axis]
+    share = max(d.parameter_bytes for d in plan.devices) / _weight_bytes(name)
+    assert share <= 1 / (rows * cols) + 0.10, f"{share:.3f} of the weights on one device"
+
+
+def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):
+    plan = tensor_parallel(model_path("llama_gqa32"), tmp_path / "tp", CompileOptions(8, mesh="2x4"), dims=DECODE)
+    report = parallel_report(plan)
+    rows = next(line for line in report.splitlines() if line.startswith("rows (axis 0)"))
+    columns = next(line for line in report.splitlines() if line.startswith("columns (axis 1)"))
+    line = next(line for line in report.splitlines() if line.startswith("line of 8"))
+    assert rows.split()[3] == "2" and columns.split()[3] == "4"  # the group sizes
+    # the mesh sends what the line sends, in fewer ring steps
+    mesh_steps = int(rows.split()[5]) + int(columns.split()[5])
+    assert mesh_steps < int(line.split()[5])
+
+
+def test_under_mpi_a_mesh_equals_the_simulated_run_bit_for_bit(tmp_path):
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    feeds = export_feeds(model_path("qwen2"), DECODE)
+    plan = tensor_parallel(model_path("qwen2"), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
+    mpi, _ = assemble(plan, run_mpi(tmp_path / "tp", feeds, 4))
+    simulated, _ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
+    for n in simulated:
+        np.testing.assert_array_equal(mpi[n], simulated[n], err_msg=n)
+
+
+def test_eight_decode_steps_on_a_2x2_mesh_equal_onnxruntimes_tokens():
+    report = check_decode(model_path("llama"), 8, export_feeds(model_path("llama"), DECODE), mesh="2x2")
+    assert report.status == MATCH, report.error
+    assert any("8/8 tokens equal to onnxruntime's (4 devices" in note for note in report.notes)
+
+
+def test_forge_check_takes_a_mesh_and_prints_its_axes(capsys):
+    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("llama")), "--mesh", "1x2", *dims])
+    assert done.value.code == 0
+    said = capsys.readouterr()
+    assert "mesh 1x2" in said.err + said.out and "line of 2" in said.err + said.out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mesh", "2"], "mesh '2': give rows x columns"),
+    (["--mesh", "1x1"], "mesh '1x1' has one device"),
+    (["--mesh", "2x2", "--devices", "8"], "devices=8 with mesh=2x2: the mesh has 4 devices"),
+    (["--mesh", "2x2", "--fallback"], "--mesh does not combine with"),
+    (["--mesh", "2x2", "--stages", "2"], "--mesh does not combine with"),
+])
+def test_a_mesh_the_check_cannot_take_is_refused(capsys, flags, message):
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("llama")), *flags])
+    assert done.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_mesh_and_device_memory_do_not_combine():
+    with pytest.raises(ForgeOptError, match="mesh=2x2 with device-memory"):
+        CompileOptions(mesh="2x2", device_memory="1GB")
+
+
+def test_the_groups_of_a_mesh_are_its_rows_and_columns():
+    assert group_of([2, 4], [1], 5) == [4, 5, 6, 7]  # device 5: row 1
+    assert group_of([2, 4], [0], 5) == [1, 5]  # column 1
+    assert group_of([2, 4], [0, 1], 5) == list(range(8))
+    assert group_of([8], [0], 3) == list(range(8))
+
+
+def test_a_device_failing_releases_the_others_waiting_in_a_row():
+    def work(member):
+        if member.rank == 3:
+            raise ValueError("device 3 failed")
+        return member.along([2, 2], [1]).all_reduce(np.ones(2))
+
+    done: list[BaseException] = []
+    runner = threading.Thread(target=lambda: _catch(done, lambda: run_threads(4, work)))
+    runner.start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "a device waits for ever"
+    assert isinstance(done[0], ValueError)
+
+
+def _catch(into: list[BaseException], call) -> None:
+    try:
+        call()
+    except BaseException as e:
+        into.append(e)
+
+
+def test_a_group_made_after_a_failure_does_not_wait():
+    group = ThreadGroup(2)
+    group.abort()
+    row = group.of([0, 1])
+    assert row.barrier.broken
+
+
+def test_forge_split_converts_each_device_sub_model_for_the_mesh(tmp_path, capsys):
+    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
+    folder = tmp_path / "split"
+    model = str(model_path("mistral"))
+    with pytest.raises(SystemExit) as done:
+        forge_split([model, "-o", str(folder), "--mesh", "2x2", "--convert", *dims])
+    assert done.value.code == 0
+    assert "converted tensor-parallel for 4 devices on a 2x2 mesh" in capsys.readouterr().out
+    inner = read_split(next(folder.rglob("parallel")))[0]
+    assert inner.mesh == [2, 2] and read_split(folder)[0].mesh == [2, 2]
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(folder), "--check", "--model", model])
+    assert done.value.code == 0
+
+
+def test_a_split_plans_mesh_must_hold_its_devices(tmp_path):
+    split_model(model_path("llama"), tmp_path / "split", mesh="2x2", dims=DECODE)
+    infos = tmp_path / "split" / "graph_infos.json"
+    data = json.loads(infos.read_text())
+    data["mesh"] = [2, 3]
+    infos.write_text(json.dumps(data))
+    with pytest.raises(ForgeOptError, match=r"mesh is \[2, 3\], not \[R, C\] of the 4 devices"):
+        read_split(tmp_path / "split")

@@ -75,19 +75,27 @@ def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):
     assert mesh_steps < int(line.split()[5])
 
 
-def test_under_mpi_a_mesh_equals_the_simulated_run_bit_for_bit(tmp_path):
+def _needs_mpiexec() -> None:
     if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
-    feeds = export_feeds(model_path("qwen2"), DECODE)
-    plan = tensor_parallel(model_path("qwen2"), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral"])
+def test_under_mpi_a_mesh_equals_the_simulated_run_bit_for_bit(tmp_path, name):
+    _needs_mpiexec()
+    feeds = export_feeds(model_path(name), DECODE)
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
     mpi, _ = assemble(plan, run_mpi(tmp_path / "tp", feeds, 4))
     simulated, _ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
     for n in simulated:
         np.testing.assert_array_equal(mpi[n], simulated[n], err_msg=n)
 
 
-def test_eight_decode_steps_on_a_2x2_mesh_equal_onnxruntimes_tokens():
-    report = check_decode(model_path("llama"), 8, export_feeds(model_path("llama"), DECODE), mesh="2x2")
+@pytest.mark.parametrize("mpi", [False, True])
+def test_eight_decode_steps_on_a_2x2_mesh_equal_onnxruntimes_tokens(mpi):
+    if mpi:
+        _needs_mpiexec()
+    report = check_decode(model_path("llama"), 8, export_feeds(model_path("llama"), DECODE), mesh="2x2", mpi=mpi)
     assert report.status == MATCH, report.error
     assert any("8/8 tokens equal to onnxruntime's (4 devices" in note for note in report.notes)
 

@@ -186,13 +186,22 @@ class ReduceScatterOp(_AxisCollective):
     )
 
 
-def all_reduce(input: SSAValue, grid: str, grid_axes: Sequence[int]) -> AllReduceOp:
-    """A sum all-reduce (xDSL's op has no builder)."""
-    return AllReduceOp.build(
-        operands=[input],
-        result_types=[input.type],
-        properties={"grid": SymbolRefAttr(grid), "grid_axes": axes_attr(grid_axes)},
-    )
+def all_reduce(input: SSAValue, grid: str, grid_axes: Sequence[int],
+               reduction: ReductionKind = ReductionKind.SUM) -> AllReduceOp:
+    """An all-reduce, a sum unless `reduction` says (xDSL's op has no builder)."""
+    properties: dict[str, Attribute] = {"grid": SymbolRefAttr(grid), "grid_axes": axes_attr(grid_axes)}
+    if reduction != ReductionKind.SUM:
+        properties["reduction"] = ReductionKindAttr(reduction)
+    return AllReduceOp.build(operands=[input], result_types=[input.type], properties=properties)
+
+
+def reduction_of(op: Operation) -> ReductionKind:
+    """How an all-reduce combines: sum, or max."""
+    attr = op.properties.get("reduction")
+    kind = attr.data if isinstance(attr, ReductionKindAttr) else ReductionKind.SUM
+    if kind not in (ReductionKind.SUM, ReductionKind.MAX):
+        raise VerifyException(f"'{op.name}' reduction {kind}: the collectives here sum or take the maximum")
+    return kind
 
 
 def grid(name: str, shape: Sequence[int]) -> GridOp:

@@ -28,7 +28,7 @@ class Collectives(Protocol):
     rank: int
     size: int
 
-    def all_reduce(self, x: np.ndarray) -> np.ndarray: ...
+    def all_reduce(self, x: np.ndarray, reduction: str = "sum") -> np.ndarray: ...
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray: ...
 
@@ -56,13 +56,14 @@ def block(x: np.ndarray, axis: int, rank: int, size: int) -> np.ndarray:
     return np.take(x, np.arange(rank * n, (rank + 1) * n), axis=axis)
 
 
-def rank_order_sum(parts: Sequence[np.ndarray]) -> np.ndarray:
+def rank_order_sum(parts: Sequence[np.ndarray], reduction: str = "sum") -> np.ndarray:
+    """The parts summed in rank order, or (`reduction="max"`) their maximum."""
     shapes = {np.shape(p) for p in parts}
     if len(shapes) > 1:  # MPI says "Message truncated"; numpy would broadcast them silently
         raise ValueError(f"all_reduce of blocks of different shapes: {sorted(shapes)}")
     total = np.array(parts[0], copy=True)
     for p in parts[1:]:
-        total = total + p
+        total = np.maximum(total, p) if reduction == "max" else total + p
     return total
 
 
@@ -110,8 +111,8 @@ class ThreadMember:
         g.barrier.wait()  # every device has read before any writes again
         return parts
 
-    def all_reduce(self, x: np.ndarray) -> np.ndarray:
-        return rank_order_sum(self._exchange(x))
+    def all_reduce(self, x: np.ndarray, reduction: str = "sum") -> np.ndarray:
+        return rank_order_sum(self._exchange(x), reduction)
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
         return np.concatenate(self._exchange(x), axis=axis)
@@ -133,7 +134,7 @@ class MpiMember:
 
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-        self._sum = MPI.SUM
+        self._sum, self._max = MPI.SUM, MPI.MAX
         self.progress = None if progress is None else progress.replace("{rank}", str(self.rank))
         self.entered = 0
         self._along: dict[tuple[int, ...], MpiMember] = {}
@@ -152,13 +153,13 @@ class MpiMember:
         with open(self.progress, "w") as f:
             f.write(f"{os.getpid()} {self.entered} {what}\n")
 
-    def all_reduce(self, x: np.ndarray) -> np.ndarray:
+    def all_reduce(self, x: np.ndarray, reduction: str = "sum") -> np.ndarray:
         self.reached("all_reduce")
         x = np.ascontiguousarray(x)
-        if x.dtype.kind == "V":  # bfloat16 is no MPI type: gathered as bits, summed as the threads sum
-            return rank_order_sum(list(self._gathered(x)))
+        if x.dtype.kind == "V":  # bfloat16 is no MPI type: gathered as bits, combined as the threads combine
+            return rank_order_sum(list(self._gathered(x)), reduction)
         out = np.empty_like(x)
-        self.comm.Allreduce(x, out, op=self._sum)
+        self.comm.Allreduce(x, out, op=self._max if reduction == "max" else self._sum)
         return out
 
     def all_gather(self, x: np.ndarray, axis: int) -> np.ndarray:
@@ -258,7 +259,7 @@ class ShardFunctions(InterpreterFunctions):
 
     @impl(shard.AllReduceOp)
     def run_all_reduce(self, interpreter: Interpreter, op: shard.AllReduceOp, args):
-        return (self._group(op).all_reduce(np.asarray(args[0])),)
+        return (self._group(op).all_reduce(np.asarray(args[0]), shard.reduction_of(op).value),)
 
     @impl(shard.ReduceScatterOp)
     def run_reduce_scatter(self, interpreter: Interpreter, op: shard.ReduceScatterOp, args):

@@ -154,6 +154,7 @@ class Collective:
     # on a mesh: the grid axis it runs over (0: each column's R devices, 1: each row's C), and that count
     mesh_axis: int | None = None
     group: int | None = None
+    reduction: str | None = None  # an all-reduce's, where not a sum: "max"
 
 
 @dataclass
@@ -420,6 +421,9 @@ class _Reader(Reader):
             raise self.fail(f"{where}: op '{record.op}' is none of {', '.join(COLLECTIVES)}")
         if (record.axis is None) != (record.op == "all_reduce"):
             raise self.fail(f"{where}: an {record.op} {'takes no' if record.op == 'all_reduce' else 'needs an'} axis")
+        if record.reduction not in (None, "max") or (record.reduction is not None and record.op != "all_reduce"):
+            raise self.fail(f"{where}: reduction '{record.reduction}': an all_reduce sums (none given) or takes "
+                            "the max")
         if mesh is None and (record.mesh_axis is not None or record.group is not None):
             raise self.fail(f"{where}: names a mesh axis, but the grid is a line")
         if mesh is not None and (record.mesh_axis not in (0, 1) or record.group != mesh[record.mesh_axis]):

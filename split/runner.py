@@ -313,7 +313,7 @@ def _collect(step: Collective, value: np.ndarray, member: Collectives, mesh: lis
     if mesh is not None and step.mesh_axis is not None:  # among the devices of its row or column only
         member = member.along(mesh, [step.mesh_axis])
     if step.op == "all_reduce":
-        return member.all_reduce(value)
+        return member.all_reduce(value, step.reduction or "sum")
     assert step.axis is not None  # the reader requires one of a gather and a scatter
     if step.op == "all_gather":
         return member.all_gather(value, step.axis)

@@ -104,6 +104,7 @@ def llama_plan(tmp_path_factory) -> dict:
         (lambda i: i.update(grid={"shape": [2, 1, 1]}), "'grid' must be {\"shape\": [P]}"),
         (lambda i: i.update(grid={"name": "grid", "shape": [1, 2]}),
          "collectives[0]: on the mesh [1, 2] a collective names its mesh_axis"),
+        (lambda i: i["collectives"][0].update(reduction="min"), "collectives[0]: reduction 'min': an all_reduce sums"),
         (lambda i: i["collectives"][0].update(mesh_axis=1, group=2),
          "collectives[0]: names a mesh axis, but the grid is a line"),
         (lambda i: i["outputs"][0].update(tensor="nowhere"), "which no graph makes and no input is"),

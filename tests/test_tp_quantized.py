@@ -7,14 +7,19 @@ not a float32 block four times its size (`tp/narrow_blocks`)."""
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from model_helpers import matched_plan
 from onnx import TensorProto, numpy_helper
 
+from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import tensor_parallel
+from forge_opt.split.runner import assemble, run_parallel
 
 MODELS = Path(__file__).parent / "data" / "models"
 DIMS = {"batch_size": 1, "encoder_sequence_length": 8}
@@ -51,3 +56,27 @@ def test_each_device_stores_int8_blocks(tmp_path):
     assert len(blocks) == len(weights) == 12
     assert sum(math.prod(t.dims) for t in blocks) * 2 == sum(math.prod(t.dims) for t in weights)
     assert any("forge.op.Cast(" in s.read_text() for s in (tmp_path / "tp" / "dev0").glob("segment_*.py"))
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_a_quantization_range_is_an_all_reduce_of_each_devices_maximum(devices):
+    """DynamicQuantizeLinear's range (ReduceMin, ReduceMax over the whole
+    input) of a row layer's split input: each device's maximum of its block,
+    all-reduced by the maximum (4 bytes), not the activations all-gathered
+    for it twice (issue 52's remainder)."""
+    plan = matched_plan(MODELS / "q_bart_encoder_int8.onnx", devices, dims=DIMS)
+    assert not [c for c in plan.collectives if c.op == "all_gather"]
+    ranges = [c for c in plan.collectives if c.reduction == "max"]
+    assert len(ranges) == 2 * 4 and all(c.bytes == 4 for c in ranges)  # min and max, before each row layer
+
+
+def test_under_mpi_the_maximum_equals_the_simulated_one(tmp_path):
+    if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
+    path = MODELS / "q_bart_encoder_int8_per_channel.onnx"
+    plan = tensor_parallel(path, tmp_path / "tp", 2, dims=DIMS)
+    feeds = {"input_ids": np.arange(8, dtype=np.int64)[None] * 7 % 128, "attention_mask": np.ones((1, 8), np.int64)}
+    mpi, _ = assemble(plan, run_mpi(tmp_path / "tp", feeds, 2))
+    simulated, _ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
+    for n in simulated:
+        np.testing.assert_array_equal(mpi[n], simulated[n], err_msg=n)

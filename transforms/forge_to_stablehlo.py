@@ -141,7 +141,9 @@ class _Collectives:
             return h.add(hlo.DynamicSliceOp([x, *starts], out, {"slice_sizes": hlo.i64_array(out.get_shape())}))
         if isinstance(op, shard.AllGatherOp):
             return h.add(hlo.AllGatherOp([x], out, {"all_gather_dim": IntegerAttr(op.axis, i64), **self._group(op)}))
-        region = h.combiner("add", [element(x)])
+        combine = "maximum" if isinstance(op, shard.AllReduceOp) and \
+            shard.reduction_of(op) == shard.ReductionKind.MAX else "add"
+        region = h.combiner(combine, [element(x)])
         if isinstance(op, shard.ReduceScatterOp):
             return h.add(hlo.ReduceScatterOp(operands=[[x]], result_types=[[out]], regions=[region], properties={
                 "scatter_dimension": IntegerAttr(op.axis, i64), **self._group(op)}))

@@ -73,3 +73,19 @@ builtin.module {
     func.return %v, %y : tensor<3x2xf32>, tensor<3x2xf32>
   }
 }
+
+// -----
+
+// A maximum (a quantization's range) is no scatter's sum: the maximum
+// along the row, then down the column.
+// CHECK-LABEL: func.func @all_reduce_max
+// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] reduction = max : tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] reduction = max : tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT: func.return %[[B]]
+builtin.module {
+  shard.grid @tp(shape = 8)
+  func.func @all_reduce_max(%x: tensor<8xf32>) -> tensor<8xf32> {
+    %y = shard.all_reduce %x on @tp grid_axes = [0] reduction = max : tensor<8xf32> -> tensor<8xf32>
+    func.return %y : tensor<8xf32>
+  }
+}

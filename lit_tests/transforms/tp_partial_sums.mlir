@@ -114,3 +114,20 @@ func.func @experts(%x: tensor<4x8xf32>) -> tensor<32xf32> {
 // CHECK-NEXT: %y = tir.binary add %r0, %r1 : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
 // CHECK-NEXT: %[[Y:.*]] = shard.all_reduce %y on @tp grid_axes = [0] : tensor<32xf32> -> tensor<32xf32>
 // CHECK-NEXT: func.return %[[Y]]
+
+// -----
+
+// A maximum over the split axis (DynamicQuantizeLinear's range of a column
+// layer's output) is each device's maximum of its block, all-reduced by the
+// maximum: a scalar crosses, not the activations.
+// CHECK-LABEL: func.func @range_of_a_split_value
+// CHECK:      %h = tir.matmul %x, %{{.*}} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %top = tir.reduce max %h {axes = array<i64: 0, 1>, keepdims = 0 : i64} : tensor<4x8xf32> -> tensor<f32>
+// CHECK-NEXT: %[[TOP:.*]] = shard.all_reduce %top on @tp grid_axes = [0] reduction = max : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: func.return %[[TOP]]
+func.func @range_of_a_split_value(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %w = tir.constant {value = dense<1.0> : tensor<8x16xf32>} : tensor<8x16xf32>
+  %h = tir.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %top = tir.reduce max %h {axes = array<i64: 0, 1>, keepdims = 0 : i64} : tensor<4x16xf32> -> tensor<f32>
+  func.return %top : tensor<f32>
+}

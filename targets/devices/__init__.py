@@ -244,9 +244,12 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
         if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)
             (mesh_axis,) = shard.grid_axes(c.op)
             group = mesh[mesh_axis]
+        reduction = None
+        if isinstance(c.op, shard.AllReduceOp) and shard.reduction_of(c.op) != shard.ReductionKind.SUM:
+            reduction = shard.reduction_of(c.op).value
         collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
                                       program.names[c.op.results[0]], nbytes,
-                                      ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group))
+                                      ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction))
     outputs, host = program.returns()
     plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, devices=devices, collectives=collectives,
                 layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,
@@ -285,7 +288,8 @@ def parallel_report(plan: Plan) -> str:
     for n, c in enumerate(plan.collectives):
         total += c.ring_bytes_per_device
         name = c.input if len(c.input) <= 40 else "..." + c.input[-37:]
-        lines.append(f"{n:<6} {c.op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
+        op = c.op if c.reduction is None else f"{c.op} {c.reduction}"
+        lines.append(f"{n:<6} {op:<15} {name:<40} {c.bytes:>10,} {c.ring_bytes_per_device:>16,}")
     if plan.mesh is not None:
         lines.extend(mesh_table(plan))
     padded = [f"{layer.node} (+{layer.padded_rows} zero rows)" for layer in plan.layers if layer.padded_rows]

@@ -416,6 +416,8 @@ class _ConstantEvaluator:
         parts = [value_of(self._of(r).value(op.operands[0])) for r in group]
         if isinstance(op, shard.AllGatherOp):
             return np.concatenate(parts, axis=op.axis)
+        if isinstance(op, shard.AllReduceOp) and shard.reduction_of(op) == shard.ReductionKind.MAX:
+            return np.max(parts, axis=0)
         total = np.sum(parts, axis=0, dtype=parts[0].dtype)
         if isinstance(op, shard.ReduceScatterOp):
             return np.ascontiguousarray(np.split(total, len(group), axis=op.axis)[group.index(self.rank)])

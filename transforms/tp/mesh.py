@@ -93,7 +93,7 @@ def _on_axes(op: Operation, grid: str, rows: int, cols: int) -> None:
         return new.results[0]
 
     def reduce(v: SSAValue, axis: int) -> SSAValue:
-        return v if (rows, cols)[axis] == 1 else add(shard.all_reduce(v, grid, [axis]))
+        return v if (rows, cols)[axis] == 1 else add(shard.all_reduce(v, grid, [axis], shard.reduction_of(op)))
 
     def gather(v: SSAValue, axis: int, dim: int, size: int) -> SSAValue:
         if (rows, cols)[axis] == 1:
@@ -108,7 +108,7 @@ def _on_axes(op: Operation, grid: str, rows: int, cols: int) -> None:
     dims = x.type.get_shape()
     if isinstance(op, shard.AllReduceOp):
         even = [d for d in range(len(dims)) if dims[d] > 0 and dims[d] % cols == 0]
-        if even and cols > 1:
+        if even and cols > 1 and shard.reduction_of(op) == shard.ReductionKind.SUM:  # (the scatter sums)
             d = max(even, key=lambda i: (dims[i], i))  # the largest: the most elements per message
             result = gather(reduce(scatter(x, COLUMNS, d, dims[d] // cols), ROWS), COLUMNS, d, dims[d])
         else:

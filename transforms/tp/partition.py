@@ -40,6 +40,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.shard import ReductionKind
 from forge_opt.dialects.tir_functions import BinaryFn
 from forge_opt.transforms.tp.rules import (
     PARTIAL,
@@ -137,7 +138,12 @@ class _Partitioner:
         if want.partial:
             if have != REPLICATED:
                 raise ForgeOptError(f"tp-partition cannot make a partial value of a {have} one")
-            out = self.first_device_only(v)
+            # the maximum of copies is the value: a sum's other summands are zeros
+            out = v if want.combine == ReductionKind.MAX else self.first_device_only(v)
+        elif have.partial and have.combine != ReductionKind.SUM:  # the maximum, on every device
+            out = self.add(shard.all_reduce(v, g, [0], have.combine))
+            if want.axis is not None:
+                out = self.reshard(out, want)
         elif have.partial:
             if want.axis is None:
                 out = self.add(shard.all_reduce(v, g, [0]))

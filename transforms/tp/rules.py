@@ -4,9 +4,11 @@ cases, `tp-partition` to rewrite to per-device shapes).
 
 A value is replicated (every device holds it whole), split along one axis
 (device k holds the k-th of P equal blocks), or partial (every device holds
-a summand of it). `rule(op, given, P)` says which sharding each operand
-must have for the op to run locally and what its results then are; a
-caller reshards an operand that has another (`tp/partition`, `reshard`).
+a summand of it, or for `PARTIAL_MAX` a part whose maximum it is: a
+maximum over a split axis, as DynamicQuantizeLinear takes its range).
+`rule(op, given, P)` says which sharding each operand must have for the
+op to run locally and what its results then are; a caller reshards an
+operand that has another (`tp/partition`, `reshard`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import tir
 from forge_opt.dialects.elements import array_to_attr
+from forge_opt.dialects.shard import ReductionKind
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
 
 
@@ -31,13 +34,17 @@ from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
 class Sharding:
     axis: int | None = None  # the split axis
     partial: bool = False  # a summand on each device
+    combine: ReductionKind = ReductionKind.SUM  # of a partial value: how the devices' parts combine
 
     def __str__(self) -> str:
-        return "partial" if self.partial else "replicated" if self.axis is None else f"split({self.axis})"
+        if self.partial:
+            return "partial" if self.combine == ReductionKind.SUM else f"partial {self.combine}"
+        return "replicated" if self.axis is None else f"split({self.axis})"
 
 
 REPLICATED = Sharding()
 PARTIAL = Sharding(partial=True)
+PARTIAL_MAX = Sharding(partial=True, combine=ReductionKind.MAX)
 
 
 def split(axis: int) -> Sharding:
@@ -201,7 +208,7 @@ def _concat(op: tir.ConcatOp, given: list[Sharding]) -> ShardingRule:
     keys, is sliced, which costs no communication). Partial sums that
     nothing else reads stay partial: the parts of a sum, joined, are the
     sum of the parts joined (a detector's heads, one all-reduce for all)."""
-    if all(g.partial for g in given) and all(_read_alone(v) for v in op.operands):
+    if all(g == PARTIAL for g in given) and all(_read_alone(v) for v in op.operands):
         return ShardingRule(given, [PARTIAL])
     axes = {g.axis for g in given if g.axis is not None}
     if any(g.partial for g in given) or len(axes) != 1:
@@ -243,7 +250,7 @@ def _scales_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
 
 def _unary(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
     if isinstance(op, tir.CastOp) and given[0].partial and _widens(op):
-        return ShardingRule(given, [PARTIAL])  # exact on each summand
+        return ShardingRule(given, given)  # exact on each summand (or part of a maximum)
     s = given[0]
     return _replicated(op) if s.partial else ShardingRule([s], [s])
 
@@ -260,7 +267,7 @@ def _adds_to_a_sum(op: tir.BinaryOp, given: list[Sharding]) -> bool:
 
 
 def _binary(op: tir.BinaryOp, given: list[Sharding], devices: int) -> ShardingRule:
-    if op.fn.data in (BinaryFn.ADD, BinaryFn.SUB) and all(g.partial for g in given):
+    if op.fn.data in (BinaryFn.ADD, BinaryFn.SUB) and all(g == PARTIAL for g in given):
         return ShardingRule(given, [PARTIAL])  # summands of a sum: GPT-2's token and position embeddings
     if _adds_to_a_sum(op, given):
         return ShardingRule([PARTIAL, PARTIAL], [PARTIAL])
@@ -274,7 +281,7 @@ def _gather(op: tir.GatherOp, given: list[Sharding], devices: int) -> ShardingRu
     axis = op.axis.value.data
     if table.axis is None and indices.axis is not None and axis == 0:
         return ShardingRule([REPLICATED, indices], [split(indices.axis)])
-    if table.partial and indices == REPLICATED and _read_alone(op.operands[0]):
+    if table == PARTIAL and indices == REPLICATED and _read_alone(op.operands[0]):
         return ShardingRule(given, [PARTIAL])  # rows of each summand
     if table.axis == 0 and axis == 0 and indices.axis is None:
         return ShardingRule([table, REPLICATED], [PARTIAL])  # vocab-parallel: tp/partition masks the indices
@@ -309,11 +316,13 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
 def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     """Over other axes (a global average pool of split channels): stays
     split. A sum over the split axis (a mixture's experts) is partial: each
-    device sums its block."""
+    device sums its block; a maximum over it (a quantization's range) is
+    each device's maximum, all-reduced by their maximum where needed."""
     rank = len(shape(op.input))
     axes = {x % rank for x in op.axes.get_values()}
     if a in axes:
-        return ShardingRule([s], [PARTIAL]) if op.fn.data == ReduceFn.SUM else _replicated(op)
+        combined = {ReduceFn.SUM: PARTIAL, ReduceFn.MAX: PARTIAL_MAX}.get(op.fn.data)
+        return ShardingRule([s], [combined]) if combined is not None else _replicated(op)
     return ShardingRule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
 
 
@@ -395,8 +404,8 @@ def rule(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
         return by_operands(op, given, devices)
     s = given[0] if given else REPLICATED
     if s.partial and isinstance(op, _MOVES) and _read_alone(op.operands[0]):
-        return ShardingRule([PARTIAL], [PARTIAL])  # moved, not combined: each summand alike, summed later
-    if s.partial and isinstance(op, tir.ReduceOp) and op.fn.data == ReduceFn.SUM and _read_alone(op.input):
+        return ShardingRule([s], [s])  # moved, not combined: each summand alike, summed later
+    if s == PARTIAL and isinstance(op, tir.ReduceOp) and op.fn.data == ReduceFn.SUM and _read_alone(op.input):
         return ShardingRule([PARTIAL], [PARTIAL])  # a sum of summands (experts' partial sums over the experts)
     by_axis = _BY_AXIS.get(type(op))
     if by_axis is None or s.axis is None:

@@ -3,6 +3,7 @@ and tensor types, made once each."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -125,6 +126,12 @@ def tensor(t: Attribute) -> TensorType:
     if type(t) is TensorType or isinstance(t, TensorType):  # the first test is the cheap one
         return t
     raise UnrankedType(f"a value of unknown rank ({t})")
+
+
+def tensor_nbytes(t: Attribute) -> int:
+    """The bytes a value of tensor type `t` holds."""
+    t = tensor(t)
+    return math.prod(t.get_shape()) * np.dtype(numpy_dtype(t.element_type)).itemsize
 
 
 def onnx_type(element_type: Attribute) -> int:

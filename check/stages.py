@@ -32,6 +32,7 @@ from forge_opt.split.partition import Partition
 from forge_opt.split.runner import agreed
 from forge_opt.split.stages import schedule_report, stage_of_nodes
 from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.tp.mesh import parse_mesh
 from forge_opt.transforms.tp.plan_file import model_and_name
 
 
@@ -39,7 +40,7 @@ class Stages:
     """The pipeline's stages, each a device sub-model of contiguous nodes,
     run in turn on the stand-in as converted."""
 
-    takes = frozenset({"stages", "freeze", "devices", "mpi", "timeout", "annotate", "plan"})
+    takes = frozenset({"stages", "freeze", "devices", "mesh", "mpi", "timeout", "annotate", "plan"})
     failed = "a stage failed on Forge"
     forge_python = ""
 
@@ -124,13 +125,16 @@ class Stages:
                 raise ForgeOptError(f"--plan {plan}: a pipeline's cuts come from a model's annotations "
                                     "(--plan-from-onnx), not from a plan file")
             stage_of = stage_pins(load_model(model)[0], name)
+        mesh = self.options.compile.mesh
         partition, written = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
-                                            static_cache=self.options.compile.static_cache)
+                                            static_cache=self.options.compile.static_cache,
+                                            mesh=list(parse_mesh(mesh)) if mesh else None)
         convert(folder)
         assert partition.cut is not None
         report = schedule_report(partition.cut)
         if devices > 1:
-            report += f"\neach stage tensor-parallel on {devices} devices ({s} x {devices} = {s * devices} devices)"
+            on = f"a {mesh} mesh of " if mesh else ""
+            report += f"\neach stage tensor-parallel on {on}{devices} devices ({s} x {devices} = {s * devices} devices)"
         return report, partition, written
 
     def _annotate(self, partition: Partition) -> str:

@@ -114,7 +114,6 @@ def test_forge_check_takes_a_mesh_and_prints_its_axes(capsys):
     (["--mesh", "1x1"], "mesh '1x1' has one device"),
     (["--mesh", "2x2", "--devices", "8"], "devices=8 with mesh=2x2: the mesh has 4 devices"),
     (["--mesh", "2x2", "--fallback"], "--mesh does not combine with"),
-    (["--mesh", "2x2", "--stages", "2"], "--mesh does not combine with"),
 ])
 def test_a_mesh_the_check_cannot_take_is_refused(capsys, flags, message):
     with pytest.raises(SystemExit) as done:
@@ -186,3 +185,22 @@ def test_a_split_plans_mesh_must_hold_its_devices(tmp_path):
     infos.write_text(json.dumps(data))
     with pytest.raises(ForgeOptError, match=r"mesh is \[2, 3\], not \[R, C\] of the 4 devices"):
         read_split(tmp_path / "split")
+
+
+def test_each_pipeline_stage_on_a_mesh(capsys):
+    """`--stages 2 --mesh 1x2`: each stage tensor-parallel on its own mesh
+    (4 devices in all), against onnxruntime."""
+    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("qwen2")), "--stages", "2", "--mesh", "1x2", *dims])
+    said = capsys.readouterr()
+    assert done.value.code == 0, said.err
+    assert "each stage tensor-parallel on a 1x2 mesh of 2 devices (2 x 2 = 4 devices)" in said.out + said.err
+
+
+@pytest.mark.parametrize("name", ["bert_opset17", "cnn_resnet18"])
+def test_an_encoder_and_a_cnn_take_a_mesh(name):
+    """Their weights over all 4 devices, as on a line; the report says so."""
+    report = check_parallel(MODELS / f"{name}.onnx", 4, mesh="2x2")
+    assert report.status == MATCH, report.error
+    assert "the weights split over all 4 as on a line" in report.summary

@@ -30,6 +30,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
 
+from forge_opt import dtypes
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, FormatName
 from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import attr_to_array
@@ -44,7 +45,6 @@ from forge_opt.targets.devices.program import (
     Blocks,
     Program,
     ring_bytes,
-    value_nbytes,
 )
 from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
@@ -238,7 +238,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     for c in program.collectives:
         kind = COLLECTIVE_OPS[type(c.op)]
         moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
-        nbytes = value_nbytes(moved.type)
+        nbytes = dtypes.tensor_nbytes(moved.type)
         axis = None if kind == "all_reduce" else c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
         mesh_axis = group = None
         if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)

@@ -60,11 +60,6 @@ class CollectiveStep:
     after: int
 
 
-def value_nbytes(t) -> int:
-    assert isinstance(t, TensorType)
-    return math.prod(t.get_shape()) * np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
-
-
 def ring_bytes(kind: str, nbytes: int, devices: int) -> int:
     """What each device sends in a ring implementation: an all-reduce of B
     bytes 2·B·(P−1)/P, an all-gather producing B bytes B·(P−1)/P, a
@@ -163,8 +158,8 @@ class Program:
             if v in self.constant or not isinstance(v.type, TensorType):
                 continue
             last = max((order[u.operation] for u in v.uses if u.operation in order), default=made)
-            change[made] += value_nbytes(v.type)
-            change[last + 1] -= value_nbytes(v.type)
+            change[made] += dtypes.tensor_nbytes(v.type)
+            change[last + 1] -= dtypes.tensor_nbytes(v.type)
         live = peak = 0
         for delta in change:
             live += delta

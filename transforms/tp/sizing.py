@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -25,11 +24,6 @@ from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.data_formats import matmul_weights
 from forge_opt.transforms.static_cache import pairs_as_cache, static_past
 from forge_opt.transforms.tp.sharing import sharing_passes
-
-
-def _bytes(t) -> int:
-    t = dtypes.tensor(t)
-    return math.prod(t.get_shape()) * np.dtype(dtypes.numpy_dtype(t.element_type)).itemsize
 
 
 def _is_weight(op: Operation) -> bool:
@@ -54,12 +48,12 @@ def device_bytes(module: ModuleOp, weight_format: FormatName = FormatName.FLOAT3
             assert isinstance(op, tir.ConstantOp)
             t = op.output.type
             size = math.prod(dtypes.tensor(t).get_shape()) * FORMATS[weight_format].bytes_per_element \
-                if op in blocks else _bytes(t)
+                if op in blocks else dtypes.tensor_nbytes(t)
             params += math.ceil(size * _share(op.output))
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
             args = func.body.block.args
-            cache += sum(_bytes(v.type) for v in ret.arguments
+            cache += sum(dtypes.tensor_nbytes(v.type) for v in ret.arguments
                          if static_past(v) is not None or any(pairs_as_cache(a, v) for a in args))
     return params, cache
 
@@ -85,7 +79,7 @@ def _blocks(v: SSAValue) -> dict[object, float]:
         op = use.operation
         if isinstance(op, shard.AllSliceOp):
             key = ("block", op.axis, op.result.type)
-            pieces[key] = _bytes(op.result.type) / max(_bytes(op.input.type), 1)
+            pieces[key] = dtypes.tensor_nbytes(op.result.type) / max(dtypes.tensor_nbytes(op.input.type), 1)
         elif op.results and all(_constant(o) for o in op.operands):
             for r in op.results:  # a layout op's result is the constant rearranged: its pieces are v's
                 pieces.update(((op.name, key), fraction) for key, fraction in _blocks(r).items())

@@ -259,7 +259,7 @@ class ShardFunctions(InterpreterFunctions):
 
     @impl(shard.AllReduceOp)
     def run_all_reduce(self, interpreter: Interpreter, op: shard.AllReduceOp, args):
-        return (self._group(op).all_reduce(np.asarray(args[0]), shard.reduction_of(op).value),)
+        return (self._group(op).all_reduce(np.asarray(args[0]), str(shard.reduction_of(op))),)
 
     @impl(shard.ReduceScatterOp)
     def run_reduce_scatter(self, interpreter: Interpreter, op: shard.ReduceScatterOp, args):

@@ -246,7 +246,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
             group = mesh[mesh_axis]
         reduction = None
         if isinstance(c.op, shard.AllReduceOp) and shard.reduction_of(c.op) != shard.ReductionKind.SUM:
-            reduction = shard.reduction_of(c.op).value
+            reduction = str(shard.reduction_of(c.op))
         collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
                                       program.names[c.op.results[0]], nbytes,
                                       ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction))

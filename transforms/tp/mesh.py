@@ -6,8 +6,9 @@ at a time, the hierarchical form that keeps the slow axis's traffic small:
 
 - all-reduce: a reduce-scatter over the row's C devices (grid axis 1), an
   all-reduce of that 1/C over the column's R devices (axis 0), an
-  all-gather back over the row; where no dim divides by C, an all-reduce
-  over the row and then over the column;
+  all-gather back over the row; where no dim divides by C, or for a
+  maximum (a quantization's range), an all-reduce over the row and then
+  over the column;
 - all-gather: over the row, then over the column (block r·C + c lands
   where a gather over all P devices puts it);
 - reduce-scatter: over the column into R parts, then over the row;

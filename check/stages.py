@@ -32,7 +32,6 @@ from forge_opt.split.partition import Partition
 from forge_opt.split.runner import agreed
 from forge_opt.split.stages import schedule_report, stage_of_nodes
 from forge_opt.transforms.compile_options import CompileOptions
-from forge_opt.transforms.tp.mesh import parse_mesh
 from forge_opt.transforms.tp.plan_file import model_and_name
 
 
@@ -128,7 +127,7 @@ class Stages:
         mesh = self.options.compile.mesh
         partition, written = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
                                             static_cache=self.options.compile.static_cache,
-                                            mesh=list(parse_mesh(mesh)) if mesh else None)
+                                            mesh=self.options.compile.mesh_shape)
         convert(folder)
         assert partition.cut is not None
         report = schedule_report(partition.cut)

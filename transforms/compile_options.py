@@ -50,8 +50,8 @@ class CompileOptions:
         if self.memory and self.devices != 1:
             raise ForgeOptError(f"devices={self.devices} with device-memory: device-memory chooses the device "
                                 "count: leave devices out")
-        if self.mesh:
-            rows, cols = parse_mesh(self.mesh)
+        if self.mesh_shape is not None:
+            rows, cols = self.mesh_shape
             if self.devices not in (1, rows * cols):
                 raise ForgeOptError(f"devices={self.devices} with mesh={self.mesh}: the mesh has {rows * cols} "
                                     "devices: leave devices out")
@@ -63,10 +63,12 @@ class CompileOptions:
     @property
     def device_count(self) -> int:
         """The devices the program runs on: the mesh's, or `devices`."""
-        if self.mesh:
-            rows, cols = parse_mesh(self.mesh)
-            return rows * cols
-        return self.devices
+        return self.devices if self.mesh_shape is None else self.mesh_shape[0] * self.mesh_shape[1]
+
+    @property
+    def mesh_shape(self) -> list[int] | None:
+        """`mesh` as [R, C] (None: no mesh)."""
+        return list(parse_mesh(self.mesh)) if self.mesh else None
 
     @property
     def formats(self) -> tuple[FormatName, FormatName]:

@@ -234,7 +234,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
         for n, seg in enumerate(program.segments)
     ]
     collectives = []
-    mesh = program.mesh if len(program.mesh) == 2 else None
+    mesh = program.grid_shape if len(program.grid_shape) == 2 else None
     for c in program.collectives:
         kind = COLLECTIVE_OPS[type(c.op)]
         moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]

@@ -76,8 +76,8 @@ class Program:
         funcs = [f for f in module.ops if isinstance(f, FuncOp)]
         if found is None or len(funcs) != 1:
             raise ForgeOptError("a tensor-parallel program has one shard.grid and one function")
-        self.grid, self.mesh = found  # its name and shape: [P], or [R, C]
-        self.devices = math.prod(self.mesh)
+        self.grid, self.grid_shape = found  # its name and shape: a line [P], or a mesh [R, C]
+        self.devices = math.prod(self.grid_shape)
         self.func = funcs[0]
         for op in self.func.walk():
             if not op.name.startswith(("forge.", "func.", "shard.")):
@@ -187,7 +187,7 @@ class Program:
             if v in self.constant:
                 if self.per_device(v):
                     raise ForgeOptError(f"the output '{name}' is a device's block of a constant: pin it replicated")
-                values[name] = value_of(_ConstantEvaluator(self.mesh, 0).value(v))
+                values[name] = value_of(_ConstantEvaluator(self.grid_shape, 0).value(v))
                 entries.append(Output(name, file=HOST_OUTPUTS))
             else:
                 entries.append(Output(name, tensor=self.names[v]))
@@ -247,7 +247,7 @@ class Program:
         each written to the device's file the first time: their parameter
         names, and for the devices in `keep` their values (the others'
         are streamed to the file, never whole)."""
-        interps = {r: _ConstantEvaluator(self.mesh, r) for r in files}
+        interps = {r: _ConstantEvaluator(self.grid_shape, r) for r in files}
         out: dict[int, Blocks] = {r: {} for r in files}
         for v in self.blocks_read(n):
             op = v.owner
@@ -378,9 +378,9 @@ def _weight_name(v: SSAValue) -> str | None:
 class _ConstantEvaluator:
     """Values made of constants, as device `rank` holds them."""
 
-    def __init__(self, mesh: list[int], rank: int, others: dict[int, _ConstantEvaluator] | None = None):
-        self.mesh, self.rank = mesh, rank
-        self.devices = math.prod(mesh)
+    def __init__(self, grid_shape: list[int], rank: int, others: dict[int, _ConstantEvaluator] | None = None):
+        self.grid_shape, self.rank = grid_shape, rank
+        self.devices = math.prod(grid_shape)
         self.others: dict[int, _ConstantEvaluator] = {} if others is None else others  # every device's
         self.others[rank] = self
         self.memo: dict[SSAValue, np.ndarray | WeightBlock] = {}
@@ -407,7 +407,7 @@ class _ConstantEvaluator:
         return result
 
     def _collective(self, op: Operation) -> np.ndarray:
-        group = group_of(self.mesh, shard.grid_axes(op), self.rank)
+        group = group_of(self.grid_shape, shard.grid_axes(op), self.rank)
         parts = [value_of(self._of(r).value(op.operands[0])) for r in group]
         if isinstance(op, shard.AllGatherOp):
             return np.concatenate(parts, axis=op.axis)
@@ -420,5 +420,5 @@ class _ConstantEvaluator:
 
     def _of(self, rank: int) -> _ConstantEvaluator:
         if rank not in self.others:
-            _ConstantEvaluator(self.mesh, rank, self.others)
+            _ConstantEvaluator(self.grid_shape, rank, self.others)
         return self.others[rank]

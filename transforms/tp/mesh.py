@@ -69,10 +69,9 @@ class CollectivesOnMeshPass(ModulePass):
             return
         rows, cols = parse_mesh(self.mesh)
         grid = grids[0]
-        if list(grid.shape.get_values()) != [rows * cols]:
-            raise ForgeOptError(f"collectives-on-mesh: the grid @{grid.sym_name.data} is "
-                                f"{list(grid.shape.get_values())}, not the line of {rows * cols} devices a "
-                                f"{rows}x{cols} mesh lays out")
+        if (line := list(grid.shape.get_values())) != [rows * cols]:
+            raise ForgeOptError(f"collectives-on-mesh: the grid @{grid.sym_name.data} is {line}, not the line of "
+                                f"{rows * cols} devices a {rows}x{cols} mesh lays out")
         Rewriter.replace_op(grid, shard.grid(grid.sym_name.data, [rows, cols]))
         name = grid.sym_name.data
         for o in list(op.walk()):

@@ -204,3 +204,46 @@ def test_an_encoder_and_a_cnn_take_a_mesh(name):
     report = check_parallel(MODELS / f"{name}.onnx", 4, mesh="2x2")
     assert report.status == MATCH, report.error
     assert "the weights split over all 4 as on a line" in report.summary
+
+
+def test_xla_runs_a_mesh_program_with_a_replica_group_per_row_and_column():
+    report = check_parallel(model_path("llama"), 4, export_feeds(model_path("llama"), DECODE), mesh="2x2",
+                            executor="xla")
+    assert report.status == MATCH, report.error
+    assert any("executed by XLA" in note for note in report.notes)
+
+
+def test_a_plan_whose_collectives_run_over_the_wrong_axis_is_never_a_match(tmp_path, capsys):
+    """A 2x2 plan's all-reduces edited to run along the other mesh axis (the
+    groups are as large, so the plan still reads) sum the wrong devices'
+    parts: the devices no longer agree, and `run --check` ends in an error
+    naming the outputs, not a verdict of match."""
+    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
+    folder = tmp_path / "split"
+    model = str(model_path("llama"))
+    with pytest.raises(SystemExit) as done:
+        forge_split([model, "-o", str(folder), "--mesh", "2x2", "--convert", *dims])
+    assert done.value.code == 0
+    infos = next(folder.rglob("parallel")) / "graph_infos.json"
+    data = json.loads(infos.read_text())
+    for c in data["collectives"]:
+        if c["op"] == "all_reduce":
+            c["mesh_axis"] = 1 - c["mesh_axis"]
+    infos.write_text(json.dumps(data))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        forge_split(["run", str(folder), "--check", "--model", model])
+    said = capsys.readouterr()
+    assert done.value.code == 2 and "match" not in said.out.split()
+    assert "the devices' outputs differ (present.0.key" in said.err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mesh", "4"], "mesh '4': give rows x columns"),
+    (["--mesh", "2x2", "--devices", "2"], "--devices 2 with --mesh 2x2: the mesh has 4 devices"),
+])
+def test_forge_split_refuses_a_mesh_it_cannot_take(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as done:
+        forge_split([str(model_path("llama")), "-o", str(tmp_path / "split"), *flags])
+    assert done.value.code == 2
+    assert message in capsys.readouterr().err

@@ -21,8 +21,9 @@ from forge_opt.check.compare import (
     compare_reduced,
 )
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.flags import COMPILING, DECODING, DEVICES, EXECUTING, JUDGING, flag_values, option
 from forge_opt.split.mpi import MPI_TIMEOUT
-from forge_opt.transforms.compile_options import CompileOptions, option, parse_bytes
+from forge_opt.transforms.compile_options import CompileOptions, parse_bytes
 
 
 @dataclass(frozen=True)
@@ -40,26 +41,72 @@ class CheckOptions:
     shapes: Mapping[str, Iterable[int]] | None = None  # whole input shapes (as import_onnx's)
     dims: Mapping[str, int] | None = None  # sizes of symbolic dims
     compile: CompileOptions = field(default_factory=CompileOptions)  # how the program is compiled
-    freeze: tuple[str, ...] = option("--freeze", ())  # inputs compiled as constants, their values from `inputs`
-    bisect: bool = option("--bisect", False)  # on a mismatch, name the first diverging ONNX node
-    layers: bool = option("--layers", False)  # every node output's distance from onnxruntime's, in order
+    # inputs compiled as constants, their values from `inputs`
+    freeze: tuple[str, ...] = option("--freeze", (), group=COMPILING, metavar="NAME",
+                                     help="compile this graph input as a constant with its value from --inputs "
+                                     "(repeatable)")
+    # on a mismatch, name the first diverging ONNX node
+    bisect: bool = option("--bisect", False, group=JUDGING,
+                          help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime (for "
+                          "a reduced format, the first whose PCC is below --pcc)")
+    # every node output's distance from onnxruntime's, in order
+    layers: bool = option("--layers", False, group=JUDGING,
+                          help="print every ONNX node output's PCC, relative L2 error and max abs error against "
+                          "onnxruntime's, in order: where a reduced format loses accuracy")
     stem: str = option("--emit", "")  # the emitted module's file name without .py (names its constants)
-    mpi: bool = option("--mpi", False)  # one MPI process per device
+    # one MPI process per device
+    mpi: bool = option("--mpi", False, group=DEVICES,
+                       help="with --devices or --mesh: run one MPI process per device (mpiexec)")
     # seconds a device may keep the others waiting in a collective
-    timeout: float = option("--timeout", MPI_TIMEOUT, ("mpi", "--timeout bounds how long MPI processes wait for "
-                                                               "each other: it goes with --mpi"))
+    timeout: float = option(
+        "--timeout", MPI_TIMEOUT, ("mpi", "--timeout bounds how long MPI processes wait for each other: it goes "
+                                          "with --mpi"), group=DEVICES, metavar="S",
+        help="with --mpi: end the run when a device has not reached, S seconds after the first device entered it, "
+        f"a collective the others wait in, naming it (default {MPI_TIMEOUT:g})")
     min_device_ops: int = option("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
     # a decode's static KV cache positions; 0: the prompt and the steps
-    max_length: int = option("--max-length", 0, ("steps", "--max-length sizes the KV cache of a decode: it goes "
-                                                          "with --decode N"))
-    growing_cache: bool = option("--growing-cache", False)  # decode with the cache as exported: a program per shape
-    steps: int = option("--decode", 0)  # greedy decode steps
-    executor: str = option("--executor", "standin")  # what runs the program: the Forge stand-in, or XLA CPU
-    tt_mlir: bool = option("--tt-mlir", False)  # also compile the program's StableHLO with tt-mlir
+    max_length: int = option(
+        "--max-length", 0, ("steps", "--max-length sizes the KV cache of a decode: it goes with --decode N"),
+        group=DECODING, metavar="L",
+        help="with --decode: the positions of the static KV cache the programs keep (default: the prompt, its past "
+        "and the steps); every step then runs one of 2 programs, a prefill and a decode step")
+    # decode with the cache as exported: a program per shape
+    growing_cache: bool = option("--growing-cache", False, group=DECODING,
+                                 help="with --decode: the cache as exported, one program per input shape")
+    # greedy decode steps
+    steps: int = option(
+        "--decode", 0, group=DECODING, metavar="N", least=(1, "decode at least one step"),
+        help="run N greedy decode steps of a decoder with its KV cache (token after token, the cache fed back) and "
+        "the same loop on onnxruntime; a match when every token and the logits agree")
+    # what runs the program: the Forge stand-in, or XLA CPU
+    executor: str = option(
+        "--executor", "standin", group=EXECUTING, metavar="NAME",
+        help="what runs the program: standin (the emitted Forge Python on the Forge stand-in, the default) or xla "
+        "(its StableHLO form on XLA CPU, the `xla` extra)")
+    # also compile the program's StableHLO with tt-mlir
+    tt_mlir: bool = option(
+        "--tt-mlir", False, group=EXECUTING,
+        help="also compile the program's StableHLO form with tt-mlir (jax-tt-plugin, the `tenstorrent` extra) for a "
+        "mock Blackhole p150 and report whether it lowers to TTNN; its TTIR/TTNN dumps are kept beside --emit "
+        "(FILE's name + _tt_mlir)")
     tt_mlir_dumps: str = ""  # the folder tt-mlir's IR dumps are kept in ("": a temporary one)
-    fallback: bool = option("--fallback", False)  # through the split path: CPU sub-models where Forge cannot
-    stages: int = option("--stages", 1)  # a pipeline of this many stages, one device each
-    annotate: str = option("--annotate", "")  # write the model with the plan as ONNX sharding annotations here
+    # through the split path: CPU sub-models where Forge cannot
+    fallback: bool = option(
+        "--fallback", False, group=DEVICES,
+        help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)")
+    # a pipeline of this many stages, one device each
+    stages: int = option(
+        "--stages", 1, group=DEVICES, metavar="S",
+        least=(2, "a pipeline has 2 stages or more (leave --stages out to check on one device)"),
+        help="check the model as a pipeline of S stages, one device each, contiguous layers balanced by stored "
+        "weights; its outputs must equal the one-stage program's bit for bit, and the report prints the stages "
+        "and their schedule")
+    # write the model with the plan as ONNX sharding annotations here
+    annotate: str = option(
+        "--annotate", "", group=DEVICES, metavar="OUT.onnx",
+        help="with --devices or --stages: write the model with the plan chosen as ONNX sharding annotations (IR 11), "
+        "one configuration named after the system (n300, t3k, galaxy, pN; a pipeline's n300-s2, each node its "
+        "pipeline_stage); an OUT of the same graph keeps its other configurations")
 
     @classmethod
     def from_args(cls, args) -> CheckOptions:
@@ -69,40 +116,25 @@ class CheckOptions:
         from forge_opt.frontends.onnx.shapes import InputShapes
 
         check_tolerances(args.rtol, args.atol, MIN_PCC if args.pcc is None else args.pcc)
-        if args.devices is not None and args.devices < 2:
-            raise ForgeOptError(f"--devices {args.devices}: tensor parallelism needs 2 devices or more "
-                                "(leave --devices out to check on one device)")
-        if args.stages is not None and args.stages < 2:
-            raise ForgeOptError(f"--stages {args.stages}: a pipeline has 2 stages or more (leave --stages out to "
-                                "check on one device)")
-        if args.decode is not None and args.decode < 1:
-            raise ForgeOptError(f"--decode {args.decode}: decode at least one step")
         if args.device_memory is not None and parse_bytes(args.device_memory) < 1:
             raise ForgeOptError(f"--device-memory {args.device_memory}: give a size above 0")
         if args.configuration is not None and not args.plan_from_onnx:
             raise ForgeOptError("--configuration names the sharding configuration --plan-from-onnx reads")
-        if args.plan_from_onnx and not (args.devices or args.mesh or args.device_memory or args.stages):
-            raise ForgeOptError("--plan-from-onnx compiles a tensor-parallel program or a pipeline: it goes with "
-                                "--devices P or --stages S")
-        if args.plan_from_onnx and args.plan:
-            raise ForgeOptError("--plan-from-onnx takes the plan from the model's annotations: leave out --plan")
-        plan = f"{args.model}#{args.configuration or ''}" if args.plan_from_onnx else args.plan
-        compiled = CompileOptions(
-            devices=args.devices or 1, mesh=args.mesh or "", min_size=args.min_size, plan=plan,
-            require_sharded=args.require_sharded,
-            data_format=args.data_format, weight_format=args.weight_format or "",
-            device_memory=args.device_memory or 0,
-            max_devices=CompileOptions.max_devices if args.max_devices is None else args.max_devices)
-        chosen = InputShapes.parse(args.shape, args.dim)
-        emit = args.emit or ""
-        return cls(
-            read_inputs(args.inputs) if args.inputs else None, Tolerances(args.rtol, args.atol), args.seed,
-            chosen.shapes, chosen.dims, compiled, freeze=tuple(args.freeze), bisect=args.bisect, layers=args.layers,
-            stem=Path(emit).stem, mpi=args.mpi, timeout=args.timeout, max_length=args.max_length or 0,
-            growing_cache=args.growing_cache, steps=args.decode or 0, executor=parse_executor(args.executor),
-            tt_mlir=args.tt_mlir, tt_mlir_dumps=str(Path(emit).with_suffix("")) + "_tt_mlir" if emit and args.tt_mlir
-            else "", fallback=args.fallback, annotate=args.annotate or "", stages=args.stages or 1,
-        ).with_pcc(args.pcc)
+        compiled = CompileOptions(**flag_values(args, CompileOptions))
+        if args.plan_from_onnx:
+            if compiled.device_count == 1 and not compiled.memory and args.stages is None:
+                raise ForgeOptError("--plan-from-onnx compiles a tensor-parallel program or a pipeline: it goes "
+                                    "with --devices P or --stages S")
+            if compiled.plan:
+                raise ForgeOptError("--plan-from-onnx takes the plan from the model's annotations: leave out --plan")
+            compiled = replace(compiled, plan=f"{args.model}#{args.configuration or ''}")
+        chosen, emit = InputShapes.parse(args.shape, args.dim), args.emit or ""
+        given = flag_values(args, cls)
+        parse_executor(given.get("executor", cls.executor))
+        dumps = str(Path(emit).with_suffix("")) + "_tt_mlir" if emit and given.get("tt_mlir") else ""
+        return cls(read_inputs(args.inputs) if args.inputs else None, Tolerances(args.rtol, args.atol), args.seed,
+                   chosen.shapes, chosen.dims, compiled, stem=Path(emit).stem, tt_mlir_dumps=dumps,
+                   **given).with_pcc(args.pcc)
 
     def with_pcc(self, min_pcc: float | None) -> CheckOptions:
         """These options with the PCC threshold given, or (None) the default

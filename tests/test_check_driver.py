@@ -76,6 +76,10 @@ def test_a_flag_a_mode_does_not_take_is_named_not_dropped(strategy, option):
     (["--device-memory", "1MB", "--fallback"], "--fallback does not combine with --device-memory"),
     (["--device-memory", "0"], "--device-memory 0: give a size above 0"),
     (["--decode", "0"], "--decode 0: decode at least one step"),
+    (["--devices", "1"], "--devices 1: tensor parallelism needs 2 devices or more"),
+    (["--stages", "1"], "--stages 1: a pipeline has 2 stages or more"),
+    (["--plan-from-onnx"], "--plan-from-onnx compiles a tensor-parallel program or a pipeline"),
+    (["--devices", "2", "--plan-from-onnx", "--plan", "p.json"], "--plan-from-onnx takes the plan from the model"),
     (["--max-length", "8"], "--max-length sizes the KV cache of a decode: it goes with --decode N"),
     (["--devices", "2", "--timeout", "5"], "--timeout bounds how long MPI processes wait for each other"),
 ])

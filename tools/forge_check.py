@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, REDUCED_PCC, RTOL
-from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS
+from forge_opt.check.options import CheckOptions
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.split.mpi import MPI_TIMEOUT
+from forge_opt.flags import COMPILING, DEVICES, JUDGING, add_flags
 from forge_opt.transforms.compile_options import CompileOptions
 
 
@@ -55,7 +55,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def _check(args: argparse.Namespace):
     """The options the flags give, the strategy they ask for, the check's report."""
-    from forge_opt.check.options import CheckOptions
     from forge_opt.check.run import run_check
     from forge_opt.check.strategies import strategy_for
     from forge_opt.frontends.onnx.weights import overwritten_input
@@ -86,11 +85,17 @@ def _parser() -> argparse.ArgumentParser:
         help="the whole shape of input NAME (repeatable); --inputs fixes shapes by itself",
     )
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
-    _judging(parser.add_argument_group("how outputs are judged"))
-    _compiling(parser.add_argument_group("what is compiled"))
-    _devices(parser.add_argument_group("several devices"))
-    _decoding(parser.add_argument_group("decoding"))
-    _executing(parser.add_argument_group("what runs the program"))
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    _judging(groups.setdefault(JUDGING, parser.add_argument_group(JUDGING)))
+    groups.setdefault(COMPILING, parser.add_argument_group(COMPILING)).add_argument(
+        "--emit", metavar="FILE", help="also write the emitted Forge Python here")
+    add_flags(parser, groups, CheckOptions, CompileOptions)
+    groups[DEVICES].add_argument("--plan-from-onnx", action="store_true",
+                                 help="with --devices or --stages: compile with the plan (or the pipeline's cuts) "
+                                 "the model's own sharding annotations carry")
+    groups[DEVICES].add_argument("--configuration", metavar="NAME",
+                                 help="with --plan-from-onnx: the configuration to read (needed where the model has "
+                                 "several)")
     return parser
 
 
@@ -105,115 +110,6 @@ def _judging(group) -> None:
         help=f"minimum PCC of outputs of more than one element whose spread exceeds the tolerance (default {MIN_PCC}; "
         f"{REDUCED_PCC}, Forge's own, with a reduced --data-format or --weight-format)",
     )
-    group.add_argument(
-        "--bisect",
-        action="store_true",
-        help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime (for a reduced "
-             "format, the first whose PCC is below --pcc)",
-    )
-    group.add_argument(
-        "--layers",
-        action="store_true",
-        help="print every ONNX node output's PCC, relative L2 error and max abs error against onnxruntime's, "
-             "in order: where a reduced format loses accuracy",
-    )
-
-
-def _compiling(group) -> None:
-    group.add_argument(
-        "--data-format", choices=[str(f) for f in PROGRAM_FORMATS], default="float32",
-        help="compile the program's values in this format (bfloat16: Forge's Float16_b, inputs cast to it); "
-        "judged by PCC against float32 onnxruntime, with the relative L2 error and largest difference",
-    )
-    group.add_argument(
-        "--weight-format", choices=[str(f) for f in FORMATS],
-        help="store the matmul weights in this format: the data format's (the default) or a block float "
-        "(bfp8_b, bfp4_b: tt-mlir's experimental-weight-dtype), emulated bit for bit",
-    )
-    group.add_argument(
-        "--freeze",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="compile this graph input as a constant with its value from --inputs (repeatable)",
-    )
-    group.add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
-
-
-def _devices(group) -> None:
-    group.add_argument(
-        "--fallback",
-        action="store_true",
-        help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)",
-    )
-    group.add_argument(
-        "--stages", type=int, metavar="S",
-        help="check the model as a pipeline of S stages, one device each, contiguous layers balanced by stored "
-             "weights; its outputs must equal the one-stage program's bit for bit, and the report prints the "
-             "stages and their schedule",
-    )
-    group.add_argument(
-        "--devices", type=int, metavar="P",
-        help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)",
-    )
-    group.add_argument(
-        "--mesh", metavar="RxC",
-        help="check the tensor-parallel program for an R×C mesh of devices (Galaxy 8x4, T3K 2x4, n300 1x2): "
-             "device r·C+c in row r, column c; each collective runs over one mesh axis at a time, and the report "
-             "prints a table per axis beside the line of R·C devices",
-    )
-    group.add_argument("--mpi", action="store_true",
-                       help="with --devices or --mesh: run one MPI process per device (mpiexec)")
-    group.add_argument("--timeout", type=float, default=MPI_TIMEOUT, metavar="S",
-                       help="with --mpi: end the run when a device has not reached, S seconds after the first "
-                       "device entered it, a collective the others wait in, naming it (default %(default)g)")
-    group.add_argument("--plan", metavar="FILE", default="", help="with --devices: a JSON file pinning layers' cases")
-    group.add_argument("--annotate", metavar="OUT.onnx",
-                       help="with --devices or --stages: write the model with the plan chosen as ONNX sharding "
-                       "annotations (IR 11), one configuration named after the system (n300, t3k, galaxy, pN; a "
-                       "pipeline's n300-s2, each node its pipeline_stage); an OUT of the same graph keeps its other "
-                       "configurations")
-    group.add_argument("--plan-from-onnx", action="store_true",
-                       help="with --devices or --stages: compile with the plan (or the pipeline's cuts) the model's "
-                       "own sharding annotations carry")
-    group.add_argument("--configuration", metavar="NAME",
-                       help="with --plan-from-onnx: the configuration to read (needed where the model has several)")
-    group.add_argument("--device-memory", metavar="BYTES",
-                       help="choose --devices: the smallest count whose per-device parameters and KV cache fit in "
-                       "BYTES (e.g. 512MiB, 24GB), with the table of each count tried")
-    group.add_argument("--max-devices", type=int, metavar="N",
-                       help="with --device-memory: the most devices to consider (default "
-                       f"{CompileOptions.max_devices})")
-    group.add_argument("--min-size", type=int, default=0, metavar="N",
-                       help="with --devices: layers of fewer weight elements stay replicated (default 0)")
-    group.add_argument("--require-sharded", action="store_true",
-                       help="with --devices: a layer of at least --min-size weight elements left replicated is an "
-                       "error, not a warning")
-
-
-def _decoding(group) -> None:
-    group.add_argument(
-        "--decode", type=int, metavar="N",
-        help="run N greedy decode steps of a decoder with its KV cache (token after token, the cache fed back) "
-        "and the same loop on onnxruntime; a match when every token and the logits agree",
-    )
-    group.add_argument(
-        "--max-length", type=int, metavar="L",
-        help="with --decode: the positions of the static KV cache the programs keep (default: the prompt, its past "
-        "and the steps); every step then runs one of 2 programs, a prefill and a decode step",
-    )
-    group.add_argument("--growing-cache", action="store_true",
-                       help="with --decode: the cache as exported, one program per input shape")
-
-
-def _executing(group) -> None:
-    group.add_argument("--executor", default="standin", metavar="NAME",
-                       help="what runs the program: standin (the emitted Forge Python on the Forge stand-in, the "
-                       "default) or xla (its StableHLO form on XLA CPU, the `xla` extra)")
-    group.add_argument("--tt-mlir", action="store_true",
-                       help="also compile the program's StableHLO form with tt-mlir (jax-tt-plugin, the "
-                       "`tenstorrent` extra) for a mock Blackhole p150 and report whether it lowers to TTNN; its "
-                       "TTIR/TTNN dumps are kept beside --emit (FILE's name + _tt_mlir)")
 
 
 def _check_emit_path(path: str, model: str) -> None:

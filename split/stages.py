@@ -21,7 +21,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto, helper
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import node_reads
-from forge_opt.frontends.onnx.names import layer_index
+from forge_opt.frontends.onnx.names import layer_key, layer_label
 
 
 def tensor_bytes(t: TensorProto) -> int:
@@ -40,7 +40,7 @@ def value_bytes(t: TypeProto | None) -> int:
 @dataclass
 class StageInfo:
     nodes: int
-    layers: str  # "0-5", or "" where the names give none
+    layers: str  # "0-5" (a CNN's "1.0-2.1"), or "" where the names give none
     weight_bytes: int
     sent_bytes: int  # activations sent to later stages
 
@@ -74,8 +74,8 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
         weight.append(sum(sizes[x] for x in reads))
     before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]
     crossing = _crossing_bytes(nodes, placed, types)
-    starts, highest = [], -1  # where a layer of a higher index than any before starts
-    for c, layer in enumerate(layer_index(nodes[i].name) for i in placed):
+    starts, highest = [], ()  # where a layer later than any before starts
+    for c, layer in enumerate(layer_key(nodes[i].name) for i in placed):
         if layer is not None and layer > highest:
             starts += [c] if c else []
             highest = layer
@@ -166,8 +166,8 @@ def stage_infos(model: ModelProto, graphs: Sequence, types: Mapping[str, TypePro
     for k, g in enumerate(graphs):
         used = {x for node in g.nodes for x in node_reads(node) if x in sizes}
         later = {x for h in graphs[k + 1:] for x in h.inputs}
-        found = [x for x in (layer_index(n.name) for n in g.nodes) if x is not None]
-        out.append(StageInfo(len(g.nodes), f"{min(found)}-{max(found)}" if found else "",
+        found = [x for x in (layer_key(n.name) for n in g.nodes) if x is not None]
+        out.append(StageInfo(len(g.nodes), f"{layer_label(min(found))}-{layer_label(max(found))}" if found else "",
                              sum(sizes[x] for x in used),
                              sum(value_bytes(types.get(x)) for x in g.outputs if x in later)))
     return out

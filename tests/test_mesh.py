@@ -55,7 +55,7 @@ def test_a_decode_step_matches_onnxruntime_on_a_mesh(tmp_path, name, mesh):
     assert plan.mesh == [rows, cols]
     mesh_shape = [rows, cols]
     layers = per_layer(plan)
-    assert sorted(layers) == [0, 1]
+    assert sorted(layers) == [(0,), (1,)]
     assert max(layers.values()) <= GALAXY_PER_LAYER + 2, layers
     for c in plan.collectives:  # each over one axis, named with its group
         assert c.mesh_axis in (0, 1) and c.group == mesh_shape[c.mesh_axis]

@@ -18,6 +18,7 @@ from forge_opt.check.decode import check_decode
 from forge_opt.check.report import MATCH, MISMATCH, NOT_COMPILED
 from forge_opt.check.stages import check_stages
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx.names import layer_key
 from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.split.api import convert, split_model
@@ -220,3 +221,28 @@ def test_three_stages_of_a_two_layer_decoder_take_both_layer_starts(tmp_path):
     partition, _ = split_model(model_path("llama"), tmp_path / "p", stages=3, dims=DIMS)
     assert partition.cut is not None and partition.cut.how == "where a layer starts"
     assert [s.layers for s in partition.cut.stages] == ["", "0-0", "1-1"]
+
+
+@pytest.mark.parametrize("name, key", [
+    ("/model/layers.3/self_attn/q_proj/MatMul", (3,)),  # Optimum
+    ("/transformer/h.11/attn/MatMul_output_0", (11,)),  # GPT-2
+    ("/bert/encoder/layer.2/attention/self/MatMul", (2,)),  # BERT
+    ("/layer2/layer2.1/conv1/Conv", (2, 1)),  # torchvision's ResNet: stage 2, block 1
+    ("/layer2/layer2.1/downsample/downsample.0/Conv", (2, 1)),  # a numbered part inside a block
+    ("/stages/stages.1/blocks/blocks.0/conv_dw/Conv", (1, 0)),  # timm's ConvNeXt
+    ("/stages/stages.1/downsample/downsample.1/Conv", (1,)),  # the stage's own, before its blocks
+    ("/features/features.3/features.3.0/block/Conv", (3, 0)),  # the same block named again, deeper
+    ("/blocks/blocks.2/blocks.2.1/conv_pw/Conv", (2, 1)),  # timm's EfficientNet
+    ("/conv1/Conv", None), ("/layer1/Add", None), ("model.layers.3.mlp.weight", None),
+])
+def test_a_layer_is_read_from_the_exporters_numbered_blocks(name, key):
+    assert layer_key(name) == key
+
+
+def test_a_cnn_pipeline_is_cut_where_its_blocks_start(tmp_path):
+    """torchvision's ResNet names its blocks `layerS.B`: the cuts fall where
+    a block starts, and each stage says its blocks."""
+    resnet = model_path("gpt2").parent / "cnn_resnet18.onnx"
+    partition, _ = split_model(resnet, tmp_path / "p", stages=3)
+    assert partition.cut is not None and partition.cut.how == "where a layer starts"
+    assert [s.layers for s in partition.cut.stages] == ["", "1.0-4.0", "4.1-4.1"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from forge_opt.frontends.onnx.names import layer_index
+from forge_opt.frontends.onnx.names import layer_key
 from forge_opt.plan.graph_infos import Collective, Plan
 from forge_opt.targets.devices.program import ring_bytes
 
@@ -43,12 +43,12 @@ def line_collectives(collectives: list[Collective]) -> list[tuple[str, int]]:
     return line
 
 
-def per_layer(plan: Plan) -> dict[int, int]:
+def per_layer(plan: Plan) -> dict[tuple[int, ...], int]:
     """The mesh collectives of each decoder layer (the layer the tensor its
     chain starts from is in)."""
-    counts: dict[int, int] = {}
+    counts: dict[tuple[int, ...], int] = {}
     for chain in chains(plan.collectives):
-        layer = layer_index(chain[0].input)
+        layer = layer_key(chain[0].input)
         if layer is not None:
             counts[layer] = counts.get(layer, 0) + len(chain)
     return counts

@@ -61,13 +61,15 @@ def test_each_device_stores_int8_blocks(tmp_path):
 @pytest.mark.parametrize("devices", [2, 4])
 def test_a_quantization_range_is_an_all_reduce_of_each_devices_maximum(devices):
     """DynamicQuantizeLinear's range (ReduceMin, ReduceMax over the whole
-    input) of a row layer's split input: each device's maximum of its block,
-    all-reduced by the maximum (4 bytes), not the activations all-gathered
-    for it twice (issue 52's remainder)."""
+    input) of a row layer's split input: each device's maximum of its block
+    and of its negation, all-reduced by the maximum as one message of 8
+    bytes (`combine-all-reduces`), not the activations all-gathered for it
+    twice (issue 52's remainder)."""
     plan = matched_plan(MODELS / "q_bart_encoder_int8.onnx", devices, dims=DIMS)
     assert not [c for c in plan.collectives if c.op == "all_gather"]
     ranges = [c for c in plan.collectives if c.reduction == "max"]
-    assert len(ranges) == 2 * 4 and all(c.bytes == 4 for c in ranges)  # min and max, before each row layer
+    assert len(ranges) == 4 and all(c.bytes == 8 for c in ranges)  # min and max together, before each row layer
+    assert len(plan.collectives) == 4 + 5  # the embedding's, and each layer's two row layers' sums
 
 
 def test_under_mpi_the_maximum_equals_the_simulated_one(tmp_path):

@@ -31,6 +31,7 @@ from forge_opt.transforms.stack_experts import StackExpertsPass
 from forge_opt.transforms.static_cache import StaticKvCachePass
 from forge_opt.transforms.tir_to_forge import TirToForgePass
 from forge_opt.transforms.tp.annotate import TensorParallelPass
+from forge_opt.transforms.tp.combine import CombineAllReducesPass
 from forge_opt.transforms.tp.mesh import CollectivesOnMeshPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
 from forge_opt.transforms.tp.sharing import sharing_passes
@@ -97,8 +98,8 @@ class OnnxToForgePass(CompileOptions, ModulePass):
     `weight-format=bfp8_b` or `bfp4_b` stores the matmul weights as block
     floats (`mark-weight-formats` last). With
     `devices=P` (P > 1): onnx-to-tir, then `sharing_passes` (stack-experts,
-    tensor-parallel, tp-partition; `mesh=RxC`, P = R·C, adds
-    collectives-on-mesh), then
+    tensor-parallel, tp-partition, combine-all-reduces; `mesh=RxC`, P = R·C,
+    adds collectives-on-mesh), then
     the same lowering to Forge calls, of the program every device runs: its
     blocks of the weights are `shard.all_slice`s of the model's
     `forge.parameter`s, the collectives between stay `shard` ops. forge-python
@@ -162,8 +163,8 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
         TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
-        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, CollectivesOnMeshPass,
-        ForgeToStableHLO,
+        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, CombineAllReducesPass,
+        CollectivesOnMeshPass, ForgeToStableHLO,
     )
 }
 

@@ -56,9 +56,9 @@ def test_a_value_below_the_least_is_named():
 def test_every_flag_of_the_check_is_declared_once():
     """forge-check's parser holds each flagged option with help once; only
     `--emit` (a file whose stem the options keep) is declared by hand."""
-    from forge_opt.tools.forge_check import _parser
+    from forge_opt.tools.forge_check import argument_parser
 
-    declared = [s for a in _parser()._actions for s in a.option_strings]
+    declared = [s for a in argument_parser()._actions for s in a.option_strings]
     flagged = [f for record in (CheckOptions, CompileOptions) for f in fields(record) if "flag" in f.metadata]
     assert len(declared) == len(set(declared))
     assert {f.metadata["flag"] for f in flagged if f.metadata["help"]} <= set(declared)

@@ -19,7 +19,7 @@ from forge_opt.transforms.compile_options import CompileOptions
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    args = argument_parser().parse_args(argv)
     from forge_opt.check.report import NOT_COMPILED
 
     try:
@@ -67,7 +67,7 @@ def _check(args: argparse.Namespace):
     return run_check(args.model, options, strategy_for(options))
 
 
-def _parser() -> argparse.ArgumentParser:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="forge-check", description=(__doc__ or "").splitlines()[0],
         epilog="exit status: 0 match, 1 mismatch, 2 did not compile, 3 ill-conditioned (every output that differs "
@@ -85,10 +85,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the whole shape of input NAME (repeatable); --inputs fixes shapes by itself",
     )
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    _judging(groups.setdefault(JUDGING, parser.add_argument_group(JUDGING)))
-    groups.setdefault(COMPILING, parser.add_argument_group(COMPILING)).add_argument(
-        "--emit", metavar="FILE", help="also write the emitted Forge Python here")
+    groups = {title: parser.add_argument_group(title) for title in (JUDGING, COMPILING)}
+    _judging(groups[JUDGING])
+    groups[COMPILING].add_argument("--emit", metavar="FILE", help="also write the emitted Forge Python here")
     add_flags(parser, groups, CheckOptions, CompileOptions)
     groups[DEVICES].add_argument("--plan-from-onnx", action="store_true",
                                  help="with --devices or --stages: compile with the plan (or the pipeline's cuts) "

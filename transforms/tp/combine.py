@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -46,7 +46,7 @@ class CombineAllReducesPass(ModulePass):
 def _key(op: shard.AllReduceOp) -> tuple:
     t = op.operands[0].type
     assert isinstance(t, TensorType)
-    return (op.properties["grid"], tuple(shard.grid_axes(op)), shard.reduction_of(op), t.element_type)
+    return (op.grid, tuple(shard.grid_axes(op)), shard.reduction_of(op), t.element_type)
 
 
 def _bytes(op: shard.AllReduceOp) -> int:
@@ -127,9 +127,8 @@ def _combine(group: list[shard.AllReduceOp], block: Block) -> None:
     last = group[-1]
     at = {x: i for i, x in enumerate(block.ops)}
     first = _first_read(group, block, at)
-    assert all(at.get(m.operands[0].owner, -1) < at[first] for m in group), "an operand made after the first read"
-    grid = last.properties["grid"]
-    assert isinstance(grid, SymbolRefAttr)
+    made_at = [at.get(o, -1) if isinstance(o := m.operands[0].owner, Operation) else -1 for m in group]
+    assert max(made_at) < at[first], "an operand made after the first read"
     made: list[Operation] = []
 
     def add(new: Operation) -> SSAValue:  # named, and located, as the last member (the report's label)
@@ -140,7 +139,7 @@ def _combine(group: list[shard.AllReduceOp], block: Block) -> None:
 
     sizes = [math.prod(_shape(m)) for m in group]
     flat = [add(tir.ReshapeOp(m.operands[0], [n])) for m, n in zip(group, sizes)]
-    reduced = add(shard.all_reduce(add(tir.ConcatOp(flat, 0)), grid.string_value(), shard.grid_axes(last),
+    reduced = add(shard.all_reduce(add(tir.ConcatOp(flat, 0)), last.grid.string_value(), shard.grid_axes(last),
                                    shard.reduction_of(last)))
     start = 0
     results = []

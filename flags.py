@@ -42,17 +42,16 @@ def add_flags(parser: argparse.ArgumentParser, groups: dict[str, Any], *records)
     use); a flag not given reads as None."""
     for f in (f for record in records for f in _generated(record)):
         m = f.metadata
-        group = groups.get(m["group"]) or groups.setdefault(m["group"], parser.add_argument_group(m["group"]))
+        if m["group"] not in groups:
+            groups[m["group"]] = parser.add_argument_group(m["group"])
         spelled: dict[str, Any] = {"dest": f.name, "help": m["help"]}
         if isinstance(f.default, bool):
             spelled["action"] = "store_true"
-        else:
-            spelled |= {"type": m["kind"] or str, "metavar": m["metavar"], "choices": m["choices"]}
-            if isinstance(f.default, tuple):
-                spelled["action"] = "append"
-            elif m["kind"] is None:
-                spelled["type"] = type(f.default)
-        group.add_argument(m["flag"], **spelled)
+        else:  # a repeatable flag's values are read as text unless told
+            repeated = isinstance(f.default, tuple)
+            spelled |= {"type": m["kind"] or (str if repeated else type(f.default)), "metavar": m["metavar"],
+                        "choices": m["choices"], **({"action": "append"} if repeated else {})}
+        groups[m["group"]].add_argument(m["flag"], **spelled)
 
 
 def flag_values(args: argparse.Namespace, record) -> dict[str, Any]:

@@ -41,67 +41,54 @@ class CheckOptions:
     shapes: Mapping[str, Iterable[int]] | None = None  # whole input shapes (as import_onnx's)
     dims: Mapping[str, int] | None = None  # sizes of symbolic dims
     compile: CompileOptions = field(default_factory=CompileOptions)  # how the program is compiled
-    # inputs compiled as constants, their values from `inputs`
     freeze: tuple[str, ...] = option("--freeze", (), group=COMPILING, metavar="NAME",
                                      help="compile this graph input as a constant with its value from --inputs "
                                      "(repeatable)")
-    # on a mismatch, name the first diverging ONNX node
     bisect: bool = option("--bisect", False, group=JUDGING,
                           help="on a mismatch, name the first ONNX node whose output diverges from onnxruntime (for "
                           "a reduced format, the first whose PCC is below --pcc)")
-    # every node output's distance from onnxruntime's, in order
     layers: bool = option("--layers", False, group=JUDGING,
                           help="print every ONNX node output's PCC, relative L2 error and max abs error against "
                           "onnxruntime's, in order: where a reduced format loses accuracy")
     stem: str = option("--emit", "")  # the emitted module's file name without .py (names its constants)
-    # one MPI process per device
     mpi: bool = option("--mpi", False, group=DEVICES,
                        help="with --devices or --mesh: run one MPI process per device (mpiexec)")
-    # seconds a device may keep the others waiting in a collective
     timeout: float = option(
         "--timeout", MPI_TIMEOUT, ("mpi", "--timeout bounds how long MPI processes wait for each other: it goes "
                                           "with --mpi"), group=DEVICES, metavar="S",
         help="with --mpi: end the run when a device has not reached, S seconds after the first device entered it, "
         f"a collective the others wait in, naming it (default {MPI_TIMEOUT:g})")
     min_device_ops: int = option("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
-    # a decode's static KV cache positions; 0: the prompt and the steps
     max_length: int = option(
         "--max-length", 0, ("steps", "--max-length sizes the KV cache of a decode: it goes with --decode N"),
         group=DECODING, metavar="L",
         help="with --decode: the positions of the static KV cache the programs keep (default: the prompt, its past "
         "and the steps); every step then runs one of 2 programs, a prefill and a decode step")
-    # decode with the cache as exported: a program per shape
     growing_cache: bool = option("--growing-cache", False, group=DECODING,
                                  help="with --decode: the cache as exported, one program per input shape")
-    # greedy decode steps
     steps: int = option(
         "--decode", 0, group=DECODING, metavar="N", least=(1, "decode at least one step"),
         help="run N greedy decode steps of a decoder with its KV cache (token after token, the cache fed back) and "
         "the same loop on onnxruntime; a match when every token and the logits agree")
-    # what runs the program: the Forge stand-in, or XLA CPU
     executor: str = option(
         "--executor", "standin", group=EXECUTING, metavar="NAME",
         help="what runs the program: standin (the emitted Forge Python on the Forge stand-in, the default) or xla "
         "(its StableHLO form on XLA CPU, the `xla` extra)")
-    # also compile the program's StableHLO with tt-mlir
     tt_mlir: bool = option(
         "--tt-mlir", False, group=EXECUTING,
         help="also compile the program's StableHLO form with tt-mlir (jax-tt-plugin, the `tenstorrent` extra) for a "
         "mock Blackhole p150 and report whether it lowers to TTNN; its TTIR/TTNN dumps are kept beside --emit "
         "(FILE's name + _tt_mlir)")
     tt_mlir_dumps: str = ""  # the folder tt-mlir's IR dumps are kept in ("": a temporary one)
-    # through the split path: CPU sub-models where Forge cannot
     fallback: bool = option(
         "--fallback", False, group=DEVICES,
         help="check through the split path: device sub-models where Forge can, CPU ones elsewhere (forge-split)")
-    # a pipeline of this many stages, one device each
     stages: int = option(
         "--stages", 1, group=DEVICES, metavar="S",
         least=(2, "a pipeline has 2 stages or more (leave --stages out to check on one device)"),
         help="check the model as a pipeline of S stages, one device each, contiguous layers balanced by stored "
         "weights; its outputs must equal the one-stage program's bit for bit, and the report prints the stages "
         "and their schedule")
-    # write the model with the plan as ONNX sharding annotations here
     annotate: str = option(
         "--annotate", "", group=DEVICES, metavar="OUT.onnx",
         help="with --devices or --stages: write the model with the plan chosen as ONNX sharding annotations (IR 11), "

@@ -21,27 +21,26 @@ MAX_DEVICES = 8
 
 @dataclass(frozen=True)
 class CompileOptions:
-    # tensor-parallel over this many (`sharing_passes` when > 1)
+    # tensor-parallel over this many devices (`sharing_passes` when > 1)
     devices: int = option(
         "--devices", 1, group=DEVICES, metavar="P",
         least=(2, "tensor parallelism needs 2 devices or more (leave --devices out to check on one device)"),
         help="check the tensor-parallel program for P devices (simulated in this process unless --mpi)")
     min_size: int = option("--min-size", 0, group=DEVICES, metavar="N",
                            help="with --devices: layers of fewer weight elements stay replicated (default 0)")
-    # a JSON file pinning layers' cases (`tp/annotate.py`)
+    # read by `tp/annotate.py`
     plan: str = option("--plan", "", group=DEVICES, metavar="FILE",
                        help="with --devices: a JSON file pinning layers' cases")
-    # a larger layer left whole is an error
     require_sharded: bool = option(
         "--require-sharded", False, group=DEVICES,
         help="with --devices: a layer of at least --min-size weight elements left replicated is an error, not a "
         "warning")
-    # the program's (`data_formats.PROGRAM_FORMATS`)
+    # one of `data_formats.PROGRAM_FORMATS`
     data_format: str = option(
         "--data-format", "float32", group=COMPILING, choices=tuple(str(f) for f in PROGRAM_FORMATS),
         help="compile the program's values in this format (bfloat16: Forge's Float16_b, inputs cast to it); judged "
         "by PCC against float32 onnxruntime, with the relative L2 error and largest difference (default float32)")
-    # the matmul weights': the data format's, or a block float
+    # "": the data format's
     weight_format: str = option(
         "--weight-format", "", group=COMPILING, choices=tuple(str(f) for f in FORMATS),
         help="store the matmul weights in this format: the data format's (the default) or a block float (bfp8_b, "
@@ -56,7 +55,7 @@ class CompileOptions:
     max_devices: int = option(
         "--max-devices", MAX_DEVICES, ("device_memory", "--max-devices goes with --device-memory"), group=DEVICES,
         metavar="N", help=f"with --device-memory: the most devices to consider (default {MAX_DEVICES})")
-    # the devices as an R×C mesh (`RxC`): every collective over one mesh axis at a time (`collectives-on-mesh`)
+    # laid out by `collectives-on-mesh`
     mesh: str = option(
         "--mesh", "", group=DEVICES, metavar="RxC",
         help="check the tensor-parallel program for an R×C mesh of devices (Galaxy 8x4, T3K 2x4, n300 1x2): device "

@@ -39,7 +39,7 @@ def layer_key(name: str) -> tuple[int, ...] | None:
         found = _BLOCK.fullmatch(part)
         if found is None:
             continue
-        numbers = tuple(int(n) for n in ((found[2],) if found[2] else ()) + tuple(found[3][1:].split(".")))
+        numbers = tuple(map(int, ([found[2]] if found[2] else []) + found[3][1:].split(".")))
         if last is not None and last[0] == found[1] and numbers[:len(last[1])] == last[1]:
             del key[len(key) - len(last[1]):]  # the same block named again, deeper
         key += numbers

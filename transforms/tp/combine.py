@@ -8,9 +8,9 @@ All-reduces of one grid, grid axes, reduction and element type are
 combined where each one's operand is made before any of their results is
 read (a few pure ops moved up where it is not, as the range's maximum is
 computed after its minimum is used): there their operands are flattened
-and concatenated, reduced once, and sliced back to their shapes. A group stays under `max-bytes`
-(the combined message), so a large sum is never copied to save one
-message's latency."""
+and concatenated, reduced once, and sliced back to their shapes. A group
+stays under `max-bytes` (the combined message), so a large sum is never
+copied to save one message's latency."""
 
 from __future__ import annotations
 

@@ -86,10 +86,8 @@ def group_size(op: Operation) -> int | None:
             raise
         return None
     shape = grid.shape.get_values()
-    axes = op.properties["grid_axes"]
-    assert isinstance(axes, DenseArrayBase)
     size = 1
-    for a in axes.get_values():
+    for a in grid_axes(op):
         if not 0 <= a < len(shape):
             raise VerifyException(f"'{op.name}' grid axis {a} is outside the {len(shape)}-d grid")
         size *= shape[a]

@@ -95,8 +95,9 @@ def write_split(
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
     folder the model's external data is in; `control`: by sub-model, the
     record of a run-time If or Loop, `control_flow.py`; `parallel`: the
-    devices each device sub-model runs on, on `mesh` [R, C] if given; `static_cache`: the positions of
-    the KV cache the device sub-models keep, each its own layers'); a folder
+    devices each device sub-model runs on, on `mesh` [R, C] if given;
+    `static_cache`: the positions of the KV cache the device sub-models
+    keep, each its own layers'); a folder
     that exists and is not empty is refused unless `force`."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not force:
         raise ForgeOptError(f"{folder}: exists and is not empty (--force replaces its split)")

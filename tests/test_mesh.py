@@ -40,6 +40,20 @@ def model_path(name: str) -> Path:
     return MODELS / f"llm_{name}.onnx"
 
 
+#: DECODE's sizes as forge-check's and forge-split's flags
+DIM_FLAGS = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
+
+
+def _split_on_2x2(name: str, folder: Path) -> str:
+    """`forge-split MODEL -o FOLDER --mesh 2x2 --convert` of the export
+    `name`, which must succeed; the model's path."""
+    model = str(model_path(name))
+    with pytest.raises(SystemExit) as done:
+        forge_split([model, "-o", str(folder), "--mesh", "2x2", "--convert", *DIM_FLAGS])
+    assert done.value.code == 0
+    return model
+
+
 def _weight_bytes(name: str) -> int:
     model = onnx.load(model_path(name))
     return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer if np.prod(t.dims) > 1)
@@ -101,9 +115,8 @@ def test_eight_decode_steps_on_a_2x2_mesh_equal_onnxruntimes_tokens(mpi):
 
 
 def test_forge_check_takes_a_mesh_and_prints_its_axes(capsys):
-    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
     with pytest.raises(SystemExit) as done:
-        forge_check([str(model_path("llama")), "--mesh", "1x2", *dims])
+        forge_check([str(model_path("llama")), "--mesh", "1x2", *DIM_FLAGS])
     assert done.value.code == 0
     said = capsys.readouterr()
     assert "mesh 1x2" in said.err + said.out and "line of 2" in said.err + said.out
@@ -163,12 +176,8 @@ def test_a_group_made_after_a_failure_does_not_wait():
 
 
 def test_forge_split_converts_each_device_sub_model_for_the_mesh(tmp_path, capsys):
-    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
     folder = tmp_path / "split"
-    model = str(model_path("mistral"))
-    with pytest.raises(SystemExit) as done:
-        forge_split([model, "-o", str(folder), "--mesh", "2x2", "--convert", *dims])
-    assert done.value.code == 0
+    model = _split_on_2x2("mistral", folder)
     assert "converted tensor-parallel for 4 devices on a 2x2 mesh" in capsys.readouterr().out
     inner = read_split(next(folder.rglob("parallel")))[0]
     assert inner.mesh == [2, 2] and read_split(folder)[0].mesh == [2, 2]
@@ -190,9 +199,8 @@ def test_a_split_plans_mesh_must_hold_its_devices(tmp_path):
 def test_each_pipeline_stage_on_a_mesh(capsys):
     """`--stages 2 --mesh 1x2`: each stage tensor-parallel on its own mesh
     (4 devices in all), against onnxruntime."""
-    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
     with pytest.raises(SystemExit) as done:
-        forge_check([str(model_path("qwen2")), "--stages", "2", "--mesh", "1x2", *dims])
+        forge_check([str(model_path("qwen2")), "--stages", "2", "--mesh", "1x2", *DIM_FLAGS])
     said = capsys.readouterr()
     assert done.value.code == 0, said.err
     assert "each stage tensor-parallel on a 1x2 mesh of 2 devices (2 x 2 = 4 devices)" in said.out + said.err
@@ -218,12 +226,8 @@ def test_a_plan_whose_collectives_run_over_the_wrong_axis_is_never_a_match(tmp_p
     groups are as large, so the plan still reads) sum the wrong devices'
     parts: the devices no longer agree, and `run --check` ends in an error
     naming the outputs, not a verdict of match."""
-    dims = [a for k, v in DECODE.items() for a in ("--dim", f"{k}={v}")]
     folder = tmp_path / "split"
-    model = str(model_path("llama"))
-    with pytest.raises(SystemExit) as done:
-        forge_split([model, "-o", str(folder), "--mesh", "2x2", "--convert", *dims])
-    assert done.value.code == 0
+    model = _split_on_2x2("llama", folder)
     infos = next(folder.rglob("parallel")) / "graph_infos.json"
     data = json.loads(infos.read_text())
     for c in data["collectives"]:

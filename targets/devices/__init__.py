@@ -244,9 +244,8 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
         if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)
             (mesh_axis,) = shard.grid_axes(c.op)
             group = mesh[mesh_axis]
-        reduction = None
-        if isinstance(c.op, shard.AllReduceOp) and shard.reduction_of(c.op) != shard.ReductionKind.SUM:
-            reduction = str(shard.reduction_of(c.op))
+        combined = shard.reduction_of(c.op) if isinstance(c.op, shard.AllReduceOp) else shard.ReductionKind.SUM
+        reduction = None if combined == shard.ReductionKind.SUM else str(combined)
         collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
                                       program.names[c.op.results[0]], nbytes,
                                       ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction))

@@ -45,13 +45,15 @@ def _first_line(message: str) -> str:
 
 
 def run_stablehlo(text: str, inputs: Sequence[np.ndarray], devices: int = 1,
-                  in_axes: Sequence[int | None] = (), out_axes: Sequence[int | None] = ()) -> list[np.ndarray]:
+                  in_axes: Sequence[int | None] = (), out_axes: Sequence[int | None] = (),
+                  in_blocks: Sequence[int | None] = (), out_blocks: Sequence[int | None] = ()) -> list[np.ndarray]:
     """The outputs of the StableHLO module `text` on XLA CPU. With `devices`
     > 1 the module is one SPMD program (`mhlo.num_partitions`, a Shardy
     manual computation) on that many virtual devices: an input with an axis
-    in `in_axes` is split along it, the others replicated, and an output with
-    an axis in `out_axes` is joined along it, the others taken from device 0."""
-    return xla_program(text, devices)(inputs, in_axes, out_axes)
+    in `in_axes` is split along it (in `in_blocks` blocks by a mesh's rows,
+    where it gives a count), the others replicated, and an output with an
+    axis in `out_axes` is joined along it, the others taken from device 0."""
+    return xla_program(text, devices)(inputs, in_axes, out_axes, in_blocks, out_blocks)
 
 
 def xla_program(text: str, devices: int = 1) -> Callable[..., list[np.ndarray]]:
@@ -75,11 +77,13 @@ def xla_program(text: str, devices: int = 1) -> Callable[..., list[np.ndarray]]:
         executable = backend.compile_and_load(text, xc.DeviceList(tuple(chosen)), options)
     except Exception as e:  # jaxlib raises its own XlaRuntimeError
         raise ForgeOptError(f"XLA cannot compile the StableHLO program: {_first_line(str(e))}") from e
-    return lambda inputs, in_axes=(), out_axes=(): _execute(executable, chosen, inputs, in_axes, out_axes)
+    return lambda inputs, in_axes=(), out_axes=(), in_blocks=(), out_blocks=(): _execute(
+        executable, chosen, inputs, in_axes, out_axes, in_blocks, out_blocks)
 
 
 def _execute(executable, chosen, inputs: Sequence[np.ndarray], in_axes: Sequence[int | None],
-             out_axes: Sequence[int | None]) -> list[np.ndarray]:
+             out_axes: Sequence[int | None], in_blocks: Sequence[int | None] = (),
+             out_blocks: Sequence[int | None] = ()) -> list[np.ndarray]:
     import jax
 
     devices = len(chosen)
@@ -87,21 +91,27 @@ def _execute(executable, chosen, inputs: Sequence[np.ndarray], in_axes: Sequence
         if devices == 1:
             return [np.asarray(o) for o in executable.execute([jax.device_put(np.asarray(x), chosen[0])
                                                                for x in inputs])]
-        mesh = jax.sharding.Mesh(np.array(chosen), ("d",))
+        rows = next((b for b in [*in_blocks, *out_blocks] if b), 0)  # a mesh's, where a value is split by them
+        mesh = jax.sharding.Mesh(np.array(chosen).reshape(rows, -1), ("r", "c")) if rows else \
+            jax.sharding.Mesh(np.array(chosen), ("d",))
 
-        def spec(axis: int | None, rank: int):
-            dims: list[str | None] = [None] * rank
+        def spec(axis: int | None, blocks: int | None, rank: int):
+            dims: list[str | tuple[str, ...] | None] = [None] * rank
             if axis is not None:
-                dims[axis] = "d"
+                dims[axis] = "r" if blocks else ("r", "c") if rows else "d"
             return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*dims))
         in_axes = list(in_axes) or [None] * len(inputs)
-        args = [jax.device_put(np.asarray(x), spec(a, np.ndim(x))) for x, a in zip(inputs, in_axes)]
+        in_blocks = list(in_blocks) or [None] * len(inputs)
+        args = [jax.device_put(np.asarray(x), spec(a, b, np.ndim(x))) for x, a, b in zip(inputs, in_axes, in_blocks)]
         pieces = executable.execute_sharded(args).disassemble_into_single_device_arrays()
     except Exception as e:
         raise ForgeOptError(f"XLA cannot run the StableHLO program: {_first_line(str(e))}") from e
     out_axes = list(out_axes) or [None] * len(pieces)
-    return [np.asarray(p[0]) if a is None else np.concatenate([np.asarray(x) for x in p], axis=a)
-            for p, a in zip(pieces, out_axes)]
+    out_blocks = list(out_blocks) or [None] * len(pieces)
+    # a value split by rows: one block from the first device of each row
+    return [np.asarray(p[0]) if a is None else np.concatenate([np.asarray(x) for x in p[::devices // (b or devices)]],
+                                                              axis=a)
+            for p, a, b in zip(pieces, out_axes, out_blocks)]
 
 
 def executed_by_xla() -> str:

@@ -50,6 +50,13 @@ def group_of(shape: Sequence[int], axes: Sequence[int], rank: int) -> list[int]:
     return ranks
 
 
+def position(shape: Sequence[int], axes: Sequence[int], rank: int) -> tuple[int, int]:
+    """`rank`'s index in its group over `axes` (`group_of`), and the
+    group's size: which block of how many an `all_slice` over them gives it."""
+    group = group_of(shape, axes, rank)
+    return group.index(rank), len(group)
+
+
 def block(x: np.ndarray, axis: int, rank: int, size: int) -> np.ndarray:
     """Device `rank`'s block of `x` along `axis`."""
     n = x.shape[axis] // size

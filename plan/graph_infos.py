@@ -38,6 +38,7 @@ class TensorInfo:
     dtype: str  # numpy's name; "" where AutoSplit's described form leaves it out (the sub-model declares it)
     attr: str  # "input", "output" (of the model) or "intermediate"
     split_axis: int | None = None  # tensor parallelism: each device holds its block along this axis
+    split_blocks: int | None = None  # of them, on a mesh split by its rows: R, device r·C + c holding block r
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"shape": self.shape}
@@ -46,7 +47,15 @@ class TensorInfo:
         out["attr"] = self.attr
         if self.split_axis is not None:
             out["split_axis"] = self.split_axis
+        if self.split_blocks is not None:
+            out["split_blocks"] = self.split_blocks
         return out
+
+    def block_of(self, rank: int, devices: int) -> tuple[int, int]:
+        """Which of how many blocks of a split tensor device `rank` of
+        `devices` holds: its own, or (`split_blocks`) its row's."""
+        count = self.split_blocks or devices
+        return rank // (devices // count), count
 
 
 @dataclass
@@ -186,6 +195,7 @@ class Layer:
     padded_rows: int = 0
     reason: str = ""
     unshared: bool = False
+    blocks: int = 0  # split by a mesh's rows: their count, each row one block (0: one block a device)
 
 
 @dataclass
@@ -259,7 +269,7 @@ class Plan:
         t = self.tensors[name]
         shape = list(t.shape)
         if t.split_axis is not None:
-            shape[t.split_axis] *= self.device_count
+            shape[t.split_axis] *= t.split_blocks or self.device_count
         return shape
 
     def to_json(self) -> dict:
@@ -395,7 +405,10 @@ class _Reader(Reader):
         axis = t.get("split_axis")
         if axis is not None and not (type(axis) is int and 0 <= axis < len(shape)):
             raise self.fail(f"tensor '{name}' has split_axis {axis!r}, not an axis of its shape")
-        return TensorInfo(shape, self.dtype(name, t["dtype"]) if "dtype" in t else "", t["attr"], axis)
+        blocks = t.get("split_blocks")
+        if blocks is not None and not (type(blocks) is int and blocks > 0 and axis is not None):
+            raise self.fail(f"tensor '{name}' has split_blocks {blocks!r}, not a count of blocks of a split_axis")
+        return TensorInfo(shape, self.dtype(name, t["dtype"]) if "dtype" in t else "", t["attr"], axis, blocks)
 
     def dtype(self, name: str, given: Any) -> str:
         if not isinstance(given, str):

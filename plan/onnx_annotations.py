@@ -12,9 +12,11 @@ compiles with. A pipeline (`annotate_stages`) is a configuration of its
 own (`n300-s2`: 2 stages on an n300) whose nodes each carry their
 `pipeline_stage`; `stage_pins` reads it back. A plan on a mesh
 (`--mesh 8x4`) is named with its shape (`galaxy-8x4`): its weights are
-split over all R·C devices as the line's are, and the formalism has no
-mesh axes, so the mesh lives in the name. Communication stays implicit, as
-the formalism has it."""
+split over all R·C devices as the line's are, but for a layer split by the
+mesh's rows (KV heads the devices do not divide), whose R shards go to R
+device groups, each a row's devices; the formalism has no mesh axes, so
+the mesh lives in the name. Communication stays implicit, as the
+formalism has it."""
 
 from __future__ import annotations
 
@@ -66,11 +68,20 @@ def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
             continue
         config = node.device_configurations.add(configuration_id=name)
         axes = _split_axes(node, PIN_AXIS[layer.case])
+        groups = layer.blocks  # split by the mesh's rows: group -1 - r holds row r's devices
+        per_row = plan.device_count // groups if groups else 0
         for tensor, axis in axes:
-            spec = config.sharding_spec.add(tensor_name=tensor, device=list(range(plan.device_count)))
-            spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=plan.device_count)
+            spec = config.sharding_spec.add(tensor_name=tensor, device=_devices(groups, plan.device_count))
+            for r in range(groups):
+                spec.index_to_device_group_map.add(key=-1 - r, value=range(r * per_row, (r + 1) * per_row))
+            spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=groups or plan.device_count)
         done.written.append(layer.node)
     return done
+
+
+def _devices(groups: int, devices: int) -> list[int]:
+    """A spec's device entries: every device, or (`groups`) the groups -1 … -groups."""
+    return [-1 - r for r in range(groups)] if groups else list(range(devices))
 
 
 def pipeline_name(stages: int, devices: int = 1) -> str:

@@ -353,8 +353,8 @@ def run_parallel(folder: Path, inputs: dict[str, np.ndarray], member: Collective
     def device(m: Collectives) -> dict[str, np.ndarray]:
         values = {}
         for name, value in whole.items():  # an input split in the plan (a KV cache's past): the device's block
-            axis = plan.tensors[name].split_axis
-            values[name] = value if axis is None else block(value, axis, m.rank, m.size)
+            t = plan.tensors[name]
+            values[name] = value if t.split_axis is None else block(value, t.split_axis, *t.block_of(m.rank, m.size))
         for g in graphs:
             outs = run_instance(loaded[g.index, m.rank], [values[x] for x in g.inputs])
             for name, v in zip(g.outputs, outs):
@@ -377,9 +377,13 @@ def assemble(plan: Plan, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[
     whole, differ = {}, []
     for name, value in first.items():
         t = plan.tensors.get(source.get(name, name))
-        axis = None if t is None else t.split_axis
-        if axis is not None:
-            whole[name] = np.concatenate([d[name] for d in per_device], axis=axis)
+        if t is not None and t.split_axis is not None:
+            blocks: dict[int, list[np.ndarray]] = {}  # (split by a mesh's rows: a row's devices hold one block)
+            for rank, d in enumerate(per_device):
+                blocks.setdefault(t.block_of(rank, len(per_device))[0], []).append(d[name])
+            whole[name] = np.concatenate([blocks[k][0] for k in sorted(blocks)], axis=t.split_axis)
+            if any(not _same(x, held[0]) for held in blocks.values() for x in held[1:]):
+                differ.append(name)
         else:
             whole[name] = value
             if any(not _same(d[name], value) for d in per_device[1:]):

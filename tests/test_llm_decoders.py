@@ -22,6 +22,7 @@ from forge_opt.execution.oracle import expected_outputs
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel
+from forge_opt.transforms.compile_options import CompileOptions
 
 MODELS = Path(__file__).parent / "data" / "models"
 LAYERS = 2
@@ -129,11 +130,15 @@ def test_phi3s_fused_projections_are_packed(tmp_path):
     assert packed["/model/layers.0/mlp/gate_up_proj/MatMul"] == 2
 
 
-def test_the_plan_with_a_split_cache_passes_the_schema(tmp_path):
+@pytest.mark.parametrize("options", [CompileOptions(2), CompileOptions(4, mesh="2x2")])
+def test_the_plan_with_a_split_cache_passes_the_schema(tmp_path, options):
+    """On a line, and on a mesh whose rows split the cache (`split_blocks`)."""
     jsonschema = pytest.importorskip("jsonschema")
-    tensor_parallel(model_path("qwen2"), tmp_path / "tp", 2, dims=DECODE)
+    tensor_parallel(model_path("qwen2"), tmp_path / "tp", options, dims=DECODE)
     schema = json.loads((Path(__file__).parents[1] / "docs" / "graph_infos.schema.json").read_text())
-    jsonschema.validate(json.loads((tmp_path / "tp" / "graph_infos.json").read_text()), schema)
+    plan = json.loads((tmp_path / "tp" / "graph_infos.json").read_text())
+    jsonschema.validate(plan, schema)
+    assert plan["tensors"]["past_key_values.0.key"].get("split_blocks") == (2 if options.mesh else None)
 
 
 def test_under_mpi(tmp_path):
@@ -246,7 +251,7 @@ def test_forge_opt_writes_each_layers_case_into_the_plan(tmp_path):
     layers = json.loads((out / "graph_infos.json").read_text())["layers"]
     qkv = next(layer for layer in layers if layer["node"] == "/model/layers.0/self_attn/qkv_proj/MatMul")
     assert qkv == {"node": "/model/layers.0/self_attn/qkv_proj/MatMul", "kind": "linear", "case": "column",
-                   "packed": 3, "padded_rows": 0, "reason": "its input is replicated", "unshared": False}
+                   "packed": 3, "padded_rows": 0, "reason": "its input is replicated", "unshared": False, "blocks": 0}
 
 
 def test_device_memory_chooses_the_smallest_count_that_fits(tmp_path, capsys):

@@ -26,7 +26,7 @@ from forge_opt.split.api import split_model, tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel
 from forge_opt.targets.devices import parallel_report
-from forge_opt.targets.devices.mesh_report import per_layer
+from forge_opt.targets.devices.mesh_report import line_collectives, per_layer
 from forge_opt.tools.forge_check import main as forge_check
 from forge_opt.tools.forge_split import main as forge_split
 from forge_opt.transforms.compile_options import CompileOptions
@@ -75,6 +75,26 @@ def test_a_decode_step_matches_onnxruntime_on_a_mesh(tmp_path, name, mesh):
         assert c.mesh_axis in (0, 1) and c.group == mesh_shape[c.mesh_axis]
     share = max(d.parameter_bytes for d in plan.devices) / _weight_bytes(name)
     assert share <= 1 / (rows * cols) + 0.10, f"{share:.3f} of the weights on one device"
+
+
+@pytest.mark.parametrize("name, mesh, rows", [("llama_gqa32", "8x4", 8), ("llama", "2x2", 2)])
+def test_kv_heads_the_devices_do_not_divide_are_split_by_the_rows(tmp_path, name, mesh, rows):
+    """8 KV heads on 32 devices (2 on 4): each row holds its KV heads, whole
+    along the row, so a device stores 1/R of K, V and the cache, where the
+    line of R·C devices stores them whole; no collective is added."""
+    r, c = map(int, mesh.split("x"))
+    plan = tensor_parallel(model_path(name), tmp_path / "tp", CompileOptions(r * c, mesh=mesh), dims=DECODE)
+    by_rows = [layer for layer in plan.layers if layer.blocks]
+    assert len(by_rows) == 4 and {layer.blocks for layer in by_rows} == {rows}  # k_proj and v_proj of 2 layers
+    assert all(layer.node.endswith(("k_proj/MatMul", "v_proj/MatMul")) for layer in by_rows)
+    past = plan.tensors["past_key_values.0.key"]
+    assert (past.split_axis, past.split_blocks) == (1, rows)
+    assert plan.whole_shape("past_key_values.0.key")[1] == past.shape[1] * rows
+    line = tensor_parallel(model_path(name), tmp_path / "line", CompileOptions(r * c), dims=DECODE)
+    assert line.tensors["past_key_values.0.key"].split_axis is None  # the line keeps the cache whole
+    assert len(line_collectives(plan.collectives)) == len(line.collectives)
+    assert max(d.parameter_bytes for d in plan.devices) < max(d.parameter_bytes for d in line.devices)
+    assert f"{len(by_rows)} layers' heads, {rows} blocks, one a row" in parallel_report(plan)
 
 
 def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):
@@ -224,8 +244,8 @@ def test_xla_runs_a_mesh_program_with_a_replica_group_per_row_and_column():
 def test_a_plan_whose_collectives_run_over_the_wrong_axis_is_never_a_match(tmp_path, capsys):
     """A 2x2 plan's all-reduces edited to run along the other mesh axis (the
     groups are as large, so the plan still reads) sum the wrong devices'
-    parts: the devices no longer agree, and `run --check` ends in an error
-    naming the outputs, not a verdict of match."""
+    parts: `run --check` ends in a mismatch naming the outputs (the KV
+    cache, split by rows, included), never a match."""
     folder = tmp_path / "split"
     model = _split_on_2x2("llama", folder)
     infos = next(folder.rglob("parallel")) / "graph_infos.json"
@@ -238,8 +258,8 @@ def test_a_plan_whose_collectives_run_over_the_wrong_axis_is_never_a_match(tmp_p
     with pytest.raises(SystemExit) as done:
         forge_split(["run", str(folder), "--check", "--model", model])
     said = capsys.readouterr()
-    assert done.value.code == 2 and "match" not in said.out.split()
-    assert "the devices' outputs differ (present.0.key" in said.err
+    assert done.value.code == 1 and "match" not in said.out.split()
+    assert all(f"{name}: " in said.out for name in ("logits", "present.0.key", "present.1.value")), said.out
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -24,8 +24,8 @@ from forge_opt.transforms.compile_options import CompileOptions
 CONFIGURATIONS = {(2, ""): "n300", (4, ""): "p4", (8, ""): "t3k", (4, "2x2"): "p4-2x2"}
 
 
-def _cases(plan) -> list[tuple[str, str]]:
-    return [(layer.node, layer.case) for layer in plan.layers]
+def _cases(plan) -> list[tuple[str, str, int]]:
+    return [(layer.node, layer.case, layer.blocks) for layer in plan.layers]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral", "phi3"])
@@ -143,3 +143,17 @@ def test_plan_from_onnx_goes_with_devices(capsys):
     with pytest.raises(SystemExit) as done:
         forge_check([str(model_path("gpt2")), "--plan-from-onnx"])
     assert done.value.code == 2 and "--plan-from-onnx compiles a tensor-parallel program" in capsys.readouterr().err
+
+
+def test_a_layer_split_by_the_mesh_rows_is_sharded_over_row_groups(tmp_path):
+    """On a 2x2 mesh, a K projection's 2 heads go one to a row: 2 shards,
+    each on a device group of the row's 2 devices."""
+    plan = tensor_parallel(model_path("llama"), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
+    k = next(layer for layer in plan.layers if layer.blocks)
+    model = annotate(onnx.load(str(model_path("llama"))), plan).model
+    node = next(n for n in model.graph.node if n.name == k.node)
+    (spec,) = node.device_configurations[0].sharding_spec
+    assert list(spec.device) == [-1, -2]
+    assert {e.key: list(e.value) for e in spec.index_to_device_group_map} == {-1: [0, 1], -2: [2, 3]}
+    assert [s.num_shards for d in spec.sharded_dim for s in d.simple_sharding] == [2]
+    assert check_sharding(model) == []

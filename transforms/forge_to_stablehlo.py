@@ -5,9 +5,11 @@ its outputs in order. A P-device program (`onnx-to-forge{devices=P}`) is one
 SPMD module (`mhlo.num_partitions = P`): `@main` takes and returns whole
 tensors, and its body is one Shardy `manual_computation` that each device
 runs on its blocks (an input or output with `shard.split_axis` split along
-it); `shard.all_slice` is a `dynamic_slice` at the device's
-`partition_id`, and `all_reduce`, `all_gather` and `reduce_scatter` are
-StableHLO's over all P devices (`replica_groups`, one channel each); weights are `stablehlo.constant`s, laid out as
+it; with `shard.split_blocks`, by a mesh's rows, over the Shardy mesh
+`["r"=R, "c"=C]`); `shard.all_slice` is a `dynamic_slice` at the device's
+index over the slice's grid axes (its `partition_id`, or on a mesh its row
+or column), and `all_reduce`, `all_gather` and `reduce_scatter` are
+StableHLO's over their devices (`replica_groups`, one channel each); weights are `stablehlo.constant`s, laid out as
 `process_framework_parameters` lays them out; a matmul's block-float weight
 operand (`mark-weight-formats`) is a constant of the values the device holds
 (`device_values`), as the stand-in converts it. Each `forge` op becomes its record's StableHLO form
@@ -54,7 +56,7 @@ from forge_opt.dialects.forge_functions.stablehlo_forms import FORMS
 from forge_opt.dialects.stablehlo_build import Hlo, element, shape
 from forge_opt.interpreters.forge import fill_array, laid_out, weight_format
 from forge_opt.interpreters.shard import group_of
-from forge_opt.transforms.tp.partition import SPLIT_AXIS, split_axes
+from forge_opt.transforms.tp.partition import SPLIT_AXIS, SPLIT_BLOCKS, split_axes
 
 ui32 = IntegerType(32, Signedness.UNSIGNED)
 
@@ -121,6 +123,15 @@ class _Collectives:
             self.index = h.convert(h.add(hlo.PartitionIdOp(result_types=[TensorType(ui32, [])])), i64)
         return self.index
 
+    def index_over(self, h: Hlo, axes: list[int]) -> SSAValue:
+        """This device's index in its group over the grid `axes`: its own
+        (every axis), or on a mesh its row (axis 0) or its column (axis 1)."""
+        index = self.device_index(h)
+        if axes == list(range(len(self.grid))):
+            return index
+        columns = h.full(self.grid[1], i64)
+        return h.binary("divide" if axes == [0] else "remainder", index, columns)
+
     def _group(self, op: Operation) -> dict[str, Attribute]:
         """Its replica groups: every device, or on a mesh each row's or column's."""
         self.channels += 1
@@ -135,7 +146,7 @@ class _Collectives:
         assert isinstance(out, TensorType)
         if isinstance(op, shard.AllSliceOp):  # this device's block: no communication
             size = out.get_shape()[op.axis]
-            index = self.device_index(h)
+            index = self.index_over(h, shard.grid_axes(op))
             starts = [h.binary("multiply", index, h.full(size, i64)) if d == op.axis else h.full(0, i64)
                       for d in range(len(shape(x)))]
             return h.add(hlo.DynamicSliceOp([x, *starts], out, {"slice_sizes": hlo.i64_array(out.get_shape())}))
@@ -208,24 +219,35 @@ def _spmd(source: func.FuncOp, name: str, grid: list[int]) -> func.FuncOp:
     devices = math.prod(grid)
     ins, outs = source.function_type.inputs.data, source.function_type.outputs.data
     in_axes, out_axes = split_axes(source.arg_attrs, len(ins)), split_axes(source.res_attrs, len(outs))
-    whole_ins = [_whole(t, a, devices) for t, a in zip(ins, in_axes)]
-    whole_outs = [_whole(t, a, devices) for t, a in zip(outs, out_axes)]
+    in_blocks = split_axes(source.arg_attrs, len(ins), SPLIT_BLOCKS)
+    out_blocks = split_axes(source.res_attrs, len(outs), SPLIT_BLOCKS)
+    whole_ins = [_whole(t, a, b or devices) for t, a, b in zip(ins, in_axes, in_blocks)]
+    whole_outs = [_whole(t, a, b or devices) for t, a, b in zip(outs, out_axes, out_blocks)]
     outer = _named_block(source, whole_ins)
     inner = Block(arg_types=ins)
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, inner.args))
     _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(grid))
-    manual = sdy.ManualComputationOp(outer.args, whole_outs, in_axes, out_axes, Region(inner))
+    manual = sdy.ManualComputationOp(outer.args, whole_outs, in_axes, out_axes, Region(inner), in_blocks, out_blocks,
+                                     mesh_rows(source, grid))
     outer.add_op(manual)
     outer.add_op(func.ReturnOp(*manual.results))
     return func.FuncOp(name, FunctionType.from_lists(whole_ins, whole_outs), Region(outer),
                        arg_attrs=_without_split(source.arg_attrs), res_attrs=_without_split(source.res_attrs))
 
 
+def mesh_rows(source: func.FuncOp, grid: list[int]) -> int:
+    """The rows of the Shardy mesh: the grid's where an input or result is
+    split by them (`shard.split_blocks`), else 0 (a line of devices)."""
+    attrs = [a for a in (source.arg_attrs, source.res_attrs) if a is not None]
+    split_by_rows = any(isinstance(d, DictionaryAttr) and SPLIT_BLOCKS in d.data for a in attrs for d in a.data)
+    return grid[0] if split_by_rows else 0
+
+
 def _without_split(attrs: ArrayAttr | None) -> ArrayAttr[DictionaryAttr] | None:
     """Argument or result attributes without `shard.split_axis`: @main's are whole tensors."""
     if attrs is None:
         return None
-    return ArrayAttr([DictionaryAttr({k: v for k, v in d.data.items() if k != SPLIT_AXIS})
+    return ArrayAttr([DictionaryAttr({k: v for k, v in d.data.items() if k not in (SPLIT_AXIS, SPLIT_BLOCKS)})
                       if isinstance(d, DictionaryAttr) else DictionaryAttr({}) for d in attrs.data])
 
 
@@ -257,7 +279,7 @@ class ForgeToStableHLO(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         source, grid = public_function(op)
-        devices = math.prod(grid)
+        devices, rows = math.prod(grid), mesh_rows(source, grid)
         lowered = lower_function(source, grid=grid)
         op.body.block.insert_op_before(lowered, source)
         op.body.block.erase_op(source)
@@ -266,7 +288,7 @@ class ForgeToStableHLO(ModulePass):
         for grid in [g for g in op.ops if isinstance(g, shard.GridOp)]:
             op.body.block.erase_op(grid)
         if devices > 1:
-            op.body.block.insert_op_before(sdy.MeshOp(devices), lowered)
+            op.body.block.insert_op_before(sdy.MeshOp(devices, rows), lowered)
             op.attributes["mhlo.num_partitions"] = IntegerAttr(devices, i32)
             op.attributes["mhlo.num_replicas"] = IntegerAttr(1, i32)
 

@@ -3,7 +3,7 @@
 // RUN: not forge-opt %s -p 'collectives-on-mesh{mesh="2x"}' --split-input-file 2>&1 | filecheck %s --check-prefix=FORM
 
 // A mesh of another device count than the line's, and a mesh not RxC:
-// SIZE: forge-opt: error: collectives-on-mesh: the grid @tp is [8], not the line of 9 devices a 3x3 mesh lays out
+// SIZE: forge-opt: error: collectives-on-mesh: the grid @tp is [8], neither the line of 9 devices a 3x3 mesh lays out nor that mesh
 // FORM: forge-opt: error: mesh '2x': give rows x columns, e.g. 2x4 (an n300 is 1x2, a T3K 2x4, a Galaxy 8x4)
 
 // An all-reduce over the 8 devices of a line, on a 2x4 mesh: a

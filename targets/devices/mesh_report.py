@@ -59,8 +59,10 @@ def mesh_table(plan: Plan) -> list[str]:
     per run; then the mesh's total and the line of R·C devices'."""
     assert plan.mesh is not None
     rows, cols = plan.mesh
+    by_rows = sum(1 for layer in plan.layers if layer.blocks)
+    rowwise = f" (but {by_rows} layers' heads, {rows} blocks, one a row)" if by_rows else ""
     lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; the weights split over all {rows * cols} "
-             "as on a line, each collective over one mesh axis",
+             f"as on a line{rowwise}, each collective over one mesh axis",
              f"{'axis':<22} {'group':>5} {'collectives':>11} {'ring steps':>10} {'sent per device':>16}"]
     total = [0, 0, 0]
     for axis, name in enumerate(AXIS_NAMES):

@@ -26,13 +26,13 @@ from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import array_view_attr
 from forge_opt.dialects.forge_ops import CastOp, Index
 from forge_opt.interpreters.forge import ForgeFunctions
-from forge_opt.interpreters.shard import group_of
+from forge_opt.interpreters.shard import group_of, position
 from forge_opt.plan.graph_infos import HOST_OUTPUTS, Output, TensorInfo
 from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightBlock, WeightFile, add_together, value_of
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.tp.narrow_blocks import dequantizes
-from forge_opt.transforms.tp.partition import grid_info, split_axes
+from forge_opt.transforms.tp.partition import SPLIT_BLOCKS, grid_info, split_axes
 
 COLLECTIVE_OPS = {
     shard.AllReduceOp: "all_reduce",
@@ -312,8 +312,8 @@ class Program:
             if isinstance(op, shard.AllSliceOp):  # a block of an activation: a slice
                 x = value(op.input)
                 shape = dtypes.tensor(op.result.type).get_shape()
-                rows = shape[op.axis]
-                new = Index(x, dim=op.axis - len(shape), start=rank * rows, stop=(rank + 1) * rows, stride=1)
+                rows, (k, _) = shape[op.axis], position(self.grid_shape, shard.grid_axes(op), rank)
+                new = Index(x, dim=op.axis - len(shape), start=k * rows, stop=(k + 1) * rows, stride=1)
             else:
                 new = op.clone_without_regions(value_mapper={o: value(o) for o in op.operands})
             new.location = op.location
@@ -333,14 +333,15 @@ class Program:
         inputs = set(args)
         results = list(self.ret.arguments) if self.ret else []
         # a KV cache's past and present: each device receives and returns its block
-        split: dict[SSAValue, int | None] = dict(zip(args, split_axes(self.func.arg_attrs, len(args))))
-        split.update(zip(results, split_axes(self.func.res_attrs, len(results))))
+        split: dict[SSAValue, tuple[int | None, int | None]] = {}
+        for values, attrs in ((args, self.func.arg_attrs), (results, self.func.res_attrs)):
+            split.update(zip(values, zip(split_axes(attrs, len(values)), split_axes(attrs, len(values), SPLIT_BLOCKS))))
         out = {}
         for v, name in self.names.items():
             t = dtypes.tensor(v.type)
             attr = "input" if v in inputs else "output" if v in results else "intermediate"
             out[name] = TensorInfo(list(t.get_shape()), np.dtype(dtypes.numpy_dtype(t.element_type)).name, attr,
-                               split.get(v))
+                                   *split.get(v, (None, None)))
         return out
 
 
@@ -396,7 +397,7 @@ class _ConstantEvaluator:
         assert isinstance(op, Operation)
         args = [self.value(o) for o in op.operands]
         if isinstance(op, shard.AllSliceOp):
-            result = WeightBlock(value_of(args[0]), op.axis, self.rank, self.devices)
+            result = WeightBlock(value_of(args[0]), op.axis, *position(self.grid_shape, shard.grid_axes(op), self.rank))
         elif type(op) in COLLECTIVE_OPS:  # of blocks of a constant: computed here, as the devices would
             result = self._collective(op)
         else:

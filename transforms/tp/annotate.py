@@ -17,8 +17,10 @@ weight elements stay replicated.
   (`tp/rules`), so a parallel block's attention and MLP sums (GPT-J,
   GPT-NeoX, Phi-2) meet before their one all-reduce. A column layer whose
   heads P does not divide (grouped-query attention's K/V) stays
-  replicated, as Megatron does; so does a Linear whose columns P does not
-  divide (or whose rows, where it would be row-parallel), a 3-class head
+  replicated, as Megatron does (on a mesh, `mesh=RxC`, whose R rows divide
+  them it is split by rows instead: each row holds its block of the heads
+  and of their KV cache, whole along the row); so does a Linear whose
+  columns P does not divide (or whose rows, where it would be row-parallel), a 3-class head
   say, with its reason in the report (pinned so by the plan, an error). A
   weight several Linears read takes one case for all (`weight_layouts`);
   a quantized one is split as stored, before its cast (`narrow_blocks`).
@@ -100,6 +102,7 @@ from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
 from forge_opt.transforms.tp.layer_records import record_layers
+from forge_opt.transforms.tp.mesh import parse_mesh
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
@@ -124,6 +127,7 @@ class _Annotator:
     devices: int
     min_size: int
     pins: dict[str, Pin]
+    grid: list[int] = field(default_factory=list)  # [P], or a mesh [R, C] (heads its rows divide split by rows)
     layers: list[LayerChoice] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
     tables: dict[SSAValue, LayerChoice] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
@@ -134,6 +138,10 @@ class _Annotator:
 
     def of(self, v: SSAValue) -> Sharding:
         return self.sharding.get(v, REPLICATED)
+
+    @property
+    def rows(self) -> int:
+        return self.grid[0] if len(self.grid) == 2 else 1
 
     def run(self) -> list[LayerChoice]:
         seen: set[str] = set()
@@ -200,11 +208,19 @@ class _Annotator:
                     marked.add(past)
                     self.annotate_input(past, s)
 
+    def grid_axes(self, s: Sharding) -> list[int]:
+        """The grid axes a split runs over: every one (a mesh's row-major),
+        or for a split by the mesh's rows its first."""
+        return [0] if s.blocks else list(range(max(len(self.grid), 1)))
+
+    def per_dim(self, rank: int, s: Sharding) -> list[list[int]]:
+        """`s` as a `shard.sharding`'s grid axes per dim."""
+        return [self.grid_axes(s) if i == s.axis else [] for i in range(rank)]
+
     def annotate_return(self, v: SSAValue, s: Sharding) -> None:
         ret = self.func.body.block.last_op
         assert ret is not None
-        per_dim = [[0] if i == s.axis else [] for i in range(len(shape(v)))]
-        target = self._insert(shard.sharding(GRID, per_dim), ret)
+        target = self._insert(shard.sharding(GRID, self.per_dim(len(shape(v)), s)), ret)
         kept = self._insert(shard.ShardOp(v, target, UnitAttr()), ret)
         v.replace_uses_with_if(kept, lambda use: use.operation is ret)
         self.sharding[kept] = s
@@ -212,8 +228,7 @@ class _Annotator:
     def annotate_input(self, arg: SSAValue, s: Sharding) -> None:
         first = self.func.body.block.first_op
         assert first is not None
-        per_dim = [[0] if i == s.axis else [] for i in range(len(shape(arg)))]
-        target = self._insert(shard.sharding(GRID, per_dim), first)
+        target = self._insert(shard.sharding(GRID, self.per_dim(len(shape(arg)), s)), first)
         arrives = self._insert(shard.ShardOp(arg, target, None), first)
         arg.replace_uses_with_if(arrives, lambda use: use.operation is not arrives.owner)
         self.sharding[arrives] = s
@@ -240,7 +255,7 @@ class _Annotator:
                                                          self.min_size)
             layer.unshared = axis is None and pin is None and not small
             if axis is not None:
-                self.annotate_weight(layer, [[0] if d == axis else [] for d in range(3)])
+                self.annotate_weight(layer, axis)
             return
         if layer.kind == "linear":
             weight, parts = layer.weight, fused_parts(layer.op.results[0]) is not None  # (before packing)
@@ -300,9 +315,13 @@ class _Annotator:
                 elif not any(whole) and any(n % self.devices for _, n in fused.parts):  # (a GRU's 3 gates of 64)
                     wanted, layer.reason = REPLICATE, (f"its parts of {[n for _, n in fused.parts]} columns do not "
                                                        f"all divide by {self.devices} devices")
-            elif (undivided := self._undivided_heads(layer)) is not None:
-                # Megatron's rule for grouped-query attention with fewer KV heads than devices
-                wanted, layer.reason = REPLICATE, undivided
+            elif (undivided := self._undivided_heads(layer, self.devices)) is not None:
+                # Megatron's rule for grouped-query attention with fewer KV heads than devices, but on a mesh
+                # whose rows divide them (Galaxy's layout): each row its block of them
+                if self._by_rows(layer):
+                    layer.reason = f"{undivided}: each of the mesh's {self.rows} rows holds its block of them"
+                else:
+                    wanted, layer.reason = REPLICATE, undivided
             elif (whole := self._read_whole(layer)) is not None:
                 wanted, layer.reason = REPLICATE, (
                     f"{describe(whole)} repeats its heads whole (query head j reads KV head j mod the KV heads), so "
@@ -316,8 +335,8 @@ class _Annotator:
         if wanted == COLUMN and (table := tied_table(layer.weight, list(self.tables))) is not None:
             self.tie(layer, table)
             return
-        dim = {COLUMN: 1, ROW: 0}.get(wanted)
-        if dim is not None and w[dim] % self.devices:
+        dim, blocks = {COLUMN: 1, ROW: 0}.get(wanted), self._by_rows(layer) if wanted == COLUMN and fused is None else 0
+        if dim is not None and w[dim] % (blocks or self.devices):
             what = "output columns" if dim else "input rows"
             if pin is not None:  # the user asked for this case: say why it cannot be
                 raise TPError(f"{describe(layer.op)}: a {wanted}-parallel Linear needs its {what} ({w[dim]}) to "
@@ -329,11 +348,11 @@ class _Annotator:
             layer.unshared = (pin is None and not small and not (x.axis is not None and x.axis < last)
                               and layer.op not in self.whole and not router and not image)
             return
-        layer.case = wanted
+        layer.case, layer.blocks = wanted, blocks
         if wanted == COLUMN and not layer.gather_out and fused is not None:
             self.fuse_column(layer, fused)
             return
-        self.annotate_weight(layer, [[], [0]] if dim else [[0], []])
+        self.annotate_weight(layer, dim, blocks)
 
     def decide_conv(self, layer: LayerChoice, pin: Pin | None, small: bool) -> None:
         """Output-channel, input-channel or grouped, as `_window` reads it;
@@ -379,11 +398,20 @@ class _Annotator:
             pack_split(op, parts, p, self._insert)
         transposed = isinstance(op, tir.ConvTranspose2dOp)
         axis = 0 if wanted == GROUPS else int((wanted == IN_CHANNELS) != transposed)
-        self.annotate_weight(layer, [[0] if d == axis else [] for d in range(4)])
+        self.annotate_weight(layer, axis)
 
-    def _undivided_heads(self, layer: LayerChoice) -> str | None:
+    def _by_rows(self, layer: LayerChoice) -> int:
+        """The mesh's rows, where they divide a column layer's heads that
+        its devices do not (grouped-query attention's 8 KV heads at 8x4);
+        else 0."""
+        if self.rows == 1 or shape(layer.weight)[1] % self.rows or \
+                self._undivided_heads(layer, self.rows) is not None:
+            return 0
+        return self.rows if self._undivided_heads(layer, self.devices) is not None else 0
+
+    def _undivided_heads(self, layer: LayerChoice, devices: int) -> str | None:
         """Why not, where the reshape to heads after a Linear (past its
-        bias) parts its columns by an axis the devices do not divide: the
+        bias) parts its columns by an axis `devices` do not divide: the
         heads of [heads, head_dim], or the first of more parts (SAM's
         fused [3, heads, head_dim])."""
         v = layer.op.results[0]
@@ -395,11 +423,11 @@ class _Annotator:
             if isinstance(user, tir.ReshapeOp):
                 dims = shape(user.output)
                 b = reshape_axis(shape(v), dims, len(shape(v)) - 1)
-                if b is not None and dims[b] % self.devices and b != len(dims) - 1:
+                if b is not None and dims[b] % devices and b != len(dims) - 1:
                     if b == len(dims) - 2:
-                        return f"its {dims[b]} heads do not divide by {self.devices} devices"
+                        return f"its {dims[b]} heads do not divide by {devices} devices"
                     return (f"{describe(user)} parts its columns as {list(dims[b:])}, whose first axis ({dims[b]}) "
-                            f"does not divide by {self.devices} devices")
+                            f"does not divide by {devices} devices")
             return None
         return None
 
@@ -426,16 +454,16 @@ class _Annotator:
         before.parent.insert_op_before(op, before)
         return op.results[0]
 
-    def annotate_weight(self, layer: LayerChoice, per_dim: list[list[int]]) -> None:
-        axis = next(i for i, a in enumerate(per_dim) if a)
-        if layer.kind in ("linear", "conv") and split_narrow(layer.weight, axis, self.sharding, self.devices,
-                                                             GRID, self._insert):
+    def annotate_weight(self, layer: LayerChoice, axis: int, blocks: int = 0) -> None:
+        """The layer's weight split along `axis` (in `blocks` by the mesh's rows)."""
+        s = split(axis, blocks)
+        if layer.kind in ("linear", "conv") and split_narrow(layer.weight, s, self.sharding, self.devices, GRID,
+                                                             self.grid_axes(s), self._insert):
             return
-        s = self._insert(shard.sharding(GRID, per_dim), layer.op)
-        annotated = self._insert(shard.ShardOp(layer.weight, s, None), layer.op)
+        target = self._insert(shard.sharding(GRID, self.per_dim(len(shape(layer.weight)), s)), layer.op)
+        annotated = self._insert(shard.ShardOp(layer.weight, target, None), layer.op)
         layer.op.operands[0 if layer.kind == "embedding" else 1] = annotated
-        axes = [i for i, a in enumerate(per_dim) if a]
-        self.sharding[annotated] = split(axes[0])
+        self.sharding[annotated] = s
 
     def annotate_output(self, layer: LayerChoice) -> None:
         """`gather_out`: the column layer's output replicated at once."""
@@ -470,7 +498,7 @@ class _Annotator:
         if not any(whole):
             layer.packed = len(fused.parts)
             pack(op, fused, self.devices, self._insert)
-            self.annotate_weight(layer, [[], [0]])
+            self.annotate_weight(layer, 1)
             return
         _, kept = unfuse(op, fused, whole, self.insert_after(op)[0])
         self.whole.add(kept)
@@ -503,7 +531,7 @@ class _Annotator:
             layer.padded_rows = extra
             op.operands[1] = nonnegative_indices(lambda new: self._insert(new, op), op.indices, rows)
             op.operands[0] = self._insert(tir.PadOp(op.input, [0, extra, 0, 0], 0.0), op)
-        self.annotate_weight(layer, [[0], []])
+        self.annotate_weight(layer, 0)
 
 
 def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
@@ -513,6 +541,10 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
     devices, min_size, plan = asked.devices, asked.min_size, asked.plan
     if devices < 2:
         return []
+    grid = list(parse_mesh(asked.mesh)) if asked.mesh else [devices]
+    if math.prod(grid) != devices:
+        raise ForgeOptError(f"tensor-parallel: devices={devices} with mesh={asked.mesh}, a mesh of "
+                            f"{math.prod(grid)} devices")
     pins = read_plan(plan) if plan else {}
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
     layers: list[LayerChoice] = []
@@ -520,9 +552,9 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
         layouts = WeightLayouts()
         if read_twice([layer.weight for op in func.walk() if (layer := find_layer(op)) and layer.kind == "linear"]):
             first = WeightLayouts(following=False)  # each reader's own case, for the case most take
-            _Annotator(func.clone(), devices, min_size, pins, layouts=first).run()
+            _Annotator(func.clone(), devices, min_size, pins, grid, layouts=first).run()
             layouts.preferred = first.settled()
-        layers += _Annotator(func, devices, min_size, pins, layouts=layouts).run()
+        layers += _Annotator(func, devices, min_size, pins, grid, layouts=layouts).run()
     unshared = [layer for layer in layers if layer.unshared]
     if asked.require_sharded and unshared:
         listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)
@@ -530,9 +562,9 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
                       f"weight elements would stay replicated on every device (--require-sharded): {listed}")
     block = module.body.block
     if block.first_op is None:
-        block.add_op(shard.grid(GRID, [devices]))
+        block.add_op(shard.grid(GRID, grid))
     else:
-        block.insert_op_before(shard.grid(GRID, [devices]), block.first_op)
+        block.insert_op_before(shard.grid(GRID, grid), block.first_op)
     record_layers(module, [layer.entry() for layer in layers])
     return layers
 
@@ -547,11 +579,12 @@ class TensorParallelPass(ModulePass):
     min_size: int = 0
     plan: str = ""
     require_sharded: bool = False
+    mesh: str = ""  # RxC: the devices' grid, and heads by its rows where the devices do not divide them
 
     @classmethod
     def of(cls, options: CompileOptions, devices: int) -> TensorParallelPass:
         """The pass `options` ask for, at `devices` (a count `device-memory` tries)."""
-        return cls(devices, options.min_size, options.plan, options.require_sharded)
+        return cls(devices, options.min_size, options.plan, options.require_sharded, options.mesh)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         annotate(op, self)

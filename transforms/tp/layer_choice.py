@@ -23,6 +23,7 @@ class LayerChoice:
     case: str = REPLICATE
     gather_out: bool = False
     packed: int = 0  # parts of a packed column layer
+    blocks: int = 0  # of a column layer split by a mesh's rows: their count (each row one block)
     padded_rows: int = 0
     reason: str = ""  # why this case
     unshared: bool = False  # replicated, though large enough to share and not pinned so
@@ -30,7 +31,8 @@ class LayerChoice:
     def entry(self) -> dict:
         """The layer as `graph_infos.json`'s `layers` lists it."""
         return {"node": self.name, "kind": self.kind, "case": self.case, "packed": self.packed,
-                "padded_rows": self.padded_rows, "reason": self.reason, "unshared": self.unshared}
+                "padded_rows": self.padded_rows, "reason": self.reason, "unshared": self.unshared,
+                **({"blocks": self.blocks} if self.blocks else {})}
 
     @property
     def name(self) -> str:

@@ -14,10 +14,12 @@ at a time, the hierarchical form that keeps the slow axis's traffic small:
 - reduce-scatter: over the column into R parts, then over the row;
 - all-slice (no communication): over both axes, the block of rank r·C + c.
 
-Galaxy's hand-written layout (the residual stream split over columns, MLP
-weights in [H/C, F/R] blocks) is not this one: here every weight is split
-over all R·C devices as on a line of P, and the mesh shapes the
-communication.
+A program `tp-partition` made on the mesh itself (`tensor-parallel` with a
+mesh: KV heads split by rows) keeps its collectives over one axis as they
+are. Galaxy's hand-written layout (the residual stream split over columns,
+MLP weights in [H/C, F/R] blocks) is not this one: here every weight but
+those is split over all R·C devices as on a line of P, and the mesh shapes
+the communication.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def _with_dim(t, axis: int, size: int) -> TensorType:
 @dataclass(frozen=True)
 class CollectivesOnMeshPass(ModulePass):
     """Lay a 1-d device grid on an R×C mesh (`mesh=RxC`, R·C its device
-    count) and run each collective over the mesh's axes in turn."""
+    count), or take the program made on that mesh, and run each collective
+    over the whole grid over the mesh's axes in turn."""
 
     name = "collectives-on-mesh"
     mesh: str = ""
@@ -69,15 +72,18 @@ class CollectivesOnMeshPass(ModulePass):
             return
         rows, cols = parse_mesh(self.mesh)
         grid = grids[0]
-        if (line := list(grid.shape.get_values())) != [rows * cols]:
-            raise ForgeOptError(f"collectives-on-mesh: the grid @{grid.sym_name.data} is {line}, not the line of "
-                                f"{rows * cols} devices a {rows}x{cols} mesh lays out")
-        Rewriter.replace_op(grid, shard.grid(grid.sym_name.data, [rows, cols]))
-        name = grid.sym_name.data
+        name, dims = grid.sym_name.data, list(grid.shape.get_values())
+        if dims == [rows * cols]:  # a line's program: laid on the mesh row-major
+            Rewriter.replace_op(grid, shard.grid(name, [rows, cols]))
+        elif dims != [rows, cols]:
+            raise ForgeOptError(f"collectives-on-mesh: the grid @{name} is {dims}, neither the line of "
+                                f"{rows * cols} devices a {rows}x{cols} mesh lays out nor that mesh")
+        line = dims == [rows * cols]
         for o in list(op.walk()):
-            if isinstance(o, shard.AllSliceOp):
+            if isinstance(o, shard.AllSliceOp) and line:
                 o.properties["grid_axes"] = shard.axes_attr([ROWS, COLUMNS])
-            elif isinstance(o, shard.AllReduceOp | shard.AllGatherOp | shard.ReduceScatterOp):
+            elif isinstance(o, shard.AllReduceOp | shard.AllGatherOp | shard.ReduceScatterOp) and (
+                    line or shard.grid_axes(o) == [ROWS, COLUMNS]):
                 _on_axes(o, name, rows, cols)
 
 

@@ -64,12 +64,13 @@ def narrow_source(weight: SSAValue, axis: int) -> tuple[tir.CastOp, int, list[Op
     return None
 
 
-def split_narrow(weight: SSAValue, axis: int, sharding: dict[SSAValue, Sharding], devices: int, grid: str,
-                 insert: Insert) -> bool:
-    """Split a dequantized weight before its cast, on `grid`, the split
-    carried through the ops after it (`sharding` updated as the annotator
-    keeps it); whether the weight arrives split along `axis`."""
-    found = narrow_source(weight, axis)
+def split_narrow(weight: SSAValue, want: Sharding, sharding: dict[SSAValue, Sharding], devices: int, grid: str,
+                 grid_axes: list[int], insert: Insert) -> bool:
+    """Split a dequantized weight before its cast, over `grid_axes` of
+    `grid`, the split carried through the ops after it (`sharding` updated
+    as the annotator keeps it); whether the weight arrives split as `want`."""
+    assert want.axis is not None
+    found = narrow_source(weight, want.axis)
     if found is None:
         return False
     cast, at, chain = found
@@ -77,12 +78,13 @@ def split_narrow(weight: SSAValue, axis: int, sharding: dict[SSAValue, Sharding]
     if not isinstance(source.owner, shard.ShardOp):  # (else an earlier reader split it)
         if source.uses.get_length() > 1:  # read whole elsewhere too
             return False
-        target = insert(shard.sharding(grid, [[0] if d == at else [] for d in range(len(shape(source)))]), cast)
+        target = insert(shard.sharding(grid, [grid_axes if d == at else [] for d in range(len(shape(source)))]),
+                        cast)
         annotated = insert(shard.ShardOp(source, target, None), cast)
         cast.operands[0] = annotated
-        sharding[annotated] = split(at)
+        sharding[annotated] = split(at, want.blocks)
     for op in chain:
         r = rule(op, [sharding.get(o, REPLICATED) for o in op.operands], devices)
         for res, s in zip(op.results, r.results):
             sharding[res] = s
-    return sharding.get(weight, REPLICATED) == split(axis)
+    return sharding.get(weight, REPLICATED) == want

@@ -6,6 +6,12 @@ sharding must change (`shard.all_reduce`, `shard.all_gather`,
 `shard.reduce_scatter`). MLIR's shard partition pass does the same for its
 ops; the rules for ours are `tp/rules`.
 
+On a mesh (`tensor-parallel` with `mesh=RxC`, the grid [R, C]) a split over
+every device runs over both grid axes, row-major, and a split by the
+mesh's rows (KV heads) over axis 0 alone: a device's own block of a row's
+is an `all_slice` along axis 1 (free), a row's block of the whole an
+`all_slice` along axis 0.
+
 A gather from a table split by rows (vocab-parallel embedding) becomes
 Paddle's masked lookup: device k's table is its N/P rows; an index in its
 range [k·N/P, (k+1)·N/P) reads the local row, any other gives zeros, and
@@ -14,6 +20,7 @@ the devices' results are summed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import cast
 
@@ -42,6 +49,7 @@ from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.shard import ReductionKind
 from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.transforms.tp.mesh import COLUMNS, ROWS
 from forge_opt.transforms.tp.rules import (
     PARTIAL,
     REPLICATED,
@@ -68,14 +76,27 @@ def grid_info(module: ModuleOp) -> tuple[str, list[int]] | None:
     return None
 
 
-def sharding_of(op: shard.ShardingOp) -> Sharding:
-    axes = [i for i, grid_axes in enumerate(shard.split_axes(op)) if grid_axes]
+def sharding_of(op: shard.ShardingOp, dims: list[int]) -> Sharding:
+    """A `shard.sharding` on the grid `dims`: split over every grid axis (a
+    line's, or a mesh's row-major), or over a mesh's rows alone (each row
+    one block, whole along it)."""
+    per_dim = shard.split_axes(op)
+    axes = [i for i, grid_axes in enumerate(per_dim) if grid_axes]
     if len(axes) > 1:
         raise ForgeOptError(f"a sharding splits {len(axes)} dims; tp-partition splits one")
-    return split(axes[0]) if axes else REPLICATED
+    if not axes:
+        return REPLICATED
+    over = list(per_dim[axes[0]])
+    if over == list(range(len(dims))):
+        return split(axes[0])
+    if len(dims) == 2 and over == [ROWS]:
+        return split(axes[0], dims[ROWS])
+    raise ForgeOptError(f"a sharding over grid axes {over} of the grid {dims}: tp-partition splits over all of "
+                        "them, or over a mesh's rows")
 
 
 SPLIT_AXIS = "shard.split_axis"
+SPLIT_BLOCKS = "shard.split_blocks"  # of an input or result split by a mesh's rows: their count
 
 
 def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Sharding]) -> ArrayAttr[DictionaryAttr]:
@@ -89,22 +110,26 @@ def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Shardi
     for i, s in axes.items():
         assert s.axis is not None
         entries[i][SPLIT_AXIS] = IntegerAttr(s.axis, 64)
+        if s.blocks:
+            entries[i][SPLIT_BLOCKS] = IntegerAttr(s.blocks, 64)
     return ArrayAttr([DictionaryAttr(e) for e in entries])
 
 
-def split_axes(attrs: ArrayAttr | None, count: int) -> list[int | None]:
-    """Per argument or result, its `shard.split_axis` (None: whole)."""
+def split_axes(attrs: ArrayAttr | None, count: int, key: str = SPLIT_AXIS) -> list[int | None]:
+    """Per argument or result, its `shard.split_axis` (None: whole), or
+    with `key=SPLIT_BLOCKS` its block count (None: one block a device)."""
     out: list[int | None] = [None] * count
     for i, d in enumerate(attrs.data if attrs is not None else []):
-        axis = d.data.get(SPLIT_AXIS) if isinstance(d, DictionaryAttr) else None
+        axis = d.data.get(key) if isinstance(d, DictionaryAttr) else None
         if isinstance(axis, IntegerAttr):
             out[i] = axis.value.data
     return out
 
 
 class _Partitioner:
-    def __init__(self, func: FuncOp, grid: str, devices: int):
-        self.func, self.grid, self.devices = func, grid, devices
+    def __init__(self, func: FuncOp, grid: str, dims: list[int]):
+        self.func, self.grid, self.dims, self.devices = func, grid, dims, math.prod(dims)
+        self.line = list(range(len(dims)))  # the grid axes a split over every device names (row-major)
         self.block: Block = func.body.block
         self.new: dict[SSAValue, SSAValue] = {}
         self.sharding: dict[SSAValue, Sharding] = {}
@@ -134,34 +159,64 @@ class _Partitioner:
             return self.resharded[key]
         t = v.type
         assert isinstance(t, TensorType)
-        p, g = self.devices, self.grid
-        if want.partial:
+        p, g, line = self.devices, self.grid, self.line
+        if have.blocks or want.blocks:
+            out = self.reshard_blocks(v, have, want)
+        elif want.partial:
             if have != REPLICATED:
                 raise ForgeOptError(f"tp-partition cannot make a partial value of a {have} one")
             # the maximum of copies is the value: a sum's other summands are zeros
             out = v if want.combine == ReductionKind.MAX else self.first_device_only(v)
         elif have.partial and have.combine != ReductionKind.SUM:  # the maximum, on every device
-            out = self.add(shard.all_reduce(v, g, [0], have.combine))
+            out = self.add(shard.all_reduce(v, g, line, have.combine))
             if want.axis is not None:
                 out = self.reshard(out, want)
         elif have.partial:
             if want.axis is None:
-                out = self.add(shard.all_reduce(v, g, [0]))
+                out = self.add(shard.all_reduce(v, g, line))
             else:
-                out = self.add(shard.ReduceScatterOp(v, g, [0], want.axis, local_type(t, want, p)), want)
+                out = self.add(shard.ReduceScatterOp(v, g, line, want.axis, local_type(t, want, p)), want)
         elif have.axis is None:
             assert want.axis is not None
             out = self.sliced_scaling(v, want)
             if out is None:
-                out = self.add(shard.AllSliceOp(v, g, [0], want.axis, local_type(t, want, p)), want)
+                out = self.add(shard.AllSliceOp(v, g, line, want.axis, local_type(t, want, p)), want)
         else:
             full = list(t.get_shape())
             full[have.axis] *= p
-            out = self.add(shard.AllGatherOp(v, g, [0], have.axis, TensorType(t.element_type, full)))
+            out = self.add(shard.AllGatherOp(v, g, line, have.axis, TensorType(t.element_type, full)))
             if want.axis is not None:
                 out = self.reshard(out, want)
         self.resharded[key] = out
         return out
+
+    def reshard_blocks(self, v: SSAValue, have: Sharding, want: Sharding) -> SSAValue:
+        """To or from a split by the mesh's rows: a row's block is its C
+        devices' blocks joined (an all-gather along the row), a device's
+        block its column's part of the row's (a slice, free); anything else
+        goes through the whole value (an all-gather down the columns)."""
+        t = dtypes.tensor(v.type)
+        if (want.blocks or have.blocks) != self.dims[0] or len(self.dims) != 2:
+            raise ForgeOptError(f"tp-partition splits in blocks by a mesh's rows, not in {want.blocks or have.blocks} "
+                                f"on the grid {self.dims}")
+        dims = list(t.get_shape())
+        if want.blocks:
+            assert want.axis is not None
+            if have == split(want.axis):
+                dims[want.axis] *= self.dims[COLUMNS]
+                return self.add(shard.AllGatherOp(v, self.grid, [COLUMNS], want.axis,
+                                                  TensorType(t.element_type, dims)), want)
+            whole = self.reshard(v, REPLICATED)
+            local = local_type(dtypes.tensor(whole.type), want, self.devices)
+            return self.add(shard.AllSliceOp(whole, self.grid, [ROWS], want.axis, local), want)
+        assert have.axis is not None
+        if want == split(have.axis):
+            dims[have.axis] //= self.dims[COLUMNS]
+            return self.add(shard.AllSliceOp(v, self.grid, [COLUMNS], have.axis, TensorType(t.element_type, dims)),
+                            want)
+        dims[have.axis] *= self.dims[ROWS]
+        whole = self.add(shard.AllGatherOp(v, self.grid, [ROWS], have.axis, TensorType(t.element_type, dims)))
+        return self.reshard(whole, want)
 
     def sliced_scaling(self, v: SSAValue, want: Sharding) -> SSAValue | None:
         """A block of a constant scaled by a value it broadcasts against
@@ -197,7 +252,7 @@ class _Partitioner:
                 target = op.sharding.owner
                 if not isinstance(target, shard.ShardingOp):
                     raise ForgeOptError("shard.shard: its sharding must come from a shard.sharding op")
-                want = sharding_of(target)
+                want = sharding_of(target, self.dims)
                 src = op.src
                 if isinstance(src, BlockArgument) and op.annotate_for_users is None and want.axis is not None:
                     # an input that arrives split: each device is given its block
@@ -266,7 +321,7 @@ class _Partitioner:
         et = dtypes.tensor(v.type).element_type
         if self.first is None:  # [1] on device 0, [0] on the others: made once
             flags = self.add(tir.ConstantOp(array_to_attr(np.asarray([True] + [False] * (self.devices - 1)))))
-            self.first = self.add(shard.AllSliceOp(flags, self.grid, [0], 0, TensorType(i1, [1])), split(0))
+            self.first = self.add(shard.AllSliceOp(flags, self.grid, self.line, 0, TensorType(i1, [1])), split(0))
         zero = self.add(tir.FullOp(FloatAttr(0.0, cast(AnyFloat, et)), TensorType(et, [1])))
         return self.add(tir.WhereOp(self.first, v, zero), PARTIAL)
 
@@ -288,7 +343,7 @@ class _Partitioner:
         def per_device(values) -> SSAValue:  # device k's entry of a [P] constant, as [1]
             whole = const(values)
             one = TensorType(it.element_type, [1])
-            return self.add(shard.AllSliceOp(whole, g, [0], 0, one), split(0))
+            return self.add(shard.AllSliceOp(whole, g, self.line, 0, one), split(0))
 
         def binary(fn: BinaryFn, a: SSAValue, b: SSAValue) -> SSAValue:
             return self.add(tir.BinaryOp(fn, a, b))
@@ -321,9 +376,6 @@ class TPPartitionPass(ModulePass):
         if found is None:
             return
         grid, dims = found
-        if len(dims) != 1:
-            raise ForgeOptError(f"tp-partition shares a program over a line of devices, not the grid {dims}: "
-                                "collectives-on-mesh lays its result on a mesh")
         for func in op.ops:
             if isinstance(func, FuncOp) and func.body.blocks:
-                _Partitioner(func, grid, dims[0]).run()
+                _Partitioner(func, grid, dims).run()

@@ -3,7 +3,8 @@ table both tensor-parallel passes use (`tensor-parallel` to choose layer
 cases, `tp-partition` to rewrite to per-device shapes).
 
 A value is replicated (every device holds it whole), split along one axis
-(device k holds the k-th of P equal blocks), or partial (every device holds
+(device k holds the k-th of P equal blocks, or, on a mesh, of R blocks by
+its row: `blocks`, whole along each row), or partial (every device holds
 a summand of it, or for `PARTIAL_MAX` a part whose maximum it is: a
 maximum over a split axis, as DynamicQuantizeLinear takes its range).
 `rule(op, given, P)` says which sharding each operand must have for the
@@ -35,11 +36,14 @@ class Sharding:
     axis: int | None = None  # the split axis
     partial: bool = False  # a summand on each device
     combine: ReductionKind = ReductionKind.SUM  # of a partial value: how the devices' parts combine
+    blocks: int = 0  # of a split: into this many blocks, P/blocks devices holding each (0: one each)
 
     def __str__(self) -> str:
         if self.partial:
             return "partial" if self.combine == ReductionKind.SUM else f"partial {self.combine}"
-        return "replicated" if self.axis is None else f"split({self.axis})"
+        if self.axis is None:
+            return "replicated"
+        return f"split({self.axis})" + (f" in {self.blocks} blocks" if self.blocks else "")
 
 
 REPLICATED = Sharding()
@@ -47,8 +51,8 @@ PARTIAL = Sharding(partial=True)
 PARTIAL_MAX = Sharding(partial=True, combine=ReductionKind.MAX)
 
 
-def split(axis: int) -> Sharding:
-    return Sharding(axis)
+def split(axis: int, blocks: int = 0) -> Sharding:
+    return Sharding(axis, blocks=blocks)
 
 
 @dataclass
@@ -112,7 +116,7 @@ def local_type(t: TensorType, s: Sharding, devices: int) -> TensorType:
     if s.axis is None:
         return t
     dims = list(t.get_shape())
-    dims[s.axis] //= devices
+    dims[s.axis] //= s.blocks or devices
     return TensorType(t.element_type, dims)
 
 
@@ -398,7 +402,36 @@ _BY_AXIS: dict[type[Operation], Callable[..., ShardingRule]] = {
 
 def rule(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
     """The shardings `op` runs with locally, given its operands' current
-    ones. Ops in neither table run replicated."""
+    ones. Ops in neither table run replicated. Operands split in k blocks
+    (by a mesh's rows), with the others replicated, run as on a line of k
+    devices; mixed with a split over every device, each is taken as its
+    device's own block (a slice, free) where the devices divide its axis,
+    whole elsewhere."""
+    blocks = {g.blocks for g in given if g.blocks}
+    if not blocks:
+        return _rule(op, given, devices)
+    if len(blocks) == 1 and all(g.blocks or g == REPLICATED for g in given):
+        k = blocks.pop()
+        r = _rule(op, [Sharding(g.axis) if g.blocks else g for g in given], k)
+        if not any(s.partial for s in r.operands + r.results):  # (a sum over a row's block: not this case)
+            return ShardingRule([_in_blocks(s, k) for s in r.operands], [_in_blocks(s, k) for s in r.results],
+                                r.local)
+    return _rule(op, [_per_device(g, v, devices) for g, v in zip(given, op.operands)], devices)
+
+
+def _in_blocks(s: Sharding, blocks: int) -> Sharding:
+    return s if s.axis is None else split(s.axis, blocks)
+
+
+def _per_device(s: Sharding, v: SSAValue, devices: int) -> Sharding:
+    """A value split in blocks as each device's own block of it, or whole
+    where the devices do not divide its axis."""
+    if not s.blocks or s.axis is None:
+        return s
+    return split(s.axis) if shape(v)[s.axis] % devices == 0 else REPLICATED
+
+
+def _rule(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
     by_operands = _BY_OPERANDS.get(type(op))
     if by_operands is not None:
         return by_operands(op, given, devices)

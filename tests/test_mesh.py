@@ -97,6 +97,21 @@ def test_kv_heads_the_devices_do_not_divide_are_split_by_the_rows(tmp_path, name
     assert f"{len(by_rows)} layers' heads, {rows} blocks, one a row" in parallel_report(plan)
 
 
+@pytest.mark.parametrize("name, by_rows", [("gqa_interleave", True), ("gqa_attention_op23", True),
+                                           ("gqa_tile", False)])
+def test_kv_heads_go_by_rows_only_where_they_stay_split(tmp_path, name, by_rows):
+    """The three PyTorch exports of a 4-over-2-head attention on 2x2: where
+    query head j reads KV head j // 2 (`repeat_interleave`, ONNX Attention)
+    each row holds its KV head; where it reads j mod 2 (`repeat`, a Tile),
+    every device needs both, so K and V stay whole rather than be gathered.
+    Either way the one all-reduce (3 collectives on the mesh) is all."""
+    model = MODELS / f"{name}.onnx"
+    assert check_parallel(model, 4, mesh="2x2").status == MATCH
+    plan = tensor_parallel(model, tmp_path / "tp", CompileOptions(4, mesh="2x2"))
+    assert [layer.blocks for layer in plan.layers] == ([0, 2, 2, 0] if by_rows else [0, 0, 0, 0])
+    assert len(plan.collectives) == 3
+
+
 def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):
     plan = tensor_parallel(model_path("llama_gqa32"), tmp_path / "tp", CompileOptions(8, mesh="2x4"), dims=DECODE)
     report = parallel_report(plan)

@@ -82,3 +82,17 @@ def test_under_mpi_the_maximum_equals_the_simulated_one(tmp_path):
     simulated, _ = assemble(plan, run_parallel(tmp_path / "tp", feeds))
     for n in simulated:
         np.testing.assert_array_equal(mpi[n], simulated[n], err_msg=n)
+
+
+@pytest.mark.parametrize("devices, mesh, blocks", [(4, "", 0), (4, "2x2", 2)])
+def test_an_int8_decoders_kv_heads_are_found_past_their_dequantization(devices, mesh, blocks):
+    """The int8 LLaMA's K/V projections are MatMulIntegers whose products are
+    cast and scaled before the reshape to its 2 heads: 4 devices keep them
+    whole (as the float model), a 2x2 mesh splits them by its rows, and
+    neither stops at the reshape."""
+    plan = matched_plan(MODELS / "q_llama_int8.onnx", devices, mesh=mesh,
+                        dims={"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3})
+    kv = [layer for layer in plan.layers if "k_proj" in layer.node or "v_proj" in layer.node]
+    assert len(kv) == 4 and all(layer.blocks == blocks for layer in kv)
+    assert all(layer.case == ("column" if blocks else "replicated") for layer in kv)
+    assert all("its 2 heads do not divide by 4 devices" in layer.reason for layer in kv)

@@ -404,21 +404,25 @@ class _Annotator:
         """The mesh's rows, where they divide a column layer's heads that
         its devices do not (grouped-query attention's 8 KV heads at 8x4);
         else 0."""
+        last = len(shape(layer.op.results[0])) - 1
         if self.rows == 1 or shape(layer.weight)[1] % self.rows or \
-                self._undivided_heads(layer, self.rows) is not None:
+                self._undivided_heads(layer, self.rows) is not None or \
+                self._read_whole(layer, split(last, self.rows)) is not None:  # (a Tile repeating the heads whole)
             return 0
         return self.rows if self._undivided_heads(layer, self.devices) is not None else 0
 
     def _undivided_heads(self, layer: LayerChoice, devices: int) -> str | None:
         """Why not, where the reshape to heads after a Linear (past its
-        bias) parts its columns by an axis `devices` do not divide: the
-        heads of [heads, head_dim], or the first of more parts (SAM's
-        fused [3, heads, head_dim])."""
+        bias, or the casts and scales that dequantize an integer product)
+        parts its columns by an axis `devices` do not divide: the heads of
+        [heads, head_dim], or the first of more parts (SAM's fused
+        [3, heads, head_dim])."""
         v = layer.op.results[0]
         while v.uses.get_length() == 1:
             user = next(iter(v.uses)).operation
-            if isinstance(user, tir.BinaryOp) and user.fn.data == BinaryFn.ADD:
-                v = user.output
+            if isinstance(user, tir.CastOp) or (isinstance(user, tir.BinaryOp) and user.fn.data in (
+                    BinaryFn.ADD, BinaryFn.MUL) and shape(user.output) == shape(v)):
+                v = user.results[0]
                 continue
             if isinstance(user, tir.ReshapeOp):
                 dims = shape(user.output)
@@ -431,12 +435,14 @@ class _Annotator:
             return None
         return None
 
-    def _read_whole(self, layer: LayerChoice) -> Operation | None:
+    def _read_whole(self, layer: LayerChoice, s: Sharding | None = None) -> Operation | None:
         """The op, if one, that would need a column layer's output whole
-        along the axis it would be split on, so an all-gather would follow
-        at once: a Tile repeating it (GQA's K/V as `repeat` exports them),
-        a softmax or argmax across it (an MoE router's scores)."""
-        v, s = layer.op.results[0], split(len(shape(layer.op.results[0])) - 1)
+        along the axis it would be split on (as `s`, by default over every
+        device), so an all-gather would follow at once: a Tile repeating it
+        (GQA's K/V as `repeat` exports them), a softmax or argmax across it
+        (an MoE router's scores)."""
+        v = layer.op.results[0]
+        s = s or split(len(shape(v)) - 1)
         while v.uses.get_length() == 1 and s.axis is not None:
             user = next(iter(v.uses)).operation
             if isinstance(user, tir.MatmulOp) or not user.results:

@@ -7,7 +7,9 @@ by the two scales.
 - `q_bart_encoder_int8.onnx`: `fam_bart_encoder.onnx` (Optimum's BART
   encoder, 2 layers) with int8 weights, one scale a weight;
 - `q_bart_encoder_int8_per_channel.onnx`: the same, one scale and zero
-  point per output column.
+  point per output column;
+- `q_llama_int8.onnx`: `llm_llama.onnx` (Optimum's LLaMA with its KV
+  cache, 4 query heads over 2 KV heads) with int8 weights.
 
 Run from the repository's root with the project's own onnxruntime (pinned
 in pyproject.toml):
@@ -29,6 +31,7 @@ def main() -> None:
     quantize_dynamic(source, HERE / "q_bart_encoder_int8.onnx", weight_type=QuantType.QInt8)
     quantize_dynamic(source, HERE / "q_bart_encoder_int8_per_channel.onnx", weight_type=QuantType.QInt8,
                      per_channel=True)
+    quantize_dynamic(HERE / "llm_llama.onnx", HERE / "q_llama_int8.onnx", weight_type=QuantType.QInt8)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from forge_opt.split.parallel import tensor_parallel
 from forge_opt.split.partition import Partition, make_partition
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.placement import place
-from forge_opt.transforms.tp.mesh import parse_mesh
+from forge_opt.transforms.tp.mesh import mesh_grid
 
 
 def split_model(
@@ -57,11 +57,8 @@ def split_model(
     sub-model keeps its layers' KV cache of L positions."""
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
-    grid = list(parse_mesh(mesh)) if mesh else None
+    grid = mesh_grid(devices, mesh, flags=True) if mesh else None
     if grid is not None:
-        if devices not in (1, grid[0] * grid[1]):
-            raise ForgeOptError(f"--devices {devices} with --mesh {mesh}: the mesh has {grid[0] * grid[1]} devices: "
-                                "leave --devices out")
         devices = grid[0] * grid[1]
     if stages < 1:
         raise ForgeOptError(f"--stages {stages}: a pipeline has 1 stage or more")

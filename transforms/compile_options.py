@@ -13,7 +13,7 @@ from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS, FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.flags import COMPILING, DEVICES, option
 from forge_opt.transforms.data_formats import checked_formats
-from forge_opt.transforms.tp.mesh import parse_mesh
+from forge_opt.transforms.tp.mesh import mesh_grid, parse_mesh
 
 #: the most devices `--device-memory` considers unless told
 MAX_DEVICES = 8
@@ -75,11 +75,8 @@ class CompileOptions:
         if self.memory and self.devices != 1:
             raise ForgeOptError(f"devices={self.devices} with device-memory: device-memory chooses the device "
                                 "count: leave devices out")
-        if self.mesh_shape is not None:
-            rows, cols = self.mesh_shape
-            if self.devices not in (1, rows * cols):
-                raise ForgeOptError(f"devices={self.devices} with mesh={self.mesh}: the mesh has {rows * cols} "
-                                    "devices: leave devices out")
+        if self.mesh:
+            mesh_grid(self.devices, self.mesh)
             if self.memory:
                 raise ForgeOptError(f"mesh={self.mesh} with device-memory: device-memory chooses a device count, "
                                     "the mesh gives one: leave one out")

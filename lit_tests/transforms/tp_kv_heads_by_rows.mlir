@@ -2,6 +2,8 @@
 // RUN: forge-opt %s -p 'tensor-parallel{devices=4 mesh="2x2"},tp-partition' | xdsl-opt | filecheck %s
 // RUN: forge-opt %s -p 'tensor-parallel{devices=4 mesh="2x2"},tp-partition,collectives-on-mesh{mesh="2x2"}' \
 // RUN:   | filecheck %s --check-prefix=MESH
+// RUN: forge-opt %s -p 'tensor-parallel{devices=4 mesh="2x2"},tp-partition,collectives-on-mesh{mesh="2x2"},lower-split,tir-to-forge' \
+// RUN:   -t stablehlo | filecheck %s --check-prefix=HLO
 
 // Grouped-query attention (tp_gqa_attention.mlir's program: 4 query heads
 // over 2 KV heads) on a 2x2 mesh. The 4 devices do not divide the 2 KV
@@ -64,3 +66,14 @@ func.func @gqa(%x: tensor<1x2x8xf32>, %past: tensor<1x2x1x2xf32>) -> (tensor<1x2
 // MESH-NEXT: %[[AR:.*]] = shard.all_reduce %[[RS]] on @tp grid_axes = [0] : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
 // MESH-NEXT: %[[AG:.*]] = shard.all_gather %[[AR]] on @tp grid_axes = [1] gather_axis = 2 : tensor<1x2x4xf32> -> tensor<1x2x8xf32>
 // MESH-NEXT: func.return %[[AG]], %present
+
+// As StableHLO, the cache split by rows makes the Shardy mesh two axes and
+// its sharding the rows'; a slice over one grid axis starts at the
+// device's row (partition id / C) or column (partition id mod C).
+// HLO:      sdy.mesh @mesh = <["r"=2, "c"=2]>
+// HLO:      sdy.manual_computation(%x, %past) in_shardings=[<@mesh, [{}, {}, {}]>, <@mesh, [{}, {"r"}, {}, {}]>]
+// HLO-SAME:   out_shardings=[<@mesh, [{}, {}, {}]>, <@mesh, [{}, {"r"}, {}, {}]>] manual_axes={"r", "c"}
+// HLO:      "stablehlo.divide"(%[[ID:[0-9]+]], %{{[0-9]+}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// HLO:      "stablehlo.dynamic_slice"(%wk,
+// HLO:      "stablehlo.remainder"(%[[ID]], %{{[0-9]+}}) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// HLO:      "stablehlo.dynamic_slice"(%kt,

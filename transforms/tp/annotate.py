@@ -102,7 +102,7 @@ from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
 from forge_opt.transforms.tp.layer_records import record_layers
-from forge_opt.transforms.tp.mesh import parse_mesh
+from forge_opt.transforms.tp.mesh import mesh_grid
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, read_plan
 from forge_opt.transforms.tp.rules import (
@@ -547,10 +547,7 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
     devices, min_size, plan = asked.devices, asked.min_size, asked.plan
     if devices < 2:
         return []
-    grid = list(parse_mesh(asked.mesh)) if asked.mesh else [devices]
-    if math.prod(grid) != devices:
-        raise ForgeOptError(f"tensor-parallel: devices={devices} with mesh={asked.mesh}, a mesh of "
-                            f"{math.prod(grid)} devices")
+    grid = mesh_grid(devices, asked.mesh) if asked.mesh else [devices]
     pins = read_plan(plan) if plan else {}
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
     layers: list[LayerChoice] = []

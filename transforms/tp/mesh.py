@@ -50,6 +50,17 @@ def parse_mesh(text: str) -> tuple[int, int]:
     return rows, cols
 
 
+def mesh_grid(devices: int, mesh: str, flags: bool = False) -> list[int]:
+    """`mesh` as [R, C], for a device count left out (1) or R·C; `flags`:
+    the error names a tool's flags (`--devices`), not options (`devices=`)."""
+    rows, cols = parse_mesh(mesh)
+    if devices not in (1, rows * cols):
+        named = "--devices" if flags else "devices"
+        given = f"--devices {devices} with --mesh {mesh}" if flags else f"devices={devices} with mesh={mesh}"
+        raise ForgeOptError(f"{given}: the mesh has {rows * cols} devices: leave {named} out")
+    return [rows, cols]
+
+
 def _with_dim(t, axis: int, size: int) -> TensorType:
     assert isinstance(t, TensorType)
     dims = list(t.get_shape())

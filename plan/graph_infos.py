@@ -164,6 +164,7 @@ class Collective:
     mesh_axis: int | None = None
     group: int | None = None
     reduction: str | None = None  # an all-reduce's, where not a sum: "max"
+    line: int | None = None  # on a mesh: the collective over all R·C devices it is part of (`collectives-on-mesh`)
 
 
 @dataclass

@@ -22,11 +22,12 @@ from forge_opt.check.split import check_parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.interpreters.shard import ThreadGroup, group_of, run_threads
 from forge_opt.plan.folder import read_split
+from forge_opt.plan.graph_infos import Collective
 from forge_opt.split.api import split_model, tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel
 from forge_opt.targets.devices import parallel_report
-from forge_opt.targets.devices.mesh_report import line_collectives, per_layer
+from forge_opt.targets.devices.mesh_report import chains, line_collectives, per_layer
 from forge_opt.tools.forge_check import main as forge_check
 from forge_opt.tools.forge_split import main as forge_split
 from forge_opt.transforms.compile_options import CompileOptions
@@ -97,6 +98,18 @@ def test_kv_heads_the_devices_do_not_divide_are_split_by_the_rows(tmp_path, name
     assert f"{len(by_rows)} layers' heads, {rows} blocks, one a row" in parallel_report(plan)
 
 
+def test_require_sharded_holds_on_the_mesh_where_the_line_of_as_many_devices_fails(capsys):
+    """32 devices in a line leave the 8 KV heads' projections whole
+    (--require-sharded names them); on 8x4 the rows share them."""
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("llama_gqa32")), "--devices", "32", "--require-sharded", *DIM_FLAGS])
+    assert done.value.code == 2 and "k_proj/MatMul' (tir.matmul): its 8 heads do not divide by 32" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("llama_gqa32")), "--mesh", "8x4", "--require-sharded", *DIM_FLAGS])
+    assert done.value.code == 0
+
+
 @pytest.mark.parametrize("name, by_rows", [("gqa_interleave", True), ("gqa_attention_op23", True),
                                            ("gqa_tile", False)])
 def test_kv_heads_go_by_rows_only_where_they_stay_split(tmp_path, name, by_rows):
@@ -110,6 +123,19 @@ def test_kv_heads_go_by_rows_only_where_they_stay_split(tmp_path, name, by_rows)
     plan = tensor_parallel(model, tmp_path / "tp", CompileOptions(4, mesh="2x2"))
     assert [layer.blocks for layer in plan.layers] == ([0, 2, 2, 0] if by_rows else [0, 0, 0, 0])
     assert len(plan.collectives) == 3
+
+
+def test_the_report_groups_mesh_collectives_by_the_line_collective_they_came_from():
+    """An all-reduce made two (no dim divides by C) and an all-gather of its
+    result made two are two line collectives (reading chains off the order
+    alone would join three); one made over one axis (a rows-split value
+    gathered) is one of its own."""
+    def made(op: str, x: str, y: str, line: int | None) -> Collective:
+        return Collective(0, op, x, y, 64, 32, mesh_axis=0, group=2, line=line)
+    mesh = [made("all_reduce", "x", "a", 0), made("all_reduce", "a", "b", 0), made("all_gather", "b", "c", 1),
+            made("all_gather", "c", "d", 1), made("all_gather", "d", "e", None)]
+    assert [len(chain) for chain in chains(mesh)] == [2, 2, 1]
+    assert [kind for kind, _ in line_collectives(mesh)] == ["all_reduce", "all_gather", "all_gather"]
 
 
 def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):

@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os._exit = real_exit
     if member.rank == 0:
-        split = {name for name, t in plan.tensors.items() if t.split_axis is not None}
+        split = {name: t for name, t in plan.tensors.items() if t.split_axis is not None}
         for name, value in outputs.items():
-            whose = "  (device 0's block)" if name in split else ""
+            whose = "" if name not in split else "  (device 0's row's block)" if split[name].split_blocks else \
+                "  (device 0's block)"
             print(f"{name}: {value.dtype} {list(value.shape)}{whose}")
     return 0
 

@@ -12,9 +12,9 @@
 // (axis 0), and an all-gather back along the row.
 // CHECK:       shard.grid @tp(shape = 2x4)
 // CHECK-LABEL: func.func @all_reduce
-// CHECK-NEXT: %[[S:.*]] = shard.reduce_scatter %x on @tp grid_axes = [1] scatter_axis = 1 : tensor<2x16xf32> -> tensor<2x4xf32>
-// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]] on @tp grid_axes = [0] : tensor<2x4xf32> -> tensor<2x4xf32>
-// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[R]] on @tp grid_axes = [1] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x16xf32>
+// CHECK-NEXT: %[[S:.*]] = shard.reduce_scatter %x on @tp grid_axes = [1] scatter_axis = 1 {shard.line = 0 : i64} : tensor<2x16xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]] on @tp grid_axes = [0] {shard.line = 0 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[R]] on @tp grid_axes = [1] gather_axis = 1 {shard.line = 0 : i64} : tensor<2x4xf32> -> tensor<2x16xf32>
 // CHECK-NEXT: func.return %[[G]]
 builtin.module {
   shard.grid @tp(shape = 8)
@@ -29,8 +29,8 @@ builtin.module {
 // No dim divides by the row's 4 devices: an all-reduce along the row, then
 // down the column.
 // CHECK-LABEL: func.func @all_reduce_odd
-// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] : tensor<3x5xf32> -> tensor<3x5xf32>
-// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] : tensor<3x5xf32> -> tensor<3x5xf32>
+// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] {shard.line = 0 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
+// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] {shard.line = 0 : i64} : tensor<3x5xf32> -> tensor<3x5xf32>
 // CHECK-NEXT: func.return %[[B]]
 builtin.module {
   shard.grid @tp(shape = 8)
@@ -42,11 +42,31 @@ builtin.module {
 
 // -----
 
+// Each collective made marks the line collective it is part of
+// (`shard.line`, read by the plan's report): here an all-reduce that
+// becomes two and an all-gather of its result that becomes two more.
+// CHECK-LABEL: func.func @two_in_a_row
+// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] {shard.line = 0 : i64}
+// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] {shard.line = 0 : i64}
+// CHECK-NEXT: %[[C:.*]] = shard.all_gather %[[B]] on @tp grid_axes = [1] gather_axis = 0 {shard.line = 1 : i64}
+// CHECK-NEXT: %[[D:.*]] = shard.all_gather %[[C]] on @tp grid_axes = [0] gather_axis = 0 {shard.line = 1 : i64}
+// CHECK-NEXT: func.return %[[D]]
+builtin.module {
+  shard.grid @tp(shape = 8)
+  func.func @two_in_a_row(%x: tensor<3x5xf32>) -> tensor<24x5xf32> {
+    %y = shard.all_reduce %x on @tp grid_axes = [0] : tensor<3x5xf32> -> tensor<3x5xf32>
+    %z = shard.all_gather %y on @tp grid_axes = [0] gather_axis = 0 : tensor<3x5xf32> -> tensor<24x5xf32>
+    func.return %z : tensor<24x5xf32>
+  }
+}
+
+// -----
+
 // A gather along the row first: device r*4+c's block lands where a gather
 // over the line of 8 puts it.
 // CHECK-LABEL: func.func @all_gather
-// CHECK:      %[[A:.*]] = shard.all_gather %x on @tp grid_axes = [1] gather_axis = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
-// CHECK-NEXT: %[[B:.*]] = shard.all_gather %[[A]] on @tp grid_axes = [0] gather_axis = 0 : tensor<8x3xf32> -> tensor<16x3xf32>
+// CHECK:      %[[A:.*]] = shard.all_gather %x on @tp grid_axes = [1] gather_axis = 0 {shard.line = 0 : i64} : tensor<2x3xf32> -> tensor<8x3xf32>
+// CHECK-NEXT: %[[B:.*]] = shard.all_gather %[[A]] on @tp grid_axes = [0] gather_axis = 0 {shard.line = 0 : i64} : tensor<8x3xf32> -> tensor<16x3xf32>
 // CHECK-NEXT: func.return %[[B]]
 builtin.module {
   shard.grid @tp(shape = 8)
@@ -62,8 +82,8 @@ builtin.module {
 // a block of a weight is the block of rank r*4+c, over both axes.
 // CHECK-LABEL: func.func @reduce_scatter
 // CHECK:      %[[W:.*]] = shard.all_slice %w on @tp grid_axes = [0, 1] slice_axis = 1 : tensor<3x16xf32> -> tensor<3x2xf32>
-// CHECK-NEXT: %[[A:.*]] = shard.reduce_scatter %x on @tp grid_axes = [0] scatter_axis = 1 : tensor<3x16xf32> -> tensor<3x8xf32>
-// CHECK-NEXT: %[[B:.*]] = shard.reduce_scatter %[[A]] on @tp grid_axes = [1] scatter_axis = 1 : tensor<3x8xf32> -> tensor<3x2xf32>
+// CHECK-NEXT: %[[A:.*]] = shard.reduce_scatter %x on @tp grid_axes = [0] scatter_axis = 1 {shard.line = 0 : i64} : tensor<3x16xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: %[[B:.*]] = shard.reduce_scatter %[[A]] on @tp grid_axes = [1] scatter_axis = 1 {shard.line = 0 : i64} : tensor<3x8xf32> -> tensor<3x2xf32>
 // CHECK-NEXT: func.return %[[W]], %[[B]]
 builtin.module {
   shard.grid @tp(shape = 8)
@@ -79,8 +99,8 @@ builtin.module {
 // A maximum (a quantization's range) is no scatter's sum: the maximum
 // along the row, then down the column.
 // CHECK-LABEL: func.func @all_reduce_max
-// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] reduction = max : tensor<8xf32> -> tensor<8xf32>
-// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] reduction = max : tensor<8xf32> -> tensor<8xf32>
+// CHECK:      %[[A:.*]] = shard.all_reduce %x on @tp grid_axes = [1] reduction = max {shard.line = 0 : i64} : tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[B:.*]] = shard.all_reduce %[[A]] on @tp grid_axes = [0] reduction = max {shard.line = 0 : i64} : tensor<8xf32> -> tensor<8xf32>
 // CHECK-NEXT: func.return %[[B]]
 builtin.module {
   shard.grid @tp(shape = 8)

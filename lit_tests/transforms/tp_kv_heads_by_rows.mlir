@@ -62,9 +62,9 @@ func.func @gqa(%x: tensor<1x2x8xf32>, %past: tensor<1x2x1x2xf32>) -> (tensor<1x2
 // the slices over one axis stay as they are.
 // MESH:      shard.all_slice %wk on @tp grid_axes = [0] slice_axis = 1
 // MESH:      shard.all_slice %kt on @tp grid_axes = [1] slice_axis = 1
-// MESH:      %[[RS:.*]] = shard.reduce_scatter %y on @tp grid_axes = [1] scatter_axis = 2 : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
-// MESH-NEXT: %[[AR:.*]] = shard.all_reduce %[[RS]] on @tp grid_axes = [0] : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
-// MESH-NEXT: %[[AG:.*]] = shard.all_gather %[[AR]] on @tp grid_axes = [1] gather_axis = 2 : tensor<1x2x4xf32> -> tensor<1x2x8xf32>
+// MESH:      %[[RS:.*]] = shard.reduce_scatter %y on @tp grid_axes = [1] scatter_axis = 2 {shard.line = 0 : i64} : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
+// MESH-NEXT: %[[AR:.*]] = shard.all_reduce %[[RS]] on @tp grid_axes = [0] {shard.line = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+// MESH-NEXT: %[[AG:.*]] = shard.all_gather %[[AR]] on @tp grid_axes = [1] gather_axis = 2 {shard.line = 0 : i64} : tensor<1x2x4xf32> -> tensor<1x2x8xf32>
 // MESH-NEXT: func.return %[[AG]], %present
 
 // As StableHLO, the cache split by rows makes the Shardy mesh two axes and

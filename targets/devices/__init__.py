@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
 
 from forge_opt import dtypes
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, FormatName
@@ -51,6 +51,7 @@ from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_
 from forge_opt.transforms.pipelines import run_passes, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
 from forge_opt.transforms.tp.layer_records import layer_entries
+from forge_opt.transforms.tp.mesh import LINE
 
 
 @dataclass
@@ -240,15 +241,17 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
         moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
         nbytes = dtypes.tensor_nbytes(moved.type)
         axis = None if kind == "all_reduce" else c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
-        mesh_axis = group = None
+        mesh_axis = group = line = None
         if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)
             (mesh_axis,) = shard.grid_axes(c.op)
             group = mesh[mesh_axis]
+            line = c.op.attributes.get(LINE)
         combined = shard.reduction_of(c.op) if isinstance(c.op, shard.AllReduceOp) else shard.ReductionKind.SUM
         reduction = None if combined == shard.ReductionKind.SUM else str(combined)
         collectives.append(Collective(c.after, kind, program.names[c.op.operands[0]],
                                       program.names[c.op.results[0]], nbytes,
-                                      ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction))
+                                      ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction,
+                                      line.value.data if isinstance(line, IntegerAttr) else None))
     outputs, host = program.returns()
     plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, devices=devices, collectives=collectives,
                 layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,

@@ -20,12 +20,12 @@ def ring_steps(kind: str, devices: int) -> int:
 
 
 def chains(collectives: list[Collective]) -> list[list[Collective]]:
-    """The mesh's collectives by the line collective each came from:
-    `collectives-on-mesh` made each a chain of one to three, each reading
-    the one before."""
+    """The mesh's collectives by the line collective each came from
+    (`collectives-on-mesh` made each a chain of one to three, and marked
+    each with it: `line`); one made over one axis is a chain of its own."""
     out: list[list[Collective]] = []
     for c in collectives:
-        if out and out[-1][-1].output == c.input and len(out[-1]) < 3:
+        if out and c.line is not None and out[-1][-1].line == c.line:
             out[-1].append(c)
         else:
             out.append([c])

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -37,6 +37,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard
 
 ROWS, COLUMNS = 0, 1  # the mesh's grid axes: an axis-0 collective runs down a column of R devices
+LINE = "shard.line"  # on a collective made here: the index of the collective over the whole grid it is part of
 
 
 def parse_mesh(text: str) -> tuple[int, int]:
@@ -89,18 +90,20 @@ class CollectivesOnMeshPass(ModulePass):
         elif dims != [rows, cols]:
             raise ForgeOptError(f"collectives-on-mesh: the grid @{name} is {dims}, neither the line of "
                                 f"{rows * cols} devices a {rows}x{cols} mesh lays out nor that mesh")
-        line = dims == [rows * cols]
+        line, count = dims == [rows * cols], 0
         for o in list(op.walk()):
             if isinstance(o, shard.AllSliceOp) and line:
                 o.properties["grid_axes"] = shard.axes_attr([ROWS, COLUMNS])
             elif isinstance(o, shard.AllReduceOp | shard.AllGatherOp | shard.ReduceScatterOp) and (
                     line or shard.grid_axes(o) == [ROWS, COLUMNS]):
-                _on_axes(o, name, rows, cols)
+                _on_axes(o, name, rows, cols, count)
+                count += 1
 
 
-def _on_axes(op: Operation, grid: str, rows: int, cols: int) -> None:
-    """`op`, a collective over the whole line, as collectives over one mesh
-    axis each (an axis of one device skipped)."""
+def _on_axes(op: Operation, grid: str, rows: int, cols: int, index: int) -> None:
+    """`op`, the `index`-th collective over the whole line, as collectives
+    over one mesh axis each (an axis of one device skipped), each marked
+    with `index` (`LINE`)."""
     x = op.operands[0]
     assert isinstance(x.type, TensorType)
     made: list[Operation] = []
@@ -138,6 +141,7 @@ def _on_axes(op: Operation, grid: str, rows: int, cols: int) -> None:
         a = op.axis
         result = scatter(scatter(x, ROWS, a, dims[a] // rows), COLUMNS, a, dims[a] // (rows * cols))
     for new in made:
+        new.attributes[LINE] = IntegerAttr(index, 64)
         if new.results[0].name_hint is None:
             new.results[0].name_hint = op.results[0].name_hint
     if made:

@@ -216,14 +216,14 @@ def run_spmd_on_xla(module: ModuleOp, prepared: Loaded, feeds: dict[str, np.ndar
     from forge_opt.interpreters.run import main_func
     from forge_opt.targets.forge_python import input_names
     from forge_opt.targets.stablehlo import stablehlo_text
-    from forge_opt.transforms.tp.partition import SPLIT_BLOCKS, split_axes
+    from forge_opt.transforms.tp.partition import split_axes, split_blocks
 
     fn = main_func(module)
     inputs = program_inputs(module, [feeds[n] for n in input_names(fn)])
     results = len(fn.function_type.outputs)
     outs = run_stablehlo(stablehlo_text(module), inputs, devices, split_axes(fn.arg_attrs, len(inputs)),
-                         split_axes(fn.res_attrs, results), split_axes(fn.arg_attrs, len(inputs), SPLIT_BLOCKS),
-                         split_axes(fn.res_attrs, results, SPLIT_BLOCKS))
+                         split_axes(fn.res_attrs, results), split_blocks(fn.arg_attrs, len(inputs)),
+                         split_blocks(fn.res_attrs, results))
     return dict(zip([out.name for out in prepared.model.graph.output], outs))
 
 

@@ -56,7 +56,7 @@ from forge_opt.dialects.forge_functions.stablehlo_forms import FORMS
 from forge_opt.dialects.stablehlo_build import Hlo, element, shape
 from forge_opt.interpreters.forge import fill_array, laid_out, weight_format
 from forge_opt.interpreters.shard import group_of
-from forge_opt.transforms.tp.partition import SPLIT_AXIS, SPLIT_BLOCKS, split_axes
+from forge_opt.transforms.tp.partition import SPLIT_AXIS, SPLIT_BLOCKS, split_axes, split_blocks
 
 ui32 = IntegerType(32, Signedness.UNSIGNED)
 
@@ -219,8 +219,7 @@ def _spmd(source: func.FuncOp, name: str, grid: list[int]) -> func.FuncOp:
     devices = math.prod(grid)
     ins, outs = source.function_type.inputs.data, source.function_type.outputs.data
     in_axes, out_axes = split_axes(source.arg_attrs, len(ins)), split_axes(source.res_attrs, len(outs))
-    in_blocks = split_axes(source.arg_attrs, len(ins), SPLIT_BLOCKS)
-    out_blocks = split_axes(source.res_attrs, len(outs), SPLIT_BLOCKS)
+    in_blocks, out_blocks = split_blocks(source.arg_attrs, len(ins)), split_blocks(source.res_attrs, len(outs))
     whole_ins = [_whole(t, a, b or devices) for t, a, b in zip(ins, in_axes, in_blocks)]
     whole_outs = [_whole(t, a, b or devices) for t, a, b in zip(outs, out_axes, out_blocks)]
     outer = _named_block(source, whole_ins)
@@ -238,9 +237,9 @@ def _spmd(source: func.FuncOp, name: str, grid: list[int]) -> func.FuncOp:
 def mesh_rows(source: func.FuncOp, grid: list[int]) -> int:
     """The rows of the Shardy mesh: the grid's where an input or result is
     split by them (`shard.split_blocks`), else 0 (a line of devices)."""
-    attrs = [a for a in (source.arg_attrs, source.res_attrs) if a is not None]
-    split_by_rows = any(isinstance(d, DictionaryAttr) and SPLIT_BLOCKS in d.data for a in attrs for d in a.data)
-    return grid[0] if split_by_rows else 0
+    types = source.function_type
+    blocks = split_blocks(source.arg_attrs, len(types.inputs)) + split_blocks(source.res_attrs, len(types.outputs))
+    return grid[0] if any(blocks) else 0
 
 
 def _without_split(attrs: ArrayAttr | None) -> ArrayAttr[DictionaryAttr] | None:

@@ -32,7 +32,7 @@ from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightBlock,
 from forge_opt.targets.forge_python import input_names, output_names
 from forge_opt.transforms.lowering import erase_dead_ops
 from forge_opt.transforms.tp.narrow_blocks import dequantizes
-from forge_opt.transforms.tp.partition import SPLIT_BLOCKS, grid_info, split_axes
+from forge_opt.transforms.tp.partition import grid_info, split_axes, split_blocks
 
 COLLECTIVE_OPS = {
     shard.AllReduceOp: "all_reduce",
@@ -335,7 +335,7 @@ class Program:
         # a KV cache's past and present: each device receives and returns its block
         split: dict[SSAValue, tuple[int | None, int | None]] = {}
         for values, attrs in ((args, self.func.arg_attrs), (results, self.func.res_attrs)):
-            split.update(zip(values, zip(split_axes(attrs, len(values)), split_axes(attrs, len(values), SPLIT_BLOCKS))))
+            split.update(zip(values, zip(split_axes(attrs, len(values)), split_blocks(attrs, len(values)))))
         out = {}
         for v, name in self.names.items():
             t = dtypes.tensor(v.type)

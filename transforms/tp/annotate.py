@@ -127,7 +127,7 @@ class _Annotator:
     devices: int
     min_size: int
     pins: dict[str, Pin]
-    grid: list[int] = field(default_factory=list)  # [P], or a mesh [R, C] (heads its rows divide split by rows)
+    grid: list[int]  # [P], or a mesh [R, C] (heads its rows divide split by rows)
     layers: list[LayerChoice] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
     tables: dict[SSAValue, LayerChoice] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
@@ -211,7 +211,7 @@ class _Annotator:
     def grid_axes(self, s: Sharding) -> list[int]:
         """The grid axes a split runs over: every one (a mesh's row-major),
         or for a split by the mesh's rows its first."""
-        return [0] if s.blocks else list(range(max(len(self.grid), 1)))
+        return [0] if s.blocks else list(range(len(self.grid)))
 
     def per_dim(self, rank: int, s: Sharding) -> list[list[int]]:
         """`s` as a `shard.sharding`'s grid axes per dim."""
@@ -406,10 +406,11 @@ class _Annotator:
         else 0."""
         last = len(shape(layer.op.results[0])) - 1
         if self.rows == 1 or shape(layer.weight)[1] % self.rows or \
+                self._undivided_heads(layer, self.devices) is None or \
                 self._undivided_heads(layer, self.rows) is not None or \
                 self._read_whole(layer, split(last, self.rows)) is not None:  # (a Tile repeating the heads whole)
             return 0
-        return self.rows if self._undivided_heads(layer, self.devices) is not None else 0
+        return self.rows
 
     def _undivided_heads(self, layer: LayerChoice, devices: int) -> str | None:
         """Why not, where the reshape to heads after a Linear (past its

@@ -18,13 +18,13 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from forge_opt.dialects import shard, tir
-from forge_opt.dtypes import tensor_nbytes
+from forge_opt.dtypes import tensor, tensor_nbytes
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,11 @@ class CombineAllReducesPass(ModulePass):
 
 
 def _key(op: shard.AllReduceOp) -> tuple:
-    t = op.operands[0].type
-    assert isinstance(t, TensorType)
-    return (op.grid, tuple(shard.grid_axes(op)), shard.reduction_of(op), t.element_type)
+    return (op.grid, tuple(shard.grid_axes(op)), shard.reduction_of(op), tensor(op.operands[0].type).element_type)
 
 
 def _bytes(op: shard.AllReduceOp) -> int:
-    t = op.operands[0].type
-    assert isinstance(t, TensorType)
-    return tensor_nbytes(t)
+    return tensor_nbytes(tensor(op.operands[0].type))
 
 
 #: the most ops moved up to make a later all-reduce's operand ready for an earlier one (a range's
@@ -154,6 +150,4 @@ def _combine(group: list[shard.AllReduceOp], block: Block) -> None:
 
 
 def _shape(op: Operation) -> list[int]:
-    t = op.operands[0].type
-    assert isinstance(t, TensorType)
-    return list(t.get_shape())
+    return list(tensor(op.operands[0].type).get_shape())

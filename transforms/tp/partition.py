@@ -115,14 +115,22 @@ def _with_split_axes(attrs: ArrayAttr | None, count: int, axes: dict[int, Shardi
     return ArrayAttr([DictionaryAttr(e) for e in entries])
 
 
-def split_axes(attrs: ArrayAttr | None, count: int, key: str = SPLIT_AXIS) -> list[int | None]:
-    """Per argument or result, its `shard.split_axis` (None: whole), or
-    with `key=SPLIT_BLOCKS` its block count (None: one block a device)."""
+def split_axes(attrs: ArrayAttr | None, count: int) -> list[int | None]:
+    """Per argument or result, its `shard.split_axis` (None: whole)."""
+    return _per_entry(attrs, count, SPLIT_AXIS)
+
+
+def split_blocks(attrs: ArrayAttr | None, count: int) -> list[int | None]:
+    """Per argument or result, its `shard.split_blocks` (None: one block a device)."""
+    return _per_entry(attrs, count, SPLIT_BLOCKS)
+
+
+def _per_entry(attrs: ArrayAttr | None, count: int, key: str) -> list[int | None]:
     out: list[int | None] = [None] * count
     for i, d in enumerate(attrs.data if attrs is not None else []):
-        axis = d.data.get(key) if isinstance(d, DictionaryAttr) else None
-        if isinstance(axis, IntegerAttr):
-            out[i] = axis.value.data
+        value = d.data.get(key) if isinstance(d, DictionaryAttr) else None
+        if isinstance(value, IntegerAttr):
+            out[i] = value.value.data
     return out
 
 

@@ -98,6 +98,18 @@ def test_kv_heads_the_devices_do_not_divide_are_split_by_the_rows(tmp_path, name
     assert f"{len(by_rows)} layers' heads, {rows} blocks, one a row" in parallel_report(plan)
 
 
+def test_a_rows_block_the_rows_devices_disagree_on_is_named(tmp_path):
+    """Devices 0 and 1 share row 0's block of the cache: joined from device
+    0's, and where device 1's differs the output is named, not passed."""
+    feeds = export_feeds(model_path("llama"), DECODE)
+    plan = tensor_parallel(model_path("llama"), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
+    per_device = run_parallel(tmp_path / "tp", feeds)
+    whole, differ = assemble(plan, per_device)
+    assert differ == [] and whole["present.0.key"].shape[1] == 2
+    per_device[1]["present.0.key"] = per_device[1]["present.0.key"] + 1
+    assert assemble(plan, per_device)[1] == ["present.0.key"]
+
+
 def test_require_sharded_holds_on_the_mesh_where_the_line_of_as_many_devices_fails(capsys):
     """32 devices in a line leave the 8 KV heads' projections whole
     (--require-sharded names them); on 8x4 the rows share them."""

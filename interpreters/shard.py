@@ -188,10 +188,21 @@ class MpiMember:
         return self.comm.bcast(value, root=0)
 
     def from_rank(self, value: Any, root: int) -> Any:
-        """`value` as process `root` has it, on every device (a pipeline
-        stage's activations, sent on from the stage that made them)."""
-        self.reached("send")
+        """`value` as process `root` has it, on every device (a pipeline's
+        outputs, given to the host from the stage that made them)."""
+        self.reached("broadcast")
         return self.comm.bcast(value if self.rank == root else None, root=root)
+
+    def send(self, value: Any, to: int) -> None:
+        """`value` to process `to` alone (a pipeline stage's activation, to
+        the same device of a stage that reads it)."""
+        self.reached("send")
+        self.comm.send(value, dest=to)
+
+    def receive(self, source: int) -> Any:
+        """What process `source` sends this one."""
+        self.reached("receive")
+        return self.comm.recv(source=source)
 
     def group(self, color: int) -> MpiMember:
         """The processes of one `color` (a pipeline stage's P devices) as a
@@ -272,6 +283,14 @@ class ShardFunctions(InterpreterFunctions):
     def run_reduce_scatter(self, interpreter: Interpreter, op: shard.ReduceScatterOp, args):
         m = self._group(op)
         return (block(m.all_reduce(np.asarray(args[0])), op.axis, m.rank, m.size),)
+
+    @impl(shard.SendOp)
+    def run_send(self, interpreter: Interpreter, op: shard.SendOp, args):
+        return (args[0],)  # a pipeline's host view (`partition-for-forge{stages}`): the value leaves as it is
+
+    @impl(shard.RecvOp)
+    def run_recv(self, interpreter: Interpreter, op: shard.RecvOp, args):
+        return (args[0],)  # ... and arrives as it left: its operand is the send's result
 
     @impl(shard.ShardOp)
     def run_shard(self, interpreter: Interpreter, op: shard.ShardOp, args):

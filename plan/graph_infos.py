@@ -222,6 +222,29 @@ class StaticCache:
 
 
 @dataclass
+class Send:
+    """A pipeline's activation sent between stages: `tensor`, made by stage
+    `source`, to each later stage in `to` that reads it (device d of one
+    stage to device d of the next, point to point)."""
+
+    tensor: str
+    source: int = field(metadata={"key": "from"})
+    to: list[int]
+
+
+def pipeline_sends(graphs: list[Graph]) -> list[Send]:
+    """The sends a pipeline's stages (`graphs`, stage k the k-th) need: each
+    value a stage makes, to every later stage that reads it."""
+    out = []
+    for k, g in enumerate(graphs):
+        for x in g.outputs:
+            to = [j for j in range(k + 1, len(graphs)) if x in graphs[j].inputs]
+            if to:
+                out.append(Send(x, k, to))
+    return out
+
+
+@dataclass
 class Plan:
     graphs: list[Graph]
     tensors: dict[str, TensorInfo]
@@ -235,6 +258,7 @@ class Plan:
     layers: list[Layer] = field(default_factory=list)
     outputs: list[Output] | None = None  # None in AutoSplit's files: the `output` tensors are returned
     static_cache: StaticCache | None = None
+    sends: list[Send] = field(default_factory=list)  # a pipeline's: the activations its stages pass on
 
     @property
     def is_parallel(self) -> bool:
@@ -295,6 +319,8 @@ class Plan:
             out["outputs"] = [to_json(o) for o in self.outputs]
         if self.static_cache is not None:
             out["static_cache"] = to_json(self.static_cache)
+        if self.stages > 1:
+            out["sends"] = [to_json(s) for s in self.sends]
         return out
 
     @staticmethod
@@ -361,6 +387,10 @@ class _Reader(Reader):
                         raise self.fail(f"collectives[{c}] reads a tensor no earlier graph makes, or makes one not "
                                         "in 'tensors'")
                     known.add(step.output)
+        if plan.stages > 1:
+            plan.sends = self.sends(data.get("sends"), plan.graphs)
+        elif "sends" in data:
+            raise self.fail("'sends' are a pipeline's, but the graphs have no stages")
         if "static_cache" in data:
             plan.static_cache = self.static_cache(data["static_cache"], tensors)
         if "outputs" in data:
@@ -376,6 +406,21 @@ class _Reader(Reader):
                 o.file is not None or o.tensor in inputs for o in plan.outputs or []):
             raise self.fail("no tensor has attr 'output', so a run would return nothing to compare")
         return plan
+
+    def sends(self, entries: Any, graphs: list[Graph]) -> list[Send]:
+        """A pipeline's sends: exactly those its stages need, each named where
+        one is missing or carries what its stage does not read."""
+        if entries is None:
+            raise self.fail("a pipeline's plan lists the activations its stages send ('sends'): split the model "
+                            "again with this forge-split")
+        given = self.value(list[Send], entries, "the plan", "sends")
+        have = {(s.tensor, s.source, j) for s in given for j in s.to}
+        need = {(s.tensor, s.source, j) for s in pipeline_sends(graphs) for j in s.to}
+        for x, k, j in sorted(need - have):
+            raise self.fail(f"sends: stage {j} reads '{x}' from stage {k}, but no send carries it")
+        for x, k, j in sorted(have - need):
+            raise self.fail(f"sends: '{x}' is sent from stage {k} to stage {j}, which does not read it from there")
+        return given
 
     def static_cache(self, entry: Any, tensors: dict[str, TensorInfo]) -> StaticCache:
         cache = self.record(StaticCache, entry, "static_cache")

@@ -27,6 +27,7 @@ from forge_opt.plan.graph_infos import (
     Plan,
     StaticCache,
     TensorInfo,
+    pipeline_sends,
 )
 from forge_opt.split.partition import Partition, sub_model
 from forge_opt.transforms.static_cache import POSITION, cache_pairs
@@ -120,6 +121,8 @@ def write_split(
         save_onnx(sub_model(model, partition, n, weights), folder / graph.model_path)
     outputs, host = _returns(model, partition, base)
     plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, mesh=mesh, outputs=outputs)
+    if partition.cut is not None:
+        plan.sends = pipeline_sends(graphs)
     if static_cache:
         plan.static_cache = _static_cache(model, static_cache)
         plan.tensors[POSITION] = TensorInfo([1], "int64", "input")  # what the device sub-models keeping it take

@@ -23,9 +23,10 @@ from forge_opt.frontends.onnx import node_label
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.plan.graph_infos import CPU, DEVICE, TensorInfo
 from forge_opt.split.control_flow import is_host_control_flow
-from forge_opt.split.stages import Cut, given_cuts, stage_cuts, stage_infos
+from forge_opt.split.stages import given_cuts, stage_cuts, stage_infos
 from forge_opt.transforms.partition import Group, partition, read_through
 from forge_opt.transforms.placement import Placement, Where
+from forge_opt.transforms.stage_cuts import Cut
 
 
 @dataclass

@@ -18,7 +18,9 @@ tensor-parallel plan. Under MPI every process walks the split: the host's
 work (CPU sub-models, the choices of control flow's) is done by process 0
 and given to all, and each device sub-model's outputs are joined from all.
 A pipeline's stage (`stage` in `graph_infos.json`) runs on its own P
-processes only, which send its outputs on to the others.
+processes only, which send each later stage's same device the activations
+it reads (the plan's `sends`), point to point; the model's outputs go to
+every process at the end.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
     if how.member is not None and plan.device_count != how.member.size:
         raise ForgeOptError(f"{folder}: the split is for {plan.device_count} device{'s' * (plan.device_count > 1)} "
                             f"but the run has {how.member.size}")
-    # under MPI a pipeline's stage runs on its own processes (P each), and sends its outputs on from its first
+    # under MPI a pipeline's stage runs on its own processes (P each), which send later stages what they read
     stage = None if how.member is None or plan.stages == 1 else how.member.rank // devices
     stage_how = how if stage is None else replace(
         how, member=how.member.group(stage) if devices > 1 else None)  # type: ignore[union-attr]
@@ -155,26 +157,69 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             continue
         # the weights stay in their files: onnxruntime and the importer read them there
         model = onnx.load(g.model_path, load_external_data=False)
-        feeds = {x: values[x] for x in g.inputs}
-        cache = plan.cache_of(g.entry)
-        if cache:  # its module keeps its layers' cache, and takes the position a step writes at
-            feeds[POSITION] = values[POSITION]
         on_device = g.device == DEVICE and how.mode == "device"
         if on_device and stage is not None:
-            mine = _device_outputs(g, model, feeds, devices, stage_how, cache) if g.entry.stage == stage else None
-            outputs = how.member.from_rank(mine, root=devices * (g.entry.stage or 0))  # type: ignore[union-attr]
-        elif on_device:
+            _pipeline_stage(g, plan, model, values, how, stage_how)
+            continue
+        feeds, cache = _feeds(g, plan, values)
+        if on_device:
             outputs = _device_outputs(g, model, feeds, devices, how, cache)
         else:
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
-        if len(outputs) != len(g.outputs):
-            raise ForgeOptError(f"graph_{g.index} ({g.device}): returned {len(outputs)} outputs where its entry lists "
-                                f"{len(g.outputs)} ({', '.join(g.outputs)})")
-        for name, value in zip(g.outputs, outputs):
-            # Forge holds int64 and bool as int32: the next graph gets the declared type back
-            values[name] = np.asarray(value).astype(plan.tensors[name].dtype, copy=False)
+        _keep(g, plan, outputs, values)
+    if stage is not None:
+        _outputs_to_host(plan, graphs, values, how.member, devices)  # type: ignore[arg-type]
     return returned(plan, folder, values)
+
+
+def _feeds(g: SplitGraph, plan: Plan, values: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+    """What sub-model `g` is fed, and the positions of the static KV cache it keeps (0: none)."""
+    feeds = {x: values[x] for x in g.inputs}
+    cache = plan.cache_of(g.entry)
+    if cache:  # its module keeps its layers' cache, and takes the position a step writes at
+        feeds[POSITION] = values[POSITION]
+    return feeds, cache
+
+
+def _keep(g: SplitGraph, plan: Plan, outputs: list, values: dict[str, np.ndarray]) -> None:
+    if len(outputs) != len(g.outputs):
+        raise ForgeOptError(f"graph_{g.index} ({g.device}): returned {len(outputs)} outputs where its entry lists "
+                            f"{len(g.outputs)} ({', '.join(g.outputs)})")
+    for name, value in zip(g.outputs, outputs):
+        # Forge holds int64 and bool as int32: the next graph gets the declared type back
+        values[name] = np.asarray(value).astype(plan.tensors[name].dtype, copy=False)
+
+
+def _pipeline_stage(g: SplitGraph, plan: Plan, model: onnx.ModelProto, values: dict[str, np.ndarray],
+                    how: _How, stage_how: _How) -> None:
+    """Stage `g` of a pipeline under MPI (P processes a stage, `how.member`
+    the whole job's): its own processes run it and send what later stages
+    read (the plan's `sends`), device d to device d of each; the processes
+    of a stage that reads one receive it; the others pass."""
+    member, devices, k = how.member, plan.parallel, g.entry.stage or 0
+    assert member is not None
+    local, mine = member.rank % devices, member.rank // devices
+    if mine == k:
+        feeds, cache = _feeds(g, plan, values)
+        _keep(g, plan, _device_outputs(g, model, feeds, devices, stage_how, cache), values)
+    for send in (s for s in plan.sends if s.source == k):
+        for j in send.to:
+            if mine == k:
+                member.send(values[send.tensor], to=j * devices + local)
+            elif mine == j:
+                values[send.tensor] = member.receive(source=k * devices + local)
+
+
+def _outputs_to_host(plan: Plan, graphs: list[SplitGraph], values: dict[str, np.ndarray], member: MpiMember,
+                     devices: int) -> None:
+    """A pipeline's outputs under MPI, given to every process (the host's
+    copy) by the first process of the stage that made each."""
+    made_by = {x: g.entry.stage or 0 for g in graphs for x in g.outputs}
+    wanted = ([o.tensor for o in plan.outputs if o.tensor] if plan.outputs is not None
+              else [name for name, t in plan.tensors.items() if t.attr == "output"])
+    for name in dict.fromkeys(x for x in wanted if x in made_by):
+        values[name] = member.from_rank(values.get(name), root=made_by[name] * devices)
 
 
 def _device_outputs(g: SplitGraph, model: onnx.ModelProto, feeds: dict[str, np.ndarray], devices: int,

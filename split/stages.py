@@ -4,17 +4,14 @@ sending the next only activations, as tt-metal's pipelined models run a
 contiguous layer range per rank.
 
 The nodes are taken in the graph's order, which is topological, so any cut
-is a valid pipeline (every edge goes forward). Cuts fall where a decoder
-layer (or a block) starts, when the node names say where (`layers.N`,
-`h.N`, `blocks.N`, as exporters name them), and balance the weights each
-stage stores: cut k at the candidate whose share of the weights before it is
-nearest k/S, the fewer activation bytes crossing the cut breaking a tie.
+is a valid pipeline (every edge goes forward). Where the cuts fall is
+`transforms/stage_cuts.py`'s rule, which `partition-for-forge{stages}`
+shares: here the weights and crossing bytes are read from the ONNX graph.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, TypeProto, helper
@@ -22,6 +19,7 @@ from onnx import ModelProto, NodeProto, TensorProto, TypeProto, helper
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx.graph import node_reads
 from forge_opt.frontends.onnx.names import layer_key, layer_label
+from forge_opt.transforms.stage_cuts import Cut, StageInfo, choose_cuts, crossing_bytes
 
 
 def tensor_bytes(t: TensorProto) -> int:
@@ -37,25 +35,6 @@ def value_bytes(t: TypeProto | None) -> int:
     return int(np.prod(dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type).itemsize
 
 
-@dataclass
-class StageInfo:
-    nodes: int
-    layers: str  # "0-5" (a CNN's "1.0-2.1"), or "" where the names give none
-    weight_bytes: int
-    sent_bytes: int  # activations sent to later stages
-
-
-@dataclass
-class Cut:
-    """Where stage boundaries fall among the placed nodes (positions into
-    their list: stage k runs `nodes[cuts[k-1]:cuts[k]]`), and the stages
-    made (`stage_infos`)."""
-
-    positions: list[int]
-    how: str  # where the cuts fall: "where a layer starts", "between nodes", "as the annotations place them"
-    stages: list[StageInfo] = field(default_factory=list)
-
-
 def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Mapping[str, TypeProto],
                folded: Callable[[int], Iterable[int]] = lambda i: ()) -> Cut:
     """S - 1 cut positions into `placed` (node indices of `model`, in the
@@ -63,8 +42,6 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
     the folded nodes placed node i reads through (a weight's Transpose),
     whose weights its stage stores."""
     nodes = list(model.graph.node)
-    if len(placed) < stages:
-        raise ForgeOptError(f"--stages {stages}: the model has {len(placed)} nodes to run, fewer than the stages")
     sizes = {t.name: tensor_bytes(t) for t in model.graph.initializer}
     weight, seen = [], set()
     for i in placed:  # a weight is stored by the stage of its first reader (a tied one by each reader's)
@@ -72,25 +49,8 @@ def stage_cuts(model: ModelProto, placed: Sequence[int], stages: int, types: Map
         reads = [x for x in read if x in sizes and x not in seen]
         seen.update(reads)
         weight.append(sum(sizes[x] for x in reads))
-    before = np.concatenate([[0], np.cumsum(weight)])  # weights of placed[:c]
-    crossing = _crossing_bytes(nodes, placed, types)
-    starts, highest = [], ()  # where a layer later than any before starts
-    for c, layer in enumerate(layer_key(nodes[i].name) for i in placed):
-        if layer is not None and layer > highest:
-            starts += [c] if c else []
-            highest = layer
-    candidates = starts if len(starts) >= stages - 1 else list(range(1, len(placed)))
-    total = float(before[-1]) or 1.0
-    cuts: list[int] = []
-    for k in range(1, stages):
-        # a cut that leaves the later cuts a candidate each, and each stage a node
-        later = [c for n, c in enumerate(candidates) if c > (cuts[-1] if cuts else 0)
-                 and len(candidates) - n > stages - 1 - k and len(placed) - c >= stages - k]
-        if not later:
-            raise ForgeOptError(f"--stages {stages}: the model has no {stages - 1} places to cut it")
-        target = total * k / stages
-        cuts.append(min(later, key=lambda c: (abs(before[c] - target), crossing[c])))
-    return Cut(cuts, "where a layer starts" if candidates is starts else "between nodes")
+    return choose_cuts([nodes[i].name for i in placed], weight, _crossing_bytes(nodes, placed, types), stages,
+                       f"--stages {stages}")
 
 
 #: how the cuts of a pipeline read from the model's annotations fall
@@ -122,13 +82,7 @@ def _crossing_bytes(nodes: list[NodeProto], placed: Sequence[int], types: Mappin
         for x in node_reads(nodes[i]):
             if x in made_at:
                 last_read[x] = c
-    delta = [0] * (len(placed) + 1)
-    for x, last in last_read.items():
-        if last > made_at[x]:  # alive across the cuts made_at + 1 .. last
-            size = value_bytes(types.get(x))
-            delta[made_at[x] + 1] += size
-            delta[last + 1] -= size
-    return [int(v) for v in np.cumsum(delta)]
+    return crossing_bytes(len(placed), ((made_at[x], last, value_bytes(types.get(x))) for x, last in last_read.items()))
 
 
 def schedule_report(cut: Cut, micro_batches: Sequence[int] = ()) -> str:

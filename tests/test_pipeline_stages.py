@@ -23,8 +23,9 @@ from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.split.api import convert, split_model
 from forge_opt.split.folder import converted_module
-from forge_opt.split.stages import Cut, StageInfo, schedule_report
+from forge_opt.split.stages import schedule_report
 from forge_opt.tools import forge_check, forge_split
+from forge_opt.transforms.stage_cuts import Cut, StageInfo
 
 DIMS = DECODE  # a decode step: 4 new tokens over 3 cached
 DECODERS = ["llama", "qwen2", "mistral", "phi3", "gpt2"]
@@ -246,3 +247,82 @@ def test_a_cnn_pipeline_is_cut_where_its_blocks_start(tmp_path):
     partition, _ = split_model(resnet, tmp_path / "p", stages=3)
     assert partition.cut is not None and partition.cut.how == "where a layer starts"
     assert [s.layers for s in partition.cut.stages] == ["", "1.0-4.0", "4.1-4.1"]
+
+
+class _Recorder:
+    """One process of an MPI job, noting what it sends and receives."""
+
+    def __init__(self, rank: int, size: int, inbox: dict):
+        self.rank, self.size, self.inbox, self.log = rank, size, inbox, []
+
+    def send(self, value, to):
+        self.log.append(("send", to))
+        self.inbox.setdefault((self.rank, to), []).append(value)
+
+    def receive(self, source):
+        self.log.append(("receive", source))
+        return self.inbox[(source, self.rank)].pop(0)
+
+
+def test_each_stage_sends_what_a_later_stage_reads_to_the_same_device_of_it(monkeypatch, tmp_path):
+    """3 stages of 2 devices: stage 0 makes a (read by stage 1) and b (read
+    by stage 2), stage 1 makes c (read by stage 2). Device d of a stage
+    sends to device d of each reader and to no one else; the processes
+    run in rank order, so every receive finds its send."""
+    from forge_opt.plan.folder import SplitGraph
+    from forge_opt.plan.graph_infos import Graph, TensorInfo, pipeline_sends
+    from forge_opt.split import runner
+
+    graphs = [Graph(["x"], ["a", "b"], "tt", "g0.onnx", stage=0), Graph(["a"], ["c"], "tt", "g1.onnx", stage=1),
+              Graph(["b", "c"], ["y"], "tt", "g2.onnx", stage=2)]
+    tensors = {x: TensorInfo([1], "float32", "input" if x == "x" else "intermediate") for x in "xabcy"}
+    plan = Plan(graphs, tensors, parallel=2)
+    plan.sends = pipeline_sends(graphs)
+    made = {"a": 10.0, "b": 20.0, "c": 30.0, "y": 40.0}
+    monkeypatch.setattr(runner, "_device_outputs", lambda g, *_: [np.float32(made[x]) for x in g.outputs])
+    inbox: dict = {}
+    held = {}
+    for rank in range(6):
+        member, values = _Recorder(rank, 6, inbox), {"x": np.float32(1)}
+        how = runner._How("device", member=member)  # type: ignore[arg-type]
+        for n, g in enumerate(graphs):
+            runner._pipeline_stage(SplitGraph(n, g, tmp_path), plan, None, values, how, how)  # type: ignore[arg-type]
+        held[rank] = member.log, sorted(values)
+    assert held[1] == ([("send", 3), ("send", 5)], ["a", "b", "x"])
+    assert held[3] == ([("receive", 1), ("send", 5)], ["a", "c", "x"])
+    assert held[4] == ([("receive", 0), ("receive", 2)], ["b", "c", "x", "y"])
+    assert not any(inbox.values())  # every message sent was received
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_the_pipeline_in_the_ir_is_cut_as_forge_split_cuts_it_and_runs_as_the_model(name, tmp_path):
+    """`partition-for-forge{stages=2}`: each stage function holds the nodes
+    of forge-split's stage, each activation the plan sends crosses on a
+    shard.send/shard.recv pair, and the module computes on the interpreters
+    what the model computes."""
+    from xdsl.context import Context
+    from xdsl.dialects.func import FuncOp
+
+    from forge_opt.diagnostics import node_name
+    from forge_opt.dialects import shard
+    from forge_opt.frontends.onnx import import_onnx
+    from forge_opt.interpreters.run import run_module
+    from forge_opt.transforms.partition_for_forge import STAGE_ATTR, PartitionForForgePass
+
+    partition, plan = split_model(model_path(name), tmp_path / "p", stages=2, dims=DIMS)
+    module = import_onnx(model_path(name), dims=DIMS)
+    main = next(f for f in module.ops if isinstance(f, FuncOp))
+    feeds = optimum_feeds(name, DIMS)
+    args = [feeds[i.name] for i in onnx.load(model_path(name)).graph.input]
+    want = run_module(module, args)
+    PartitionForForgePass(stages=2).apply(Context(), module)
+    module.verify()
+    stages = [f for f in module.ops if isinstance(f, FuncOp) and STAGE_ATTR in f.attributes]
+    for func, sub in zip(stages, partition.graphs, strict=True):
+        in_ir = {node_name(o) for o in func.body.block.ops} - {None}
+        assert {n.name for n in sub.nodes} <= in_ir  # and the constants the stage copies
+    sends = [o for o in main.body.block.ops if isinstance(o, shard.SendOp)]
+    assert len(sends) == sum(len(s.to) for s in plan.sends) > 0
+    got = run_module(module, args)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -17,12 +17,14 @@ from test_split_control_flow import wake_word_style
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.plan import graph_infos
-from forge_opt.plan.graph_infos import Collective, Device, Layer, Plan, TensorInfo
+from forge_opt.plan.graph_infos import Collective, Device, Layer, Plan, Send, TensorInfo
+from forge_opt.plan.records import key as json_key
 from forge_opt.split.api import split_model, tensor_parallel
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: the schema is not installed
 SCHEMA = json.loads((ROOT / "docs" / "graph_infos.schema.json").read_text())
 MODELS = ROOT / "tests" / "data" / "models"
+LLAMA_DIMS = {"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3}
 
 
 def _written(folder: Path) -> dict:
@@ -32,19 +34,21 @@ def _written(folder: Path) -> dict:
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict[str, tuple[Plan, dict]]:
     """A split of the detector example (device and CPU sub-models), one of
-    a model whose If runs on the host, and a tensor-parallel plan of GPT-2."""
+    a model whose If runs on the host, a tensor-parallel plan of GPT-2 and a
+    decoder cut into 2 pipeline stages."""
     tmp = tmp_path_factory.mktemp("plans")
     out = {}
     for name, make in {
         "split": lambda f: split_model(ROOT / "examples" / "detector.onnxtxt", f)[1],
         "if": lambda f: split_model(wake_word_style(), f)[1],
         "tp": lambda f: tensor_parallel(MODELS / "gpt2_opset17.onnx", f, 2),
+        "stages": lambda f: split_model(MODELS / "llm_llama.onnx", f, stages=2, dims=LLAMA_DIMS)[1],
     }.items():
         out[name] = make(tmp / name), _written(tmp / name)
     return out
 
 
-@pytest.mark.parametrize("name", ["split", "if", "tp"])
+@pytest.mark.parametrize("name", ["split", "if", "tp", "stages"])
 def test_what_the_records_write_the_schema_accepts_and_reads_back_the_same(plans, name):
     plan, written = plans[name]
     jsonschema.validate(written, SCHEMA)
@@ -65,12 +69,13 @@ def _properties(*path: str) -> set[str]:
         (TensorInfo, ("tensors",)),
         (Collective, ("collectives", "items")),
         (Device, ("devices", "items")),
+        (Send, ("sends", "items")),
     ],
 )
 def test_each_record_has_the_fields_the_schema_names(record, schema_path):
     node = SCHEMA["properties"][schema_path[0]]
     node = node["items"] if len(schema_path) > 1 else node["additionalProperties"]
-    assert {f.name for f in dataclasses.fields(record)} == set(node["properties"])
+    assert {json_key(f) for f in dataclasses.fields(record)} == set(node["properties"])
 
 
 def test_the_layers_the_schema_names_are_fields_of_the_record():
@@ -86,8 +91,7 @@ def test_the_plan_record_has_a_field_for_every_top_level_key():
 def llama_plan(tmp_path_factory) -> dict:
     """A decoder's plan for 2 devices: its KV cache split along the heads."""
     folder = tmp_path_factory.mktemp("llama") / "tp"
-    tensor_parallel(MODELS / "llm_llama.onnx", folder, 2,
-                    dims={"batch_size": 1, "sequence_length": 4, "past_sequence_length": 3})
+    tensor_parallel(MODELS / "llm_llama.onnx", folder, 2, dims=LLAMA_DIMS)
     return _written(folder)
 
 
@@ -138,6 +142,36 @@ def test_a_nested_record_is_read_from_its_fields(plans, edit, message):
     with pytest.raises(ForgeOptError) as error:
         Plan.from_json(data, "split/graph_infos.json")
     assert f"split/graph_infos.json: graphs[{n}].{message}" in str(error.value)
+
+
+def test_a_pipelines_sends_are_every_activation_a_later_stage_reads(plans):
+    plan, written = plans["stages"]
+    reads = {x for x in plan.graphs[1].inputs if x in plan.graphs[0].outputs}
+    assert reads and {s.tensor for s in plan.sends} == reads
+    assert all(s.source == 0 and s.to == [1] for s in plan.sends)
+    assert {s["tensor"] for s in written["sends"]} == reads and all(s["from"] == 0 for s in written["sends"])
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda i: i.pop("sends"), "a pipeline's plan lists the activations its stages send ('sends')"),
+        (lambda i: i["sends"].pop(0), "sends: stage 1 reads '{x}' from stage 0, but no send carries it"),
+        (lambda i: i["sends"].append({**i["sends"][0], "from": 1}),
+         "sends: '{x}' is sent from stage 1 to stage 1, which does not read it from there"),
+        (lambda i: i["sends"][0].update(source=0), "sends[0]: unknown field 'source'"),
+        (lambda i: [g.pop("stage") for g in i["graphs"]], "'sends' are a pipeline's, but the graphs have no stages"),
+    ],
+)
+def test_a_pipelines_sends_edited_by_hand_are_named(plans, edit, message):
+    """The runner sends what the plan lists: one missing would leave a
+    stage without its input, one too many would send what nobody reads."""
+    data = json.loads(json.dumps(plans["stages"][1]))
+    x = data["sends"][0]["tensor"]
+    edit(data)
+    with pytest.raises(ForgeOptError) as error:
+        Plan.from_json(data, "s/graph_infos.json")
+    assert message.format(x=x) in str(error.value)
 
 
 def test_a_split_tensors_whole_shape_counts_every_device(plans):

@@ -82,7 +82,7 @@ def tt_mlir_line(module: ModuleOp, options: CheckOptions, folder: Path) -> str:
 
     kept = options.tt_mlir_dumps
     dumps = Path(kept) if kept else folder / "tt_mlir"
-    result = compile_stablehlo(stablehlo_text(module), dumps, options.compile.device_count)
+    result = compile_stablehlo(stablehlo_text(module), dumps)
     return result.line() + (f"; its IR in {dumps}" if kept and result.dumps else "")
 
 

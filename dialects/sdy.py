@@ -1,5 +1,5 @@
 """Shardy (`sdy`), as much of it as a P-device program needs: a 1-D mesh
-(or, where a value is split by a mesh's rows, the mesh `["r"=R, "c"=C]`)
+(or, for an R x C mesh of devices, the mesh `["r"=R, "c"=C]`)
 and one `manual_computation` whose body every device runs on its own
 block, printed in Shardy's own syntax, as JAX's `shard_map` lowers:
 

@@ -14,10 +14,12 @@ tells a compiled program. The `tenstorrent` extra installs the plugin.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +38,7 @@ class TTMLIRResult:
     compiled: bool  # tt-mlir lowered the program to TTNN
     diagnostic: str = ""  # tt-mlir's first error line, where it did not
     dumps: list[Path] = field(default_factory=list)  # its IR at each stage, as it wrote it
-    devices: int = 1  # the mock's chips
+    mesh: list[int] = field(default_factory=lambda: [1])  # the mock's chips: [P] in a line, or [R, C]
 
     @property
     def reached(self) -> str:
@@ -46,26 +48,35 @@ class TTMLIRResult:
                      if stage in names), "")
 
     def line(self) -> str:
-        head = f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150{f' x{self.devices}' if self.devices > 1 else ''})"
+        chips = f" x{self.mesh[0]}" if self.mesh != [1] and len(self.mesh) == 1 else ""
+        chips = f" {self.mesh[0]}x{self.mesh[1]} mesh" if len(self.mesh) == 2 else chips
+        head = f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150{chips})"
         if self.compiled:
             return f"{head}: compiled to TTNN ({len(self.dumps)} dumps)"
         reached = f" (lowered to {self.reached} first)" if self.reached in ("TTIR", "TTNN") else ""
         return f"{head}: did not compile{reached}: {self.diagnostic}"
 
 
-def descriptor(devices: int) -> str:
-    """UMD's mock cluster descriptor of `devices` Blackhole p150 chips in a
-    line, each pair of neighbours joined by two ethernet links (without the
-    links the system mesh stays 1x1); its board ids follow the p150's
+def descriptor(mesh: Sequence[int]) -> str:
+    """UMD's mock cluster descriptor of R x C Blackhole p150 chips (`mesh`,
+    [P] for a line of P), chip r·C + c at row r, column c, each pair of
+    neighbours joined by two ethernet links: to the right on logical
+    channels 8 and 9 (10 and 11 on the left), downwards on 0 and 1 (2 and
+    3 above). Without the links the system mesh stays 1x1; with them the
+    plugin finds the grid. Its board ids follow the p150's
     (`mock_p150.yaml`), which encodes the board type."""
-    chips = range(devices)
+    rows, cols = (1, mesh[0]) if len(mesh) == 1 else (mesh[0], mesh[1])
+    chips = range(rows * cols)
     first = 4476187513037
-    # a chip's links to the right on logical channels 8 and 9, to the left on 10 and 11 (12 of 14 unharvested)
-    links = [f"  - [{{chip: {a}, chan: {c}}}, {{chip: {a + 1}, chan: {c + 2}}}]" for a in chips[:-1] for c in (8, 9)]
+    pairs = ([(a, a + 1, 8) for a in chips if a % cols < cols - 1]  # along a row
+             + [(a, a + cols, 0) for a in chips if a + cols < len(chips)])  # down a column
+    links = [f"  - [{{chip: {a}, chan: {c}}}, {{chip: {b}, chan: {c + 2}}}]" for a, b, base in pairs
+             for c in (base, base + 1)]
     harvest = ("    noc_translation: true\n    harvest_mask: 0\n    dram_harvesting_mask: 0\n"
                "    eth_harvesting_mask: 288\n    pcie_harvesting_mask: 2\n    l2cpu_harvesting_mask: 0")
+    shape = f"{rows}x{cols} mesh of" if rows > 1 else "line of"
     return "\n".join([
-        f"# Mock UMD cluster descriptor: {devices} Blackhole p150 chips in a line (written by forge-opt)",
+        f"# Mock UMD cluster descriptor: a {shape} {len(chips)} Blackhole p150 chips (written by forge-opt)",
         "arch:", *(f"  {i}: blackhole" for i in chips), "chips:", "  {}",
         "chip_unique_ids:", *(f"  {i}: {first + i}" for i in chips),
         "ethernet_connections:", *(links or ["  []"]), "ethernet_connections_to_remote_devices:", "  []",
@@ -77,37 +88,64 @@ def descriptor(devices: int) -> str:
     ])
 
 
+def mesh_graph(mesh: Sequence[int]) -> str:
+    """tt-metal's mesh graph descriptor of an R x C Blackhole mesh on one
+    host. 32 p150 chips (a Galaxy's 8x4) are a cluster of no type tt-metal
+    knows, which it opens only with the descriptor given
+    (`TT_MESH_GRAPH_DESC_PATH`); a 2x2 or 2x4 one it would find by itself."""
+    return "\n".join([
+        "# tt-metal mesh graph descriptor (written by forge-opt)",
+        "mesh_descriptors {", '  name: "M0"', "  arch: BLACKHOLE",
+        f"  device_topology {{ dims: [ {mesh[0]}, {mesh[1]} ] }}", "  host_topology { dims: [ 1, 1 ] }",
+        "  channels { count: 2 policy: RELAXED }", "}",
+        'top_level_instance { mesh { mesh_descriptor: "M0" mesh_id: 0 } }', ""])
+
+
+def program_mesh(text: str) -> list[int]:
+    """The mesh a StableHLO program declares (its `sdy.mesh`): [P] for a
+    line, [R, C] for a mesh, [1] for a program of one device."""
+    found = re.search(r"sdy\.mesh\s+@[\w.$-]+\s*=\s*<\[([^\]]*)\]>", text)
+    sizes = [int(x) for x in re.findall(r'"\w+"\s*=\s*(\d+)', found.group(1))] if found else []
+    return sizes or [1]
+
+
 def available() -> bool:
     from importlib.util import find_spec
 
     return find_spec("jax_plugins.libtt") is not None
 
 
-def compile_stablehlo(text: str, folder: Path, devices: int = 1) -> TTMLIRResult:
+def compile_stablehlo(text: str, folder: Path) -> TTMLIRResult:
     """Compile the StableHLO module `text` with tt-mlir, its dumps written in
-    `folder` (created), in a child process."""
+    `folder` (created), in a child process, on as many mock chips as the
+    program declares, laid out as its mesh (`program_mesh`)."""
     if not available():
         raise ForgeOptError("the tt-mlir check needs jax-tt-plugin: pip install 'forge-opt[tenstorrent]'")
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "program.stablehlo.mlir"
     write_text(source, text)  # a temporary name, then renamed: never through a link in the user's folder
+    mesh = program_mesh(text)
+    devices = math.prod(mesh)
     cluster = DESCRIPTOR
-    if devices > 1:  # P chips joined by ethernet: the plugin opens a 1xP mesh
-        cluster = folder / f"mock_p150_x{devices}.yaml"
-        write_text(cluster, descriptor(devices))
-    env = dict(os.environ, TT_METAL_MOCK_CLUSTER_DESC_PATH=str(cluster), TTXLA_CODEGEN_EXPORT_DIR=str(folder),
-               JAX_PLATFORMS="tt")
+    env = dict(os.environ, TTXLA_CODEGEN_EXPORT_DIR=str(folder), JAX_PLATFORMS="tt")
+    if devices > 1:  # P chips joined by ethernet as the program's mesh: the plugin opens that mesh
+        cluster = folder / f"mock_p150_{'x'.join(map(str, mesh))}.yaml"
+        write_text(cluster, descriptor(mesh))
+    if len(mesh) == 2:
+        write_text(folder / "mesh_graph.textproto", mesh_graph(mesh))
+        env["TT_MESH_GRAPH_DESC_PATH"] = str(folder / "mesh_graph.textproto")
+    env["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = str(cluster)
     try:
         done = subprocess.run([sys.executable, "-m", "forge_opt.execution.tt_mlir", str(source), str(devices)],
                               env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=folder)
     except subprocess.TimeoutExpired:
-        return TTMLIRResult(False, f"no answer in {TIMEOUT} s", devices=devices)
+        return TTMLIRResult(False, f"no answer in {TIMEOUT} s", mesh=mesh)
     dumps = sorted(p for p in folder.rglob("*.mlir") if p != source)
     lowered = any(p.name.startswith("ttnn") for p in dumps)
     said = done.stdout + done.stderr
     if done.returncode == 0 or (lowered and _CODEGEN_MISSING in said):
-        return TTMLIRResult(lowered, "" if lowered else "tt-mlir wrote no TTNN", dumps, devices)
-    return TTMLIRResult(False, first_error(said, text), dumps, devices)
+        return TTMLIRResult(lowered, "" if lowered else "tt-mlir wrote no TTNN", dumps, mesh)
+    return TTMLIRResult(False, first_error(said, text), dumps, mesh)
 
 
 def first_error(output: str, text: str = "") -> str:

@@ -6,6 +6,7 @@ executor columns this re-derives."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,22 @@ def test_a_decoder_with_its_kv_cache_split_runs_on_two_xla_devices():
     assert "on 2 devices" in report.format()
 
 
+def test_the_mock_chips_are_laid_out_as_the_programs_mesh():
+    """A line of P chips links each to the next; an R x C mesh each to its
+    right and lower neighbour, two ethernet links a pair, on channels no
+    chip uses twice."""
+    assert tt_mlir.program_mesh('sdy.mesh @mesh = <["r"=8, "c"=4]>') == [8, 4]
+    assert tt_mlir.program_mesh('sdy.mesh @mesh = <["d"=2]>') == [2]
+    assert tt_mlir.program_mesh("module {\n}\n") == [1]
+    for mesh, pairs in {(4,): {(0, 1), (1, 2), (2, 3)}, (2, 2): {(0, 1), (2, 3), (0, 2), (1, 3)},
+                        (2, 3): {(0, 1), (1, 2), (3, 4), (4, 5), (0, 3), (1, 4), (2, 5)}}.items():
+        links = re.findall(r"\{chip: (\d+), chan: (\d+)\}, \{chip: (\d+), chan: (\d+)\}", tt_mlir.descriptor(mesh))
+        assert {(int(a), int(b)) for a, _, b, _ in links} == pairs and len(links) == 2 * len(pairs)
+        used = [end for a, ca, b, cb in links for end in ((a, ca), (b, cb))]
+        assert len(used) == len(set(used))
+    assert "device_topology { dims: [ 8, 4 ] }" in tt_mlir.mesh_graph([8, 4])
+
+
 @pytest.mark.skipif(not tt_mlir.available(), reason="jax-tt-plugin (the tenstorrent extra) is not installed")
 class TestTTMLIR:
     def test_forge_check_tt_mlir_keeps_the_dumps_beside_emit(self, tmp_path):
@@ -123,11 +140,31 @@ class TestTTMLIR:
 
         module = compile_onnx(str(ROOT / "lit_tests" / "targets" / "stablehlo_llama_mlp_block.onnxtxt"),
                               pipeline="onnx-to-forge{devices=2}")
-        result = compile_stablehlo(stablehlo_text(module), tmp_path, devices=2)
+        result = compile_stablehlo(stablehlo_text(module), tmp_path)
         assert result.compiled, result.line()
         assert "mock Blackhole p150 x2): compiled to TTNN" in result.line()
         ttnn = next(p for p in result.dumps if p.name.startswith("ttnn"))
         assert "ttnn.all_reduce" in ttnn.read_text() and "meshShape = 1x2" in ttnn.read_text()
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("mesh", ["2x2", "8x4"])
+    def test_a_decoder_on_a_mesh_compiles_to_ttnn_collectives_on_each_mesh_axis(self, mesh, tmp_path):
+        """32 query and 8 KV heads: at 2x2 the KV heads go by rows, at 8x4
+        (Galaxy) each row holds one; tt-mlir opens the program's mesh on
+        that many mock chips and lowers each collective to one mesh axis."""
+        from forge_opt.api import compile_onnx
+        from forge_opt.execution.tt_mlir import compile_stablehlo
+        from forge_opt.targets.stablehlo import stablehlo_text
+
+        rows, cols = map(int, mesh.split("x"))
+        module = compile_onnx(str(MODELS / "llm_llama_gqa32.onnx"), dims=DECODE,
+                              pipeline=f"onnx-to-forge{{devices={rows * cols} mesh={mesh}}}")
+        result = compile_stablehlo(stablehlo_text(module), tmp_path)
+        assert result.compiled, result.line()
+        assert f"mock Blackhole p150 {mesh} mesh): compiled to TTNN" in result.line()
+        ttnn = next(p for p in result.dumps if p.name.startswith("ttnn")).read_text()
+        assert f"mesh_shape {mesh}" in ttnn
+        assert "cluster_axis = 0" in ttnn and "cluster_axis = 1" in ttnn  # a collective down a column, one on a row
 
     def test_the_tool_names_tt_mlirs_first_diagnostic(self, tmp_path):
         """tt-mlir 0.1.3 cannot lower a real FFT: exit 1 with its message."""

@@ -87,7 +87,7 @@ def tt_mlir_cell(path: Path, dims: dict[str, int], split: bool = False, devices:
                      for s in sources]
         except ForgeOptError as e:
             return f"no program: {_short(str(e))}"
-        results = [compile_stablehlo(text, Path(folder) / f"tt_{i}", devices) for i, text in enumerate(texts)]
+        results = [compile_stablehlo(text, Path(folder) / f"tt_{i}") for i, text in enumerate(texts)]
     rejected = [r for r in results if not r.compiled]
     if rejected:
         return f"rejected: {_short(rejected[0].diagnostic)}"

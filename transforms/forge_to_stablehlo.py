@@ -5,8 +5,8 @@ its outputs in order. A P-device program (`onnx-to-forge{devices=P}`) is one
 SPMD module (`mhlo.num_partitions = P`): `@main` takes and returns whole
 tensors, and its body is one Shardy `manual_computation` that each device
 runs on its blocks (an input or output with `shard.split_axis` split along
-it; with `shard.split_blocks`, by a mesh's rows, over the Shardy mesh
-`["r"=R, "c"=C]`); `shard.all_slice` is a `dynamic_slice` at the device's
+it; with `shard.split_blocks`, by a mesh's rows; an R x C mesh's program
+runs over the Shardy mesh `["r"=R, "c"=C]`); `shard.all_slice` is a `dynamic_slice` at the device's
 index over the slice's grid axes (its `partition_id`, or on a mesh its row
 or column), and `all_reduce`, `all_gather` and `reduce_scatter` are
 StableHLO's over their devices (`replica_groups`, one channel each); weights are `stablehlo.constant`s, laid out as
@@ -227,19 +227,19 @@ def _spmd(source: func.FuncOp, name: str, grid: list[int]) -> func.FuncOp:
     values: dict[SSAValue, SSAValue] = dict(zip(source.body.block.args, inner.args))
     _lower_body(source, inner, values, lambda *vs: sdy.ReturnOp(operands=[list(vs)]), _Collectives(grid))
     manual = sdy.ManualComputationOp(outer.args, whole_outs, in_axes, out_axes, Region(inner), in_blocks, out_blocks,
-                                     mesh_rows(source, grid))
+                                     mesh_rows(grid))
     outer.add_op(manual)
     outer.add_op(func.ReturnOp(*manual.results))
     return func.FuncOp(name, FunctionType.from_lists(whole_ins, whole_outs), Region(outer),
                        arg_attrs=_without_split(source.arg_attrs), res_attrs=_without_split(source.res_attrs))
 
 
-def mesh_rows(source: func.FuncOp, grid: list[int]) -> int:
-    """The rows of the Shardy mesh: the grid's where an input or result is
-    split by them (`shard.split_blocks`), else 0 (a line of devices)."""
-    types = source.function_type
-    blocks = split_blocks(source.arg_attrs, len(types.inputs)) + split_blocks(source.res_attrs, len(types.outputs))
-    return grid[0] if any(blocks) else 0
+def mesh_rows(grid: list[int]) -> int:
+    """The rows of the Shardy mesh: the grid's R on an R x C mesh, whose
+    two axes a collective over a row or a column names (tt-mlir lowers a
+    collective over one axis of the mesh it opens, not a group of a line);
+    0 on a line of devices."""
+    return grid[0] if len(grid) == 2 else 0
 
 
 def _without_split(attrs: ArrayAttr | None) -> ArrayAttr[DictionaryAttr] | None:
@@ -278,7 +278,7 @@ class ForgeToStableHLO(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         source, grid = public_function(op)
-        devices, rows = math.prod(grid), mesh_rows(source, grid)
+        devices, rows = math.prod(grid), mesh_rows(grid)
         lowered = lower_function(source, grid=grid)
         op.body.block.insert_op_before(lowered, source)
         op.body.block.erase_op(source)

@@ -50,8 +50,10 @@ class OneDevice:
         compiled = compile_model(model, base, self.options.compile, shapes=shapes)
         outs = output_names(main_func(compiled.module))
 
+        run = run_compiled_on_xla if self.options.executor == "xla" else run_compiled
+
         def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            return dict(zip(outs, run_compiled(compiled, [feeds[n] for n in compiled.input_names])))
+            return dict(zip(outs, run(compiled, [feeds[n] for n in compiled.input_names])))
 
         return program, ""
 

@@ -10,24 +10,29 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 from onnx import ModelProto
 from xdsl.dialects.builtin import ModuleOp
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL
 from forge_opt.check.driver import Loaded
 from forge_opt.check.model import OneDevice
-from forge_opt.check.options import CheckOptions, Tolerances
+from forge_opt.check.options import CheckOptions, Tolerances, parse_executor
 from forge_opt.check.report import CheckReport
 from forge_opt.check.run import Program, Ran, check_with
 from forge_opt.check.split import Parallel
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.engine import compile_model
 from forge_opt.execution.oracle import Expected
+from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
 from forge_opt.split.mpi import run_mpi
+from forge_opt.split.parallel import compile_parallel
 from forge_opt.split.partition import Partition
 from forge_opt.split.runner import agreed
 from forge_opt.split.stages import schedule_report, stage_of_nodes
@@ -39,7 +44,8 @@ class Stages:
     """The pipeline's stages, each a device sub-model of contiguous nodes,
     run in turn on the stand-in as converted."""
 
-    takes = frozenset({"stages", "freeze", "devices", "mesh", "mpi", "timeout", "annotate", "plan"})
+    takes = frozenset({"stages", "freeze", "devices", "mesh", "mpi", "timeout", "annotate", "plan", "executor",
+                       "tt_mlir"})
     failed = "a stage failed on Forge"
     forge_python = ""
 
@@ -50,6 +56,10 @@ class Stages:
         self.given: Loaded | None = None  # the model as the user gave it: what --annotate annotates
 
     def prepare(self, loaded: Loaded) -> Loaded:
+        o = self.options
+        if o.executor == "xla" and (o.mpi or o.compile.device_count > 1):
+            raise ForgeOptError("--stages --executor xla runs each stage on one XLA device: leave out --devices, "
+                                "--mesh and --mpi")
         self.given = loaded
         self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
         if loaded.inputs is None:
@@ -78,7 +88,11 @@ class Stages:
         assert self.resolved is not None
         summary, partition, _ = self._split(self.resolved, folder / "split")
         notes = [self._annotate(partition)] if self.options.annotate else []
-        got = run_split(folder / "split", feeds)
+        if self.options.tt_mlir:
+            notes.append(self._tt_mlir(folder))
+        if self.options.executor == "xla":
+            notes.append(executed_by_xla() + ", each stage, and the one-stage program")
+        got = run_split(folder / "split", feeds, executor=self.options.executor)
         s, devices = self.options.stages, self.options.compile.device_count
         if self.options.mpi:  # one process per device of each stage: each must return what this process computed
             per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout)
@@ -136,6 +150,26 @@ class Stages:
             report += f"\neach stage tensor-parallel on {on}{devices} devices ({s} x {devices} = {s * devices} devices)"
         return report, partition, written
 
+    def _tt_mlir(self, folder: Path) -> str:
+        """tt-mlir on each stage's program (its StableHLO form, for its P
+        devices): the report's line, naming the first stage it refuses."""
+        from forge_opt.execution.tt_mlir import compile_stablehlo
+        from forge_opt.targets.stablehlo import stablehlo_text
+
+        kept = self.options.tt_mlir_dumps
+        dumps = Path(kept) if kept else folder / "tt_mlir"
+        results = []
+        for g in read_split(folder / "split")[1]:
+            model = onnx.load(g.model_path, load_external_data=False)  # the importer reads the weights' files
+            options, base = self.options.compile, g.model_path.parent
+            module = compile_model(model, base, options).module if options.device_count == 1 else \
+                compile_parallel(resolve_model(model, InputShapes(), base), options)
+            result = compile_stablehlo(stablehlo_text(module), dumps / f"stage_{g.entry.stage}")
+            if not result.compiled:
+                return result.line(f"stage {g.entry.stage} ")
+            results.append(result)
+        return results[0].line(f"each of the {len(results)} stages ") + (f"; its IR in {dumps}" if kept else "")
+
     def _annotate(self, partition: Partition) -> str:
         """`--annotate OUT`: the pipeline as a configuration of the model the
         user gave (each node the first stage that runs it)."""
@@ -159,11 +193,14 @@ def check_stages(
     seed: int = 0,
     shapes: Mapping[str, Iterable[int]] | None = None,
     dims: Mapping[str, int] | None = None,
+    mesh: str = "",
+    executor: str = "standin",
+    tt_mlir: bool = False,
 ) -> CheckReport:
-    """`forge-check --stages S [--devices P] [--mpi]` (`Stages`)."""
+    """`forge-check --stages S [--devices P | --mesh RxC] [--mpi] [--executor xla] [--tt-mlir]` (`Stages`)."""
     return check_with(source, lambda: CheckOptions(
-        inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, CompileOptions(devices), mpi=mpi, stages=stages),
-        Stages)
+        inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, CompileOptions(devices, mesh=mesh), mpi=mpi,
+        stages=stages, executor=parse_executor(executor), tt_mlir=tt_mlir), Stages)
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> float:

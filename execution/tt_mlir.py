@@ -47,14 +47,16 @@ class TTMLIRResult:
         return next((stage.upper() if stage != "shlo" else "StableHLO" for stage in ("ttnn", "ttir", "shlo")
                      if stage in names), "")
 
-    def line(self) -> str:
+    def line(self, what: str = "") -> str:
+        """The report's line; `what`: the program's name where a check
+        compiles several ("stage 1 ")."""
         chips = f" x{self.mesh[0]}" if self.mesh != [1] and len(self.mesh) == 1 else ""
         chips = f" {self.mesh[0]}x{self.mesh[1]} mesh" if len(self.mesh) == 2 else chips
         head = f"tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150{chips})"
         if self.compiled:
-            return f"{head}: compiled to TTNN ({len(self.dumps)} dumps)"
+            return f"{head}: {what}compiled to TTNN ({len(self.dumps)} dumps)"
         reached = f" (lowered to {self.reached} first)" if self.reached in ("TTIR", "TTNN") else ""
-        return f"{head}: did not compile{reached}: {self.diagnostic}"
+        return f"{head}: {what}did not compile{reached}: {self.diagnostic}"
 
 
 def descriptor(mesh: Sequence[int]) -> str:

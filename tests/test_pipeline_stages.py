@@ -122,8 +122,8 @@ def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):
     one logit, well inside the tolerance onnxruntime is judged by."""
     real = stage_check.run_split
 
-    def nudged(folder, feeds):
-        out = real(folder, feeds)
+    def nudged(folder, feeds, **how):
+        out = real(folder, feeds, **how)
         logits = out["logits"].copy()
         logits.flat[0] = np.nextafter(logits.flat[0], np.float32(np.inf))
         return {**out, "logits": logits}
@@ -326,3 +326,50 @@ def test_the_pipeline_in_the_ir_is_cut_as_forge_split_cuts_it_and_runs_as_the_mo
     got = run_module(module, args)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_stages_on_xla_equal_the_one_stage_program_on_xla_bit_for_bit():
+    """XLA as the second executor: each stage's StableHLO form run on XLA
+    CPU, and the one-stage program too, which it must equal exactly."""
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), executor="xla")
+    assert report.status == MATCH, report.format()
+    text = report.format()
+    assert "executed by XLA CPU" in text and "each stage, and the one-stage program" in text
+    assert "every output of the 2 stages equals the one-stage program's, bit for bit" in text
+
+
+def test_stages_on_xla_refuse_several_devices_a_stage():
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), devices=2, executor="xla")
+    assert report.status == NOT_COMPILED
+    assert "--stages --executor xla runs each stage on one XLA device" in report.error
+
+
+def test_the_first_stage_tt_mlir_refuses_is_named(monkeypatch):
+    """tt-mlir compiles each stage's program; a refusal names the stage
+    and what tt-mlir said (its compiler replaced here by one that refuses
+    the second program it is given)."""
+    from forge_opt.execution import tt_mlir
+
+    given = []
+
+    def refuse_the_second(text, folder):
+        given.append(text)
+        return tt_mlir.TTMLIRResult(len(given) < 2, "" if len(given) < 2 else "error: no rule for it")
+
+    monkeypatch.setattr(tt_mlir, "compile_stablehlo", refuse_the_second)
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), tt_mlir=True)
+    assert report.status == MATCH  # a compile check says what tt-mlir did; the verdict is the outputs'
+    assert "mock Blackhole p150): stage 1 did not compile: error: no rule for it" in report.format()
+    assert len(given) == 2 and all("stablehlo" in text for text in given)
+
+
+@pytest.mark.slow
+def test_each_stage_on_a_mesh_compiles_with_tt_mlir():
+    from forge_opt.execution import tt_mlir
+
+    if not tt_mlir.available():
+        pytest.skip("jax-tt-plugin (the tenstorrent extra) is not installed")
+    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), mesh="2x2", tt_mlir=True)
+    assert report.status == MATCH, report.format()
+    assert "tt-mlir (jax-tt-plugin 0.1.3, mock Blackhole p150 2x2 mesh): each of the 2 stages compiled to TTNN" in \
+        report.format()

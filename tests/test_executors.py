@@ -147,7 +147,7 @@ class TestTTMLIR:
         assert "ttnn.all_reduce" in ttnn.read_text() and "meshShape = 1x2" in ttnn.read_text()
 
     @pytest.mark.slow
-    @pytest.mark.parametrize("mesh", ["2x2", "8x4"])
+    @pytest.mark.parametrize("mesh", ["2x2", "2x4", "8x4"])
     def test_a_decoder_on_a_mesh_compiles_to_ttnn_collectives_on_each_mesh_axis(self, mesh, tmp_path):
         """32 query and 8 KV heads: at 2x2 the KV heads go by rows, at 8x4
         (Galaxy) each row holds one; tt-mlir opens the program's mesh on

@@ -226,6 +226,10 @@ def page() -> str:
         "|---|---|---|---|---|---|---|",
         *(f"| {e.family} {mesh_row(e, '2x2')}" for e in ENTRIES if e.layers and e.dims is DECODE),
         *(f"| {GQA32.family} {mesh_row(GQA32, mesh)}" for mesh in ("2x4", "8x4")),
+        "",
+        "Tenstorrent's own compiler takes these programs: with `--tt-mlir`, tt-mlir (jax-tt-plugin 0.1.3, mock",
+        "Blackhole p150 chips laid out as the mesh) compiles the 32-query, 8-KV-head decoder at 2x2, 2x4 and",
+        "8x4 to TTNN, each collective on one mesh axis (`tests/test_executors.py`).",
     ]
     return "\n".join([*lines, ""])
 

@@ -8,7 +8,7 @@ Placement and grouping are AutoSplit's (`transforms/placement.py`,
 each sub-model that reads one gets its own copy.
 
 With `stages=S`, a pipeline: the ops, every one on the device, are cut into
-S contiguous stages where forge-split cuts them (`split/stages.choose_cuts`:
+S contiguous stages where forge-split cuts them (`transforms/stage_cuts.py`:
 where a layer starts, balancing the weights each stage stores); stage k is
 `@graph_<k>` with `forge.stage = k`. Each activation a later stage reads
 crosses the `shard.grid @pipeline` of S devices as MLIR's point-to-point

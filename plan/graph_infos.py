@@ -289,6 +289,14 @@ class Plan:
     def inputs(self) -> list[str]:
         return [name for name, t in self.tensors.items() if t.attr == "input"]
 
+    def returned_tensors(self) -> dict[str, str]:
+        """The tensor each output the run returns is, by the output's name:
+        the plan's `outputs` (those not in HOST_OUTPUTS), or without them
+        (AutoSplit's own files) its `output` tensors."""
+        if self.outputs is None:
+            return {name: name for name, t in self.tensors.items() if t.attr == "output"}
+        return {o.name: o.tensor or o.name for o in self.outputs if not o.file}
+
     def whole_shape(self, name: str) -> list[int]:
         """A tensor's shape as the host holds it (a split one joined from the devices')."""
         t = self.tensors[name]

@@ -203,10 +203,11 @@ def returned(plan: Plan, folder: Path, values: dict[str, np.ndarray]) -> dict[st
     """The run's outputs by the model's names, from the values it computed
     (and the plan's `host_outputs.npz`); without `outputs` (AutoSplit's own
     files), its `output` tensors."""
+    tensors = plan.returned_tensors()
     if plan.outputs is None:
-        return {name: values[name] for name, t in plan.tensors.items() if t.attr == "output"}
+        return {name: values[x] for name, x in tensors.items()}
     host = {}
     if any(o.file for o in plan.outputs):
         host = load_arrays(folder / HOST_OUTPUTS)
-    return {o.name: host[o.name] if o.file else values[o.tensor or o.name] for o in plan.outputs}
+    return {o.name: host[o.name] if o.file else values[tensors[o.name]] for o in plan.outputs}
 

@@ -216,9 +216,7 @@ def _outputs_to_host(plan: Plan, graphs: list[SplitGraph], values: dict[str, np.
     """A pipeline's outputs under MPI, given to every process (the host's
     copy) by the first process of the stage that made each."""
     made_by = {x: g.entry.stage or 0 for g in graphs for x in g.outputs}
-    wanted = ([o.tensor for o in plan.outputs if o.tensor] if plan.outputs is not None
-              else [name for name, t in plan.tensors.items() if t.attr == "output"])
-    for name in dict.fromkeys(x for x in wanted if x in made_by):
+    for name in dict.fromkeys(x for x in plan.returned_tensors().values() if x in made_by):
         values[name] = member.from_rank(values.get(name), root=made_by[name] * devices)
 
 
@@ -417,7 +415,7 @@ def assemble(plan: Plan, per_device: list[dict[str, np.ndarray]]) -> tuple[dict[
     """The model's outputs from every device's: an output split in the plan
     (a KV cache's present) joined from the devices' blocks, any other taken
     from device 0; and the names of those the devices disagree on."""
-    source = {o.name: o.tensor for o in plan.outputs or [] if o.tensor}
+    source = plan.returned_tensors()
     first = per_device[0]
     whole, differ = {}, []
     for name, value in first.items():

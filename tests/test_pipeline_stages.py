@@ -338,10 +338,17 @@ def test_stages_on_xla_equal_the_one_stage_program_on_xla_bit_for_bit():
     assert "every output of the 2 stages equals the one-stage program's, bit for bit" in text
 
 
-def test_stages_on_xla_refuse_several_devices_a_stage():
-    report = check_stages(model_path("llama"), 2, optimum_feeds("llama", DECODE), devices=2, executor="xla")
-    assert report.status == NOT_COMPILED
-    assert "--stages --executor xla runs each stage on one XLA device" in report.error
+def test_forge_check_runs_the_stages_on_xla_and_refuses_several_devices_a_stage(capsys):
+    model = str(model_path("llama"))
+    dims = [x for k, v in DIMS.items() for x in ("--dim", f"{k}={v}")]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([model, "--stages", "2", "--executor", "xla", *dims])
+    assert done.value.code == MATCH
+    assert "each stage, and the one-stage program" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([model, "--stages", "2", "--devices", "2", "--executor", "xla", *dims])
+    assert done.value.code == NOT_COMPILED
+    assert "--stages --executor xla runs each stage on one XLA device" in capsys.readouterr().err
 
 
 def test_the_first_stage_tt_mlir_refuses_is_named(monkeypatch):

@@ -22,6 +22,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 from xdsl.ir import Operation
 
 from forge_opt.dialects import shard
+from forge_opt.interpreters.mpi_progress import START, ProgressFile, channel_key, group_key
 
 
 class Collectives(Protocol):
@@ -131,34 +132,32 @@ class ThreadMember:
 
 
 class MpiMember:
-    """This process's device in an MPI job (mpi4py's COMM_WORLD). With
-    `progress`, a file this device rewrites as it enters each collective
-    (`reached`; `{rank}` in its name is the device): its process id and how many it has entered, which the
-    launcher reads to name a device the others wait for."""
+    """This process's device in an MPI job (mpi4py's COMM_WORLD), or in a
+    communicator split from it (`members`: its processes' ranks in the
+    whole job). With `progress`, a file this process rewrites as it enters
+    each collective, send and receive (`{rank}` in its name is the device):
+    the launcher reads it to name a device the others wait for
+    (`mpi_progress`)."""
 
-    def __init__(self, comm=None, progress: str | None = None):
+    def __init__(self, comm=None, progress: str | None = None, *, members: Sequence[int] | None = None,
+                 label: str = "", said: ProgressFile | None = None):
         from mpi4py import MPI  # the `distributed` extra
 
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self._sum, self._max = MPI.SUM, MPI.MAX
-        self.progress = None if progress is None else progress.replace("{rank}", str(self.rank))
-        self.entered = 0
+        self.members = list(members) if members is not None else list(range(self.size))
+        self.key = group_key(self.members, label)
         self._along: dict[tuple[int, ...], MpiMember] = {}
-        self.reached("started")
+        if said is None:
+            said = ProgressFile(None if progress is None else progress.replace("{rank}", str(self.rank)))
+            said.reached(START)
+        self.said = said
 
     def reached(self, what: str) -> None:
-        """Say where this device is: `started`, each collective it enters,
-        `done`. One short line, rewritten in place (no fsync: the launcher on
-        this machine reads the page cache)."""
-        if self.progress is None:
-            return
-        import os
-
-        if what not in ("started", "done"):
-            self.entered += 1
-        with open(self.progress, "w") as f:
-            f.write(f"{os.getpid()} {self.entered} {what}\n")
+        """Say this process entered `what` (a collective, or `done`: the
+        job's last barrier) on this member's communicator."""
+        self.said.reached(what, self.key)
 
     def all_reduce(self, x: np.ndarray, reduction: str = "sum") -> np.ndarray:
         self.reached("all_reduce")
@@ -196,20 +195,20 @@ class MpiMember:
     def send(self, value: Any, to: int) -> None:
         """`value` to process `to` alone (a pipeline stage's activation, to
         the same device of a stage that reads it)."""
-        self.reached("send")
+        self.said.reached("send", channel_key(self.members[self.rank], self.members[to]))
         self.comm.send(value, dest=to)
 
     def receive(self, source: int) -> Any:
         """What process `source` sends this one."""
-        self.reached("receive")
+        self.said.reached("receive", channel_key(self.members[source], self.members[self.rank]))
         return self.comm.recv(source=source)
 
     def group(self, color: int) -> MpiMember:
         """The processes of one `color` (a pipeline stage's P devices) as a
         job of their own, whose collectives are theirs alone."""
-        member = MpiMember(self.comm.Split(color, self.rank))
-        member.progress = self.progress  # this process's own file, under its rank in the whole job
-        return member
+        comm = self.comm.Split(color, self.rank)
+        return MpiMember(comm, members=comm.allgather(self.members[self.rank]), label=f"group {color}",
+                         said=self.said)
 
     def along(self, shape: Sequence[int], axes: Sequence[int]) -> MpiMember:
         """This process as a member of its group over grid `axes`: a
@@ -218,9 +217,9 @@ class MpiMember:
         key = tuple(axes)
         if key not in self._along:
             ranks = group_of(shape, axes, self.rank)
-            member = MpiMember(self.comm.Split(ranks[0], ranks.index(self.rank)))
-            member.progress = self.progress
-            self._along[key] = member
+            self._along[key] = MpiMember(self.comm.Split(ranks[0], ranks.index(self.rank)),
+                                         members=[self.members[r] for r in ranks],
+                                         label=f"{self.key} axes {','.join(map(str, axes))}", said=self.said)
         return self._along[key]
 
     def from_each(self, value: Any) -> list[Any]:

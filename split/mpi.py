@@ -12,28 +12,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.files import load_arrays, save_arrays
+from forge_opt.interpreters.mpi_progress import Progress, describe, read_progress, waits, where
 
 #: seconds a device may take to reach the collective the other devices wait in (`--timeout`)
 MPI_TIMEOUT = 600.0
 #: how often the launcher reads the devices' progress
 _POLL = 0.2
-
-
-@dataclass
-class _Progress:
-    """Where a device said it was (`MpiMember.reached`): its process, the
-    collectives it entered, the last thing it reached."""
-
-    pid: int
-    entered: int
-    what: str
 
 
 def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
@@ -58,9 +48,9 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
             job = subprocess.Popen(command, stdout=out, stderr=err, text=True, start_new_session=True)
             late = _wait(job, at, devices, timeout)
         stdout, stderr = (at / "stdout.txt").read_text(), (at / "stderr.txt").read_text()
-        progress = _progress(at, devices)
+        progress = read_progress(at, devices)
         if late:
-            raise ForgeOptError(late + _where(progress))
+            raise ForgeOptError(late + where(progress))
         missing = [rank for rank in range(devices) if not (at / f"outputs_{rank}.npz").is_file()]
         if job.returncode != 0 or missing:
             said = [at / f"error_{rank}.txt" for rank in range(devices)]
@@ -71,49 +61,23 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
 
 def _wait(job: subprocess.Popen, at: Path, devices: int, timeout: float) -> str:
     """Wait for the job; end it (its whole process group) when a device has
-    kept the others waiting in a collective for `timeout` seconds, and say
-    which ("" when it ended by itself)."""
-    waiting_since: float | None = None
+    kept another waiting in a collective, send or receive for `timeout`
+    seconds, and say which ("" when it ended by itself)."""
+    since: dict[tuple[int, str, int], float] = {}  # each wait, from when it was first seen
     while job.poll() is None:
         time.sleep(_POLL)
-        progress = _progress(at, devices)
-        ahead = max((p.entered for p in progress.values()), default=0)
-        behind = [rank for rank in range(devices)
-                  if rank not in progress or (progress[rank].entered < ahead and progress[rank].what != "done")]
-        if not behind or ahead == 0:
-            waiting_since = None
-            continue
-        waiting_since = waiting_since or time.monotonic()
-        if time.monotonic() - waiting_since >= timeout:
-            with_them = [rank for rank in range(devices) if rank not in behind]
+        now, seen = time.monotonic(), waits(read_progress(at, devices), devices)
+        since = {(w.waiter, w.key, w.seq): since.get((w.waiter, w.key, w.seq), now) for w in seen}
+        stuck = [w for w in seen if now - since[(w.waiter, w.key, w.seq)] >= timeout]
+        if stuck:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
-            late = ", ".join(map(str, behind))
-            return (f"the MPI run was stopped: device{'s' if len(behind) > 1 else ''} {late} did not reach "
-                    f"collective {ahead} within --timeout {timeout:g} s, where device"
-                    f"{'s' if len(with_them) > 1 else ''} {', '.join(map(str, with_them))} waited")
+            return describe(stuck, devices, timeout)
     return ""
 
 
-def _progress(at: Path, devices: int) -> dict[int, _Progress]:
-    """Each device's last word on where it is, for those that said one."""
-    found = {}
-    for rank in range(devices):
-        try:
-            pid, entered, what = (at / f"progress_{rank}.txt").read_text().split()
-            found[rank] = _Progress(int(pid), int(entered), what)
-        except (OSError, ValueError):  # not written yet, or caught mid-write
-            continue
-    return found
-
-
-def _where(progress: dict[int, _Progress]) -> str:
-    return "".join(f"\ndevice {rank}: {p.entered} collective{'' if p.entered == 1 else 's'} entered, last {p.what}"
-                   for rank, p in sorted(progress.items()))
-
-
 def _failure(code: int, stdout: str, stderr: str, missing: list[int], said: list[str],
-             progress: dict[int, _Progress]) -> str:
+             progress: dict[int, Progress]) -> str:
     """Why an MPI run failed: each device that said so (in its error file,
     `said`, or on stderr), in its own line; else how mpiexec saw its
     processes end (exit status or signal, which MPICH's launcher prints to
@@ -135,7 +99,7 @@ def _failure(code: int, stdout: str, stderr: str, missing: list[int], said: list
             lines.append(f"device{'s' if len(unfinished) > 1 else ''} {', '.join(map(str, unfinished))} never "
                          "reached the end of the run")
     how = f"exit {code}" if code >= 0 else f"signal {-code}"
-    return f"the MPI run failed ({how}):\n" + "\n".join(lines) + _where(progress)
+    return f"the MPI run failed ({how}):\n" + "\n".join(lines) + where(progress)
 
 
 def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = MPI_TIMEOUT) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.split.api import convert, split_model
 from forge_opt.split.folder import converted_module
+from forge_opt.split.mpi import run_mpi
 from forge_opt.split.stages import schedule_report
 from forge_opt.tools import forge_check, forge_split
 from forge_opt.transforms.stage_cuts import Cut, StageInfo
@@ -115,6 +116,27 @@ def test_decode_through_two_stages_under_mpi():
     assert report.status == MATCH, report.format()
     assert "decode: 4/4 tokens equal to onnxruntime's (2 pipeline stages under MPI; 2 programs built" in \
         report.format()
+
+
+def test_a_stage_that_keeps_the_next_waiting_is_the_one_named(tmp_path):
+    """Stage 0's devices compute past --timeout after their all-reduces;
+    stage 1's wait in their receives. The devices named are stage 0's,
+    which did not send, not stage 1's, which have entered fewer
+    collectives only because they wait."""
+    needs_mpiexec()
+    folder = tmp_path / "s"
+    split_model(model_path("llama"), folder, stages=2, dims=DIMS, devices=2)
+    convert(folder)
+    for device in (0, 1):  # the last segment, after the all-reduces
+        module = folder / "graph_ir_0" / "parallel" / f"dev{device}" / "segment_2.py"
+        head = next(line for line in module.read_text().splitlines() if "def forward" in line) + "\n"
+        module.write_text(module.read_text().replace(head, head + "        import time; time.sleep(300)\n", 1))
+    with pytest.raises(ForgeOptError) as stopped:
+        run_mpi(folder, optimum_feeds("llama", DECODE), 4, timeout=3)
+    said = str(stopped.value)
+    assert said.startswith("the MPI run was stopped: device 0 did not send message 1 to device 2 within --timeout "
+                           "3 s, where device 2 waited; device 1 did not send message 1 to device 3"), said
+    assert "device 2: last receive from device 0, 1 entered in all" in said
 
 
 def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):

@@ -89,6 +89,10 @@ class CheckOptions:
         help="check the model as a pipeline of S stages, one device each, contiguous layers balanced by stored "
         "weights; its outputs must equal the one-stage program's bit for bit, and the report prints the stages "
         "and their schedule")
+    micro_batches: int = option(
+        "--micro-batches", 1, group=DEVICES, metavar="M", least=(1, "give 1 or more"),
+        help="with --stages: compile the stages for 1/M of the batch (axis 0 of every input) and run the batch "
+        "through them in M parts, the outputs joined; under --mpi the stages work on different parts at once")
     annotate: str = option(
         "--annotate", "", group=DEVICES, metavar="OUT.onnx",
         help="with --devices or --stages: write the model with the plan chosen as ONNX sharding annotations (IR 11), "

@@ -23,7 +23,7 @@ from forge_opt.check.run import Program, Ran, check_with
 from forge_opt.check.split import Parallel
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.engine import compile_model
-from forge_opt.execution.oracle import Expected
+from forge_opt.execution.oracle import Expected, graph_inputs
 from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
@@ -31,6 +31,7 @@ from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.plan.onnx_annotations import annotate_stages, save_annotated, stage_pins
 from forge_opt.split.api import convert, require_static_inputs, run_split, split_resolved
+from forge_opt.split.micro_batches import cut_inputs, join_outputs, micro_shapes
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.parallel import compile_parallel
 from forge_opt.split.partition import Partition
@@ -45,7 +46,7 @@ class Stages:
     run in turn on the stand-in as converted."""
 
     takes = frozenset({"stages", "freeze", "devices", "mesh", "mpi", "timeout", "annotate", "plan", "executor",
-                       "tt_mlir"})
+                       "tt_mlir", "micro_batches"})
     failed = "a stage failed on Forge"
     forge_python = ""
 
@@ -54,6 +55,8 @@ class Stages:
         self.mode = f"--stages {options.stages}"
         self.resolved: Resolved | None = None
         self.given: Loaded | None = None  # the model as the user gave it: what --annotate annotates
+        self.part: dict[str, tuple[int, ...]] = {}  # with --micro-batches: each input's shape in one part
+        self.in_parts: Resolved | None = None  # and the model resolved for it, which the stages are cut from
 
     def prepare(self, loaded: Loaded) -> Loaded:
         o = self.options
@@ -64,7 +67,12 @@ class Stages:
         self.resolved = resolve_model(loaded.model, loaded.sizes, loaded.base)
         if loaded.inputs is None:
             require_static_inputs(self.resolved.model)
-        return Loaded(self.resolved.model, loaded.base, loaded.inputs, InputShapes())  # its sizes are fixed
+        prepared = Loaded(self.resolved.model, loaded.base, loaded.inputs, InputShapes())  # its sizes are fixed
+        if o.micro_batches > 1:  # the stages are compiled for one part of the batch
+            whole = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph_inputs(prepared.model)}
+            self.part = micro_shapes(whole, o.micro_batches)
+            self.in_parts = resolve_model(loaded.model, InputShapes(self.part), loaded.base)
+        return prepared
 
     def module(self) -> ModuleOp | None:
         return None if self.resolved is None else self.resolved.module
@@ -86,16 +94,20 @@ class Stages:
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
         assert self.resolved is not None
-        summary, partition, _ = self._split(self.resolved, folder / "split")
+        summary, partition, _ = self._split(self.in_parts or self.resolved, folder / "split")
         notes = [self._annotate(partition)] if self.options.annotate else []
         if self.options.tt_mlir:
             notes.append(self._tt_mlir(folder))
         if self.options.executor == "xla":
             notes.append(executed_by_xla() + ", each stage, and the one-stage program")
-        got = run_split(folder / "split", feeds, executor=self.options.executor)
+        m = self.options.micro_batches
+        got = run_split(folder / "split", feeds, executor=self.options.executor, micro_batches=m)
         s, devices = self.options.stages, self.options.compile.device_count
+        if m > 1:
+            b = next(iter(self.part.values()))[0]
+            summary += f"\n{m} micro-batches of {b} through the stages, their outputs joined (a batch of {m * b})"
         if self.options.mpi:  # one process per device of each stage: each must return what this process computed
-            per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout)
+            per_process = run_mpi(folder / "split", feeds, s * devices, self.options.timeout, m)
             differ = [str(rank) for rank, outputs in enumerate(per_process)
                       if outputs.keys() != got.keys() or not all(np.array_equal(outputs[k], got[k], equal_nan=True)
                                                                   for k in got)]
@@ -107,7 +119,12 @@ class Stages:
                         f"process ({len(partition.graphs)} stages)")
         # the same program in one stage: on one device, or tensor-parallel on the stages' P devices
         same = Parallel(self.options) if devices > 1 else OneDevice(self.options)
-        one = same.build(prepared.model, prepared.base, InputShapes(), folder / "one")[0](feeds)
+        if m > 1:  # built for one part too, and run on the same parts
+            assert self.given is not None
+            program = same.build(self.given.model, self.given.base, InputShapes(self.part), folder / "one")[0]
+            one = join_outputs([program(part) for part in cut_inputs(self.part, feeds, m)])
+        else:
+            one = same.build(prepared.model, prepared.base, InputShapes(), folder / "one")[0](feeds)
         differ = {name: _distance(value, one[name]) for name, value in got.items()
                   if name in one and not np.array_equal(value, one[name], equal_nan=True)}
         if not differ:
@@ -144,7 +161,8 @@ class Stages:
                                             mesh=self.options.compile.mesh_shape)
         convert(folder)
         assert partition.cut is not None
-        report = schedule_report(partition.cut)
+        m = self.options.micro_batches  # the schedule of the run, beside the usual counts
+        report = schedule_report(partition.cut, sorted({1, s, 4 * s, m}))
         if devices > 1:
             on = f"a {mesh} mesh of " if mesh else ""
             report += f"\neach stage tensor-parallel on {on}{devices} devices ({s} x {devices} = {s * devices} devices)"
@@ -196,11 +214,13 @@ def check_stages(
     mesh: str = "",
     executor: str = "standin",
     tt_mlir: bool = False,
+    micro_batches: int = 1,
 ) -> CheckReport:
-    """`forge-check --stages S [--devices P | --mesh RxC] [--mpi] [--executor xla] [--tt-mlir]` (`Stages`)."""
+    """`forge-check --stages S [--devices P | --mesh RxC] [--mpi] [--executor xla] [--tt-mlir]
+    [--micro-batches M]` (`Stages`)."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims, CompileOptions(devices, mesh=mesh), mpi=mpi,
-        stages=stages, executor=parse_executor(executor), tt_mlir=tt_mlir), Stages)
+        stages=stages, executor=parse_executor(executor), tt_mlir=tt_mlir, micro_batches=micro_batches), Stages)
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> float:

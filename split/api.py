@@ -184,20 +184,22 @@ def convert(folder: str | os.PathLike) -> list[Path]:
 
 
 def run_split(folder: str | os.PathLike, inputs, mode: str = "device", recompile: bool = False,
-              loop_seconds: float | None = None, record: list | None = None, executor: str = "standin"):
+              loop_seconds: float | None = None, record: list | None = None, executor: str = "standin",
+              micro_batches: int = 1):
     """The model's outputs, by name, from its split in `folder`
     (`runner.run_split`): device sub-models run as `convert` wrote them, or
     compiled anew from their ONNX with `recompile`, or (`executor="xla"`)
     compiled anew and run as StableHLO on XLA CPU; a run-time Loop may run
     `loop_seconds` (default 60); `record` collects each device sub-model's
-    inputs and outputs."""
+    inputs and outputs; `micro_batches` M: the inputs are M times the
+    split's batch, run in M parts (`split/micro_batches.py`)."""
     from forge_opt.split import runner  # the interpreters and onnxruntime: only to run
 
     if not isinstance(inputs, dict):
         raise ForgeOptError("run_split takes the inputs as a dict by input name")
     return runner.run_split(Path(folder), inputs, mode, recompile,
                             loop_seconds=runner.LOOP_SECONDS if loop_seconds is None else loop_seconds,
-                            record=record, executor=executor)
+                            record=record, executor=executor, micro_batches=micro_batches)
 
 
 def run_parallel(folder: str | os.PathLike, inputs, member=None) -> list[dict]:

@@ -27,7 +27,7 @@ _POLL = 0.2
 
 
 def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
-            timeout: float = MPI_TIMEOUT) -> list[dict[str, np.ndarray]]:
+            timeout: float = MPI_TIMEOUT, micro_batches: int = 1) -> list[dict[str, np.ndarray]]:
     """Run the plan or split in `folder` with `mpiexec -n P` (one process
     per device, `tools/tp_run.py`); each process's outputs. A device that
     has not reached the collective the others wait in `timeout` seconds
@@ -43,7 +43,8 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
         save_arrays(at / "inputs.npz", feeds)
         command = [mpiexec, "-n", str(devices), sys.executable, "-m", "forge_opt.tools.tp_run", str(folder),
                    "--inputs", str(at / "inputs.npz"), "--output", str(at / "outputs_{rank}.npz"),
-                   "--error", str(at / "error_{rank}.txt"), "--progress", str(at / "progress_{rank}.txt")]
+                   "--error", str(at / "error_{rank}.txt"), "--progress", str(at / "progress_{rank}.txt"),
+                   "--micro-batches", str(micro_batches)]
         with open(at / "stdout.txt", "w") as out, open(at / "stderr.txt", "w") as err:
             job = subprocess.Popen(command, stdout=out, stderr=err, text=True, start_new_session=True)
             late = _wait(job, at, devices, timeout)
@@ -102,7 +103,8 @@ def _failure(code: int, stdout: str, stderr: str, missing: list[int], said: list
     return f"the MPI run failed ({how}):\n" + "\n".join(lines) + where(progress)
 
 
-def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = MPI_TIMEOUT) -> dict[str, np.ndarray]:
+def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = MPI_TIMEOUT,
+                  micro_batches: int = 1) -> dict[str, np.ndarray]:
     """`forge-split run --mpi`: the outputs of the plan or split in
     `folder`, run with one MPI process per device it is for."""
     from forge_opt.plan.folder import read_split
@@ -114,4 +116,4 @@ def run_split_mpi(folder: Path, inputs: dict[str, np.ndarray], timeout: float = 
         raise ForgeOptError(f"{folder}: a split for one device has nothing to run under MPI "
                             "(forge-split MODEL --devices P writes one for several)")
     # a split's outputs have no split axis: each process's must then be the same
-    return agreed(plan, run_mpi(folder, inputs, devices, timeout), str(folder))
+    return agreed(plan, run_mpi(folder, inputs, devices, timeout, micro_batches), str(folder))

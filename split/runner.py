@@ -44,6 +44,7 @@ from forge_opt.interpreters.shard import Collectives, MpiMember, block, run_thre
 from forge_opt.plan.folder import SplitGraph, read_split
 from forge_opt.plan.graph_infos import BRANCHES, DEVICE, INFOS, Branches, Collective, Loop, Plan
 from forge_opt.split.folder import converted_from_this, converted_module, host_weights, parallel_dir, returned
+from forge_opt.split.micro_batches import cut_inputs, join_outputs
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.static_cache import POSITION
 
@@ -98,6 +99,7 @@ class _How:
     # device outputs, its model, its folder, its inputs), for a check to compare with onnxruntime
     record: list | None = None
     executor: str = "standin"  # what runs a device sub-model: its converted module, or XLA (recompiled)
+    micro_batches: int = 1  # the inputs cut along axis 0 into this many parts, run one after another
     # each device sub-model's program, made once a run: a Loop's body runs its sub-models at every iteration
     programs: dict = field(default_factory=dict)
 
@@ -117,22 +119,28 @@ class _How:
 def run_split(
     folder: Path, inputs: dict[str, np.ndarray], mode: str = "device", recompile: bool = False,
     member: MpiMember | None = None, loop_seconds: float = LOOP_SECONDS, record: list | None = None,
-    executor: str = "standin",
+    executor: str = "standin", micro_batches: int = 1,
 ) -> dict[str, np.ndarray]:
     """The model's outputs (by name) from its split in `folder`; with
     `member`, as one process of an MPI job with one process per device;
     a run-time Loop stops the run after `loop_seconds`; with `record`, each
     device sub-model's inputs and outputs are kept (`_How.record`); with
     `executor="xla"`, each device sub-model is compiled again and its
-    StableHLO form run on XLA CPU."""
+    StableHLO form run on XLA CPU; with `micro_batches` M, the inputs are
+    M times the split's batch, run in M parts (`micro_batches.py`)."""
     if mode not in ("device", "cpu"):
         raise ForgeOptError(f"mode '{mode}' is neither 'device' nor 'cpu'")
-    return _run(folder, inputs, _How(mode, recompile, member, loop_seconds, record, executor))
+    if micro_batches < 1:
+        raise ForgeOptError(f"--micro-batches {micro_batches}: give 1 or more")
+    return _run(folder, inputs, _How(mode, recompile, member, loop_seconds, record, executor, micro_batches))
 
 
 def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np.ndarray]:
     plan, graphs = read_split(folder)
     if plan.is_parallel:
+        if how.micro_batches > 1:
+            raise ForgeOptError(f"{folder}: --micro-batches runs a split's sub-models (forge-split), not a "
+                                "tensor-parallel plan")
         if how.mode == "cpu":
             raise ForgeOptError(f"{folder}: a tensor-parallel plan has no CPU mode (its segments are Forge modules)")
         return agreed(plan, how.every_device(folder, inputs), str(folder))
@@ -144,6 +152,26 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
     stage = None if how.member is None or plan.stages == 1 else how.member.rank // devices
     stage_how = how if stage is None else replace(
         how, member=how.member.group(stage) if devices > 1 else None)  # type: ignore[union-attr]
+    parts = [inputs]
+    if how.micro_batches > 1:
+        if plan.static_cache is not None:
+            raise ForgeOptError(f"{folder}: a split that keeps a static KV cache runs one batch at a time: "
+                                "--micro-batches takes a split without --max-length")
+        parts = cut_inputs({x: plan.whole_shape(x) for x in plan.inputs()}, inputs, how.micro_batches)
+    # each part through every stage in turn: under MPI a stage goes on to the next part as it sends this one
+    runs = [_walk(plan, graphs, part, how, stage, stage_how) for part in parts]
+    if stage is not None:
+        for values in runs:
+            _outputs_to_host(plan, graphs, values, how.member, devices)  # type: ignore[arg-type]
+    outputs = [returned(plan, folder, values) for values in runs]
+    return outputs[0] if len(outputs) == 1 else join_outputs(outputs)
+
+
+def _walk(plan: Plan, graphs: list[SplitGraph], inputs: dict[str, np.ndarray], how: _How, stage: int | None,
+          stage_how: _How) -> dict[str, np.ndarray]:
+    """Every value the split's sub-models compute from `inputs`, run in
+    order (under MPI, this process's stage's and those sent to it)."""
+    devices = plan.parallel
     values = _model_inputs(plan, inputs)
     for g in graphs:
         host_weights(g, values)
@@ -168,9 +196,7 @@ def _run(folder: Path, inputs: dict[str, np.ndarray], how: _How) -> dict[str, np
             # onnxruntime, or ONNX's reference implementation where onnxruntime cannot
             outputs = how.on_host(_cpu_outputs, model, g.model_path.parent, feeds)
         _keep(g, plan, outputs, values)
-    if stage is not None:
-        _outputs_to_host(plan, graphs, values, how.member, devices)  # type: ignore[arg-type]
-    return returned(plan, folder, values)
+    return values
 
 
 def _feeds(g: SplitGraph, plan: Plan, values: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
@@ -303,7 +329,7 @@ def _run_branch(g: SplitGraph, info: Branches, values: dict[str, np.ndarray], ho
     runs with the outer values it reads; its outputs become the If's."""
     then, orelse = BRANCHES
     which = then if _flag(g, f"If's condition '{info.condition}'", values[info.condition]) else orelse
-    outputs = _run(g.subgraphs[which], values, how)  # the split takes the values it reads
+    outputs = _run(g.subgraphs[which], values, replace(how, micro_batches=1))  # the split takes the values it reads
     for result, inner in zip(info.results, info.of(which).outputs):
         if result:
             values[result] = outputs[inner]
@@ -329,7 +355,7 @@ def _run_loop(g: SplitGraph, info: Loop, plan: Plan, values: dict[str, np.ndarra
                                 "condition still holds (--loop-seconds raises the limit)")
         feeds = dict(values)
         feeds.update(zip(body.inputs, [np.array(step, np.int64), np.array(going), *carried]))
-        outputs = _run(g.subgraphs["body"], feeds, how)
+        outputs = _run(g.subgraphs["body"], feeds, replace(how, micro_batches=1))
         going = _flag(g, "Loop body's condition", outputs[body.outputs[0]])
         carried = [outputs[x] for x in body.outputs[1:1 + n]]
         for k, x in enumerate(body.outputs[1 + n:]):

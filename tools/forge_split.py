@@ -192,7 +192,7 @@ def _add_model_inputs(inputs: dict[str, np.ndarray], model_path: str) -> None:
         inputs[info.name] = random_array([d.dim_value for d in dims], dtype, rng)
 
 
-def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
+def _load_inputs(path: str | None, folder: Path, micro_batches: int = 1) -> dict[str, np.ndarray]:
     import onnx
 
     from forge_opt.execution.engine import index_bounds, random_array
@@ -211,6 +211,8 @@ def _load_inputs(path: str | None, folder: Path) -> dict[str, np.ndarray]:
     inputs = {}
     for name in plan.inputs():
         shape = plan.whole_shape(name)  # a KV cache's past: the plan lists one device's block
+        if micro_batches > 1 and shape:
+            shape[0] *= micro_batches
         if any(d < 0 for d in shape):
             raise ForgeOptError(f"input '{name}' has no static shape; pass --inputs")
         inputs[name] = random_array(shape, np.dtype(plan.tensors[name].dtype), rng, bounds.get(name))
@@ -237,6 +239,9 @@ def _run(argv: list[str]) -> int:
                    help=f"tolerance relative to each output's scale (default {RTOL})")
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")
     p.add_argument("--pcc", type=float, default=MIN_PCC, help=f"minimum PCC (default {MIN_PCC})")
+    p.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                   help="the inputs are M times the split's batch (axis 0): run them in M parts, one after another, "
+                        "and join the outputs; under --mpi a pipeline's stages work on different parts at once")
     p.add_argument("--loop-seconds", type=float, default=60.0, metavar="S",
                    help="how long a run-time Loop may run before the run stops it (default 60)")
     args = p.parse_args(argv)
@@ -247,8 +252,10 @@ def _run(argv: list[str]) -> int:
     from forge_opt.frontends.onnx import load_model
     from forge_opt.split.api import run_split
 
+    if args.micro_batches < 1:
+        raise ForgeOptError(f"--micro-batches {args.micro_batches}: give 1 or more")
     folder = Path(args.folder)
-    inputs = _load_inputs(args.inputs, folder)
+    inputs = _load_inputs(args.inputs, folder, args.micro_batches)
     if args.check and args.model and not args.inputs:
         _add_model_inputs(inputs, args.model)
     from forge_opt.plan.folder import read_split
@@ -267,9 +274,10 @@ def _run(argv: list[str]) -> int:
             raise ForgeOptError("--mpi runs the converted modules on the devices: leave out --mode cpu and --recompile")
         from forge_opt.split.mpi import run_split_mpi
 
-        outputs = run_split_mpi(folder, inputs, args.timeout)
+        outputs = run_split_mpi(folder, inputs, args.timeout, args.micro_batches)
     else:
-        outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile, loop_seconds=args.loop_seconds)
+        outputs = run_split(folder, inputs, mode=args.mode, recompile=args.recompile, loop_seconds=args.loop_seconds,
+                            micro_batches=args.micro_batches)
     if not args.check:
         for name, value in outputs.items():
             print(f"{name}: shape {list(value.shape)} dtype {value.dtype}")
@@ -286,7 +294,7 @@ def _run(argv: list[str]) -> int:
         # the same split with its device sub-models on onnxruntime: tells a lowering bug, not a split's
         print("reference: this split on the CPU (give --model to compare with the whole model: only that "
               "sees an error of the split itself)")
-        want = run_split(folder, inputs, mode="cpu", loop_seconds=args.loop_seconds)
+        want = run_split(folder, inputs, mode="cpu", loop_seconds=args.loop_seconds, micro_batches=args.micro_batches)
     return _compared(want, outputs, args)
 
 

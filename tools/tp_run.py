@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--progress", metavar="FILE",
                    help="where each device says which collective it has reached ({rank} is the device), for a "
                         "launcher to name a device the others wait for")
+    p.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                   help="the inputs are M times the split's batch: run them in M parts along axis 0, one after "
+                        "another (a pipeline's stages overlap)")
     args = p.parse_args(argv)
     from forge_opt.interpreters.shard import MpiMember
     from forge_opt.plan.folder import read_split
@@ -53,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         inputs = load_arrays(args.inputs)
         folder = Path(args.folder)
         plan = read_split(folder)[0]
-        if plan.is_parallel:
+        if plan.is_parallel and args.micro_batches == 1:  # (run_split refuses micro-batches of a plan)
             outputs = run_parallel(folder, inputs, member)[0]
         else:
-            outputs = run_split(folder, inputs, member=member)
+            outputs = run_split(folder, inputs, member=member, micro_batches=args.micro_batches)
         if args.output:
             save_arrays(args.output.replace("{rank}", str(member.rank)), outputs)
         # every device completed: one that ended early without a word (os._exit, a signal) fails the job here

@@ -56,8 +56,8 @@ class CheckOptions:
     timeout: float = option(
         "--timeout", MPI_TIMEOUT, ("mpi", "--timeout bounds how long MPI processes wait for each other: it goes "
                                           "with --mpi"), group=DEVICES, metavar="S",
-        help="with --mpi: end the run when a device has not reached, S seconds after the first device entered it, "
-        f"a collective the others wait in, naming it (default {MPI_TIMEOUT:g})")
+        help="with --mpi: end the run when a device has kept another waiting S seconds, in a collective of theirs or "
+        f"for a message it sends, naming it (default {MPI_TIMEOUT:g})")
     min_device_ops: int = option("--min-device-ops", 1)  # a split's device sub-model of fewer ops goes to the CPU
     max_length: int = option(
         "--max-length", 0, ("steps", "--max-length sizes the KV cache of a decode: it goes with --decode N"),

@@ -30,9 +30,10 @@ def run_mpi(folder: Path, feeds: dict[str, np.ndarray], devices: int,
             timeout: float = MPI_TIMEOUT, micro_batches: int = 1) -> list[dict[str, np.ndarray]]:
     """Run the plan or split in `folder` with `mpiexec -n P` (one process
     per device, `tools/tp_run.py`); each process's outputs. A device that
-    has not reached the collective the others wait in `timeout` seconds
-    after the first of them entered it ends the run, and the error names
-    it; so does a device that ended early, however it ended."""
+    keeps another waiting `timeout` seconds (in a collective of theirs, or
+    for a message it sends: `mpi_progress`) ends the run, and the error
+    names it; so does a device that ended early, however it ended.
+    `micro_batches`: as `run_split`'s."""
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
     if mpiexec is None:
         raise ForgeOptError("--mpi needs mpiexec: pip install 'forge-opt[distributed]' (mpi4py and the mpich wheel)")

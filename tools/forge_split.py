@@ -233,8 +233,8 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--mpi", action="store_true",
                    help="a plan or a split for several devices: run one MPI process per device (mpiexec)")
     p.add_argument("--timeout", type=float, default=MPI_TIMEOUT, metavar="S",
-                   help="with --mpi: end the run when a device has not reached, S seconds after the first device "
-                   "entered it, a collective the others wait in, naming it (default %(default)g)")
+                   help="with --mpi: end the run when a device has kept another waiting S seconds, in a collective "
+                   "of theirs or for a message it sends, naming it (default %(default)g)")
     p.add_argument("--rtol", type=float, default=RTOL,
                    help=f"tolerance relative to each output's scale (default {RTOL})")
     p.add_argument("--atol", type=float, default=ATOL, help=f"absolute floor of the tolerance (default {ATOL})")

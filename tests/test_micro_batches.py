@@ -82,7 +82,7 @@ def test_parts_and_joins_along_axis_0():
     assert [p["x"][0, 0] for p in parts] == [0, 6, 12, 18] and all(p.keys() == {"x"} for p in parts)
     assert join_outputs(parts)["x"].tolist() == np.arange(24).reshape(8, 3).tolist()
     with pytest.raises(ForgeOptError, match="output 'loss' is a scalar"):
-        join_outputs([{"loss": np.float32(1)}])
+        join_outputs([{"loss": np.array(1, np.float32)}])
     with pytest.raises(ForgeOptError, match=r"input 's' of shape \[\] has no batch axis"):
         micro_shapes({"s": []}, 2)
 

@@ -297,9 +297,12 @@ class SizedDevices:
 
     def prepare(self, loaded: Loaded) -> Loaded:
         o = self.options
-        sizing = _sized(loaded, o.compile, steps=o.steps, max_length=o.max_length, growing_cache=o.growing_cache)
-        self.table = [*sizing.table, f"devices: {sizing.devices}"]
-        self.inner = self.make(replace(o, compile=o.compile.at(sizing.devices)))
+        if o.stages > 1:
+            devices, self.table = _sized_stages(loaded, o)
+        else:
+            sizing = _sized(loaded, o.compile, steps=o.steps, max_length=o.max_length, growing_cache=o.growing_cache)
+            devices, self.table = sizing.devices, [*sizing.table, f"devices: {sizing.devices}"]
+        self.inner = self.make(replace(o, compile=o.compile.at(devices)))
         self.failed = self.inner.failed
         try:
             return self.inner.prepare(loaded)
@@ -339,8 +342,40 @@ def size_devices(
                   max_length=max_length, growing_cache=growing_cache)
 
 
-def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: int, growing_cache: bool):
-    """`size_devices` of a model loaded."""
+def _sized_stages(loaded: Loaded, options: CheckOptions) -> tuple[int, list[str]]:
+    """`--stages S --device-memory`: the smallest P whose share of every
+    stage fits, each stage measured as it is cut (its own layers' weights
+    and KV cache; its inputs as the run's); the table of each stage."""
+    import tempfile
+
+    from forge_opt.frontends.onnx import load_model
+    from forge_opt.plan.folder import read_split
+
+    o = options
+    with tempfile.TemporaryDirectory() as tmp:
+        split_resolved(resolve_model(loaded.model, loaded.sizes, loaded.base), Path(tmp), stages=o.stages,
+                       static_cache=o.compile.static_cache)
+        stages = [Loaded(*load_model(g.model_path), None, InputShapes()) for g in read_split(Path(tmp))[1]]
+        def size(k: int, start: int = 1, table: list[str] | None = None):
+            try:
+                return _sized(stages[k], o.compile, steps=0, max_length=0, growing_cache=True, start=start,
+                              table=table)
+            except ForgeOptError as e:
+                raise ForgeOptError(f"--stages {o.stages}, stage {k}: {e}") from None
+
+        sizings = [size(k) for k in range(len(stages))]
+        devices = max(s.devices for s in sizings)
+        while any(s.devices < devices for s in sizings):  # a stage that fit on fewer, measured at this count
+            sizings = [s if s.devices >= devices else size(k, devices, s.table) for k, s in enumerate(sizings)]
+            devices = max(s.devices for s in sizings)
+    table = [line for k, s in enumerate(sizings) for line in (f"stage {k}:", *s.table)]
+    return devices, [*table, f"devices: {devices} a stage"]
+
+
+def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: int, growing_cache: bool,
+           start: int = 1, table: list[str] | None = None):
+    """`size_devices` of a model loaded, from `start` devices up (a search
+    resumed: its `table`)."""
     import tempfile
 
     from xdsl.context import Context
@@ -359,7 +394,9 @@ def _sized(loaded: Loaded, options: CompileOptions, *, steps: int, max_length: i
             resolved = resolve_model(loaded.model, InputShapes.of(static[1]), loaded.base)
     sized = OnnxToForgePass.of(replace(options, static_cache=static_cache))
     module = resolved.module.clone()  # the passes before sharing run on it
-    sizing = sized.size(Context(), module)
+    sizing = sized.size(Context(), module, start)
+    if table is not None:
+        sizing.table = [*table, *sizing.table[1:]]
     # the estimate counts the program's weights; what a device stores is what the writer writes (the
     # constants its modules compute, a block each segment declares): each count chosen is written to see
     while sizing.devices > 1:

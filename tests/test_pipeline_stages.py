@@ -139,6 +139,28 @@ def test_a_stage_that_keeps_the_next_waiting_is_the_one_named(tmp_path):
     assert "device 2: last receive from device 0, 1 entered in all" in said
 
 
+def test_device_memory_sizes_the_devices_of_each_stage_by_what_the_stage_stores(capsys):
+    """Each of Llama's 2 stages stores half the weights: 2 devices a stage
+    fit 40,000 bytes, where the whole model would need 4."""
+    args = [str(model_path("llama")), "--stages", "2", "--dim", "batch_size=1", "--dim", "sequence_length=4",
+            "--dim", "past_sequence_length=3"]
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([*args, "--device-memory", "40000"])
+    said = capsys.readouterr()
+    assert done.value.code == MATCH, said.err
+    text = said.out + said.err
+    assert "stage 0:\ndevices      parameters     kv cache     per device  fits 40,000 bytes\n" in text
+    assert "\nstage 1:\n" in text and "\ndevices: 2 a stage\n" in text
+    assert "each stage tensor-parallel on 2 devices (2 x 2 = 4 devices)" in text
+    rows = [line.split() for line in text.splitlines() if line.startswith("2 ")]
+    assert len(rows) == 2 and all(int(r[2].replace(",", "")) == 448 for r in rows)  # one layer's cache, halved
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([*args, "--device-memory", "1000", "--max-devices", "2"])
+    assert done.value.code == NOT_COMPILED
+    assert "--stages 2, stage 0: no device count up to 2 fits the model in 1,000 bytes per device" in \
+        capsys.readouterr().err
+
+
 def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):
     """The bit-for-bit comparison can fail: one unit in the last place of
     one logit, well inside the tolerance onnxruntime is judged by."""

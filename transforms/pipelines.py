@@ -144,14 +144,15 @@ class OnnxToForgePass(CompileOptions, ModulePass):
                    self.verify_each)
         op.attributes[SIZING_ATTR] = StringAttr("\n".join([*sizing.table, f"devices: {sizing.devices}"]))
 
-    def size(self, ctx: Context, op: ModuleOp) -> Sizing:
+    def size(self, ctx: Context, op: ModuleOp, start: int = 1) -> Sizing:
         """`device-memory`: run the passes before sharing on `op` (the program
         measured as it will run: its cache static, in its format) and choose
-        the device count. forge-check --device-memory sizes by this too."""
+        the device count, from `start` up. forge-check --device-memory sizes
+        by this too."""
         from forge_opt.transforms.tp.sizing import choose_devices
 
         run_passes([p for p in self.passes(2) if isinstance(p, _BEFORE_SIZING)], ctx, op, self.verify_each)
-        return choose_devices(op, self)
+        return choose_devices(op, self, start)
 
 
 #: what onnx-to-forge{device-memory=} runs before it chooses the device count

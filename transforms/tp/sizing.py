@@ -9,6 +9,7 @@ replicated cache count as they will.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -53,9 +54,21 @@ def device_bytes(module: ModuleOp, weight_format: FormatName = FormatName.FLOAT3
     for func in module.ops:
         if isinstance(func, FuncOp) and func.body.blocks and isinstance(ret := func.body.block.last_op, ReturnOp):
             args = func.body.block.args
-            cache += sum(dtypes.tensor_nbytes(v.type) for v in ret.arguments
-                         if static_past(v) is not None or any(pairs_as_cache(a, v) for a in args))
+            cache += sum(dtypes.tensor_nbytes(v.type) for v in ret.arguments if _extends_a_cache(v, args))
     return params, cache
+
+
+def _extends_a_cache(v: SSAValue, args: Sequence[SSAValue]) -> bool:
+    """Whether result `v` is a KV cache's present: a static cache written in
+    place, or the Concat of its past input and the new entries (an empty
+    past's folded away). A result that only differs in one size from an
+    input (a pipeline stage's logits from the hidden state it receives) is not."""
+    if static_past(v) is not None:
+        return True
+    pasts = [a for a in args if pairs_as_cache(a, v)]
+    if isinstance(v.owner, tir.ConcatOp):
+        return any(a in v.owner.operands for a in pasts)
+    return any(0 in dtypes.tensor(a.type).get_shape() for a in pasts)
 
 
 def _is_float(t) -> bool:

@@ -345,17 +345,23 @@ def size_devices(
 def _sized_stages(loaded: Loaded, options: CheckOptions) -> tuple[int, list[str]]:
     """`--stages S --device-memory`: the smallest P whose share of every
     stage fits, each stage measured as it is cut (its own layers' weights
-    and KV cache; its inputs as the run's); the table of each stage."""
+    and KV cache, a decode's at its static cache's length); the table of
+    each stage."""
     import tempfile
 
     from forge_opt.frontends.onnx import load_model
     from forge_opt.plan.folder import read_split
 
     o = options
+    resolved, positions = resolve_model(loaded.model, loaded.sizes, loaded.base), o.compile.static_cache
+    if o.steps and not o.growing_cache:  # a decode's stages hold its static cache's positions
+        static = _static_decode(resolved.module, loaded.model, o.steps, o.max_length)
+        if static is not None:
+            positions, resolved = static[0], resolve_model(loaded.model, InputShapes.of(static[1]), loaded.base)
     with tempfile.TemporaryDirectory() as tmp:
-        split_resolved(resolve_model(loaded.model, loaded.sizes, loaded.base), Path(tmp), stages=o.stages,
-                       static_cache=o.compile.static_cache)
+        split_resolved(resolved, Path(tmp), stages=o.stages, static_cache=positions)
         stages = [Loaded(*load_model(g.model_path), None, InputShapes()) for g in read_split(Path(tmp))[1]]
+
         def size(k: int, start: int = 1, table: list[str] | None = None):
             try:
                 return _sized(stages[k], o.compile, steps=0, max_length=0, growing_cache=True, start=start,

@@ -161,6 +161,17 @@ def test_device_memory_sizes_the_devices_of_each_stage_by_what_the_stage_stores(
         capsys.readouterr().err
 
 
+def test_device_memory_sizes_a_decodes_stages_with_their_static_cache(capsys):
+    with pytest.raises(SystemExit) as done:
+        forge_check.main([str(model_path("llama")), "--stages", "2", "--decode", "4", "--device-memory", "40000",
+                          "--dim", "batch_size=1", "--dim", "sequence_length=4", "--dim", "past_sequence_length=3"])
+    said = capsys.readouterr()
+    assert done.value.code == MATCH, said.err
+    # each stage's one layer: K and V of 2 heads x 15 positions x 8, float32
+    rows = [r for r in map(str.split, (said.out + said.err).splitlines()) if r[:1] == ["1"] and r[-1] in ("yes", "no")]
+    assert [r[2] for r in rows] == ["1,920", "1,920"]
+
+
 def test_a_stage_output_off_by_one_unit_is_a_mismatch(monkeypatch):
     """The bit-for-bit comparison can fail: one unit in the last place of
     one logit, well inside the tolerance onnxruntime is judged by."""

@@ -71,6 +71,12 @@ class Stages:
         if o.micro_batches > 1:  # the stages are compiled for one part of the batch
             whole = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph_inputs(prepared.model)}
             self.part = micro_shapes(whole, o.micro_batches)
+            fixed = [i.name for i in graph_inputs(loaded.model) if i.type.tensor_type.shape.dim[:1]
+                     and i.type.tensor_type.shape.dim[0].HasField("dim_value")]
+            if fixed:
+                raise ForgeOptError(f"--micro-batches {o.micro_batches}: the model's input '{fixed[0]}' has a fixed "
+                                    f"batch of {whole[fixed[0]][0]} (axis 0), and the stages are compiled for "
+                                    f"{self.part[fixed[0]][0]}: export it with a symbolic batch")
             self.in_parts = resolve_model(loaded.model, InputShapes(self.part), loaded.base)
         return prepared
 

@@ -7,6 +7,7 @@ under MPI, where the stages work on different parts at once."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from test_llm_decoders import model_path, optimum_feeds
 from test_tensor_parallel import needs_mpiexec
@@ -67,6 +68,21 @@ def test_a_batch_the_parts_do_not_divide_is_refused():
     assert report.status == NOT_COMPILED
     assert "--micro-batches 2: input 'input_ids' of shape [3, 4] has no batch axis that 2 divides (axis 0)" in \
         report.format()
+
+
+def test_a_model_whose_batch_is_fixed_is_refused(tmp_path):
+    model = onnx.load(model_path("llama"))
+    for v in model.graph.input:
+        batch = v.type.tensor_type.shape.dim[0]
+        if batch.dim_param == "batch_size":
+            batch.Clear()
+            batch.dim_value = 4
+    onnx.save(model, tmp_path / "fixed.onnx")
+    report = check_stages(tmp_path / "fixed.onnx", 2, optimum_feeds("llama", {**PART, "batch_size": 4}),
+                          micro_batches=2)
+    assert report.status == NOT_COMPILED
+    assert "--micro-batches 2: the model's input 'input_ids' has a fixed batch of 4 (axis 0), and the stages are " \
+           "compiled for 2: export it with a symbolic batch" in report.format()
 
 
 def test_a_split_keeping_a_static_cache_and_a_tensor_parallel_plan_take_one_batch(tmp_path):

@@ -51,7 +51,8 @@ class CompileOptions:
     device_memory: int | str = option(
         "--device-memory", 0, group=DEVICES, metavar="BYTES", kind=str,
         help="choose --devices: the smallest count whose per-device parameters and KV cache fit in BYTES (e.g. "
-        "512MiB, 24GB), with the table of each count tried")
+        "512MiB, 24GB), with the table of each count tried; with --stages, the devices of each stage, from what "
+        "the stage stores")
     max_devices: int = option(
         "--max-devices", MAX_DEVICES, ("device_memory", "--max-devices goes with --device-memory"), group=DEVICES,
         metavar="N", help=f"with --device-memory: the most devices to consider (default {MAX_DEVICES})")

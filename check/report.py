@@ -13,6 +13,7 @@ from forge_opt.check.bisect import Divergence, LayerError, format_layers
 from forge_opt.check.compare import OutputResult, compared_verdict
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
+from forge_opt.transforms.stage_cuts import Cut
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
 #: outputs that differ only where the oracle does not reproduce itself (`conditioning`): no verdict on them
@@ -30,6 +31,7 @@ class CheckReport:
     forge_python: str = ""
     emitted: ForgePythonModule | None = None  # the module and its computed constants, for --emit
     plan: Plan | None = None  # what `--devices P` compiled: its segments, devices and collectives
+    cut: Cut | None = None  # what `--stages S` cut: each stage's layers, stored weights and activations sent
     divergence: Divergence | None = None  # with bisect=True
     bisected: bool = False
     layers: list[LayerError] | None = None  # with --layers

@@ -37,6 +37,7 @@ from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
 from forge_opt.plan.graph_infos import Plan
 from forge_opt.targets.forge_python import ForgePythonModule
+from forge_opt.transforms.stage_cuts import Cut
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Ran:
     notes: list[str] = field(default_factory=list)
     emitted: ForgePythonModule | None = None
     plan: Plan | None = None  # a tensor-parallel run's plan
+    cut: Cut | None = None  # a pipeline's stages
     bisect: Callable[[], Divergence | None] | None = None  # the first diverging node, asked on a mismatch
     layers: Callable[[], list[LayerError]] | None = None  # every node output's distance, asked by --layers
     # what still verifies when outputs are ill-conditioned (a split's device sub-models, each on its own
@@ -161,5 +163,6 @@ def _judged(options: CheckOptions, loaded: Loaded, model, feeds: dict[str, np.nd
         if verified:
             notes.append(verified)
     return CheckReport(status, results, error="\n".join(filter(None, [*ran.problems, why])), summary=ran.summary,
-                       forge_python=forge_python, emitted=ran.emitted, plan=ran.plan, oracle=reference.oracle,
-                       oracle_note=reference.why, notes=[*notes, *ran.notes], ill_conditioned=ill)
+                       forge_python=forge_python, emitted=ran.emitted, plan=ran.plan, cut=ran.cut,
+                       oracle=reference.oracle, oracle_note=reference.why, notes=[*notes, *ran.notes],
+                       ill_conditioned=ill)

@@ -38,6 +38,7 @@ from forge_opt.split.partition import Partition
 from forge_opt.split.runner import agreed
 from forge_opt.split.stages import schedule_report, stage_of_nodes
 from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.stage_cuts import Cut
 from forge_opt.transforms.tp.plan_file import model_and_name
 
 
@@ -57,6 +58,7 @@ class Stages:
         self.given: Loaded | None = None  # the model as the user gave it: what --annotate annotates
         self.part: dict[str, tuple[int, ...]] = {}  # with --micro-batches: each input's shape in one part
         self.in_parts: Resolved | None = None  # and the model resolved for it, which the stages are cut from
+        self.cut: Cut | None = None  # where the stages were cut, and what each holds and sends
 
     def prepare(self, loaded: Loaded) -> Loaded:
         o = self.options
@@ -99,8 +101,14 @@ class Stages:
         return program, report + f"\nunder MPI: {processes} processes"
 
     def run(self, prepared: Loaded, feeds: dict[str, np.ndarray], reference: Expected, folder: Path) -> Ran:
+        ran = self._ran(prepared, feeds, folder)
+        ran.cut = self.cut
+        return ran
+
+    def _ran(self, prepared: Loaded, feeds: dict[str, np.ndarray], folder: Path) -> Ran:
         assert self.resolved is not None
         summary, partition, _ = self._split(self.in_parts or self.resolved, folder / "split")
+        self.cut = partition.cut
         notes = [self._annotate(partition)] if self.options.annotate else []
         if self.options.tt_mlir:
             notes.append(self._tt_mlir(folder))

@@ -72,6 +72,7 @@ def test_stages_on_two_devices_each_match():
     assert report.status == MATCH, text
     assert "each stage tensor-parallel on 2 devices (2 x 2 = 4 devices)" in report.summary
     assert "sums the partial residual stream" in text or "bit for bit" in text
+    assert report.cut is not None and [s.layers for s in report.cut.stages] == ["0-0", "1-1"]  # for the API
 
 
 @pytest.mark.parametrize(("name", "devices"), [("llama", 1), ("gpt2", 1), ("qwen2", 2)])

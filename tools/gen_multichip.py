@@ -14,7 +14,6 @@ mesh axis and per layer, the ring steps beside the line of R·C devices'.
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,6 @@ import numpy as np
 from forge_opt.check.report import NOT_COMPILED, VERDICTS
 from forge_opt.check.split import check_parallel
 from forge_opt.check.stages import check_stages
-from forge_opt.split.api import split_model
 from forge_opt.targets.devices.mesh_report import line_collectives, per_layer, ring_steps
 from forge_opt.tools.generated_file import generator_main
 
@@ -141,9 +139,7 @@ def pipeline_row(entry: Entry, stages: int = 2) -> str:
     verdict = VERDICTS[report.status]
     if report.status == NOT_COMPILED:
         return f"| – | – | – | – | {verdict}: {(report.error or '').splitlines()[0][:120]} |"
-    with tempfile.TemporaryDirectory() as tmp:
-        partition, _ = split_model(path, tmp + "/split", stages=stages, dims=entry.dims)
-    cut = partition.cut
+    cut = report.cut
     assert cut is not None
     layers = ", ".join(st.layers or "–" for st in cut.stages)
     weights = " / ".join(f"{st.weight_bytes:,}" for st in cut.stages)

@@ -4,7 +4,9 @@ every CPU.
 onnxruntime runs the model with its graph optimizations off: fused kernels
 (QDQ into int8 convolutions, Conv+BatchNormalization, attention) compute
 something close to the model and differ between AVX2 and AVX-512 machines;
-the graph as written is the semantics. ONNX's reference implementation is
+the graph as written is the semantics. Its 8-bit integer products differ
+between CPUs even so, and are written as ONNX's exact arithmetic first
+(`exact_integers`). ONNX's reference implementation is
 the oracle only where onnxruntime lacks what the model needs (an op, a form
 of one, an opset or IR version), and the report says so. Inputs the model
 does not accept are an input error before anything runs: onnxruntime would
@@ -28,6 +30,7 @@ import onnx
 from onnx import ModelProto
 
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.execution.exact_integers import with_exact_integer_products
 from forge_opt.frontends.onnx.shapes import dim_size, is_known, symbol_names
 from forge_opt.frontends.onnx.values import with_external_data
 
@@ -205,8 +208,10 @@ def onnxruntime_outputs(
     model: ModelProto, base: Path | None, feeds: dict[str, np.ndarray], *, optimized: bool = False, threads: int = 0
 ) -> list[np.ndarray]:
     """The model's outputs on onnxruntime's CPU provider, its graph as written
-    (`optimized`: with onnxruntime's default rewrites; `threads`: its
-    intra-op threads, 0 its default; both for measuring the checker).
+    and its integer products exact (`with_exact_integer_products`).
+    `optimized`: with onnxruntime's default rewrites but its 8-bit fusions;
+    `threads`: its intra-op threads, 0 its default; both for measuring the
+    checker.
     Raises `_Unsupported` where onnxruntime lacks what the model needs,
     `ForgeOptError` for anything else it refuses."""
     try:
@@ -218,12 +223,15 @@ def onnxruntime_outputs(
     options.log_severity_level = 4  # fatal only: its errors reach the user in our report
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    else:  # its rewrites, but no QDQ group fused into an 8-bit kernel, whose sums differ by CPU (`exact_integers`)
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
     options.intra_op_num_threads = threads
     if base is not None:  # the model is given as bytes: its external data paths are relative to its folder
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(base))
     loading = True
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        exact = with_exact_integer_products(model).SerializeToString()
+        session = ort.InferenceSession(exact, options, providers=["CPUExecutionProvider"])
         loading = False
         # copied: an array onnxruntime returns keeps its session's whole memory arena alive
         return [np.array(value) for value in session.run(None, feeds)]

@@ -122,3 +122,18 @@ def test_integer_matmuls_are_exact_over_long_sums(k):
                    [_vi("y", [3, 4], TensorProto.INT32)], zeros)
     report = check_model(model, {"a": a, "b": b}, rtol=0, atol=0)
     assert report.status == MATCH, report.error or report.format()
+
+
+@pytest.mark.parametrize("m", [4, 64])
+def test_an_integer_matmuls_zero_point_per_row_is_subtracted_along_the_rows(m):
+    """a_zero_point [M]: broadcast along a's columns it did not compile at
+    M != K and was wrong at M == K."""
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (m, 64)).astype(np.uint8)
+    b = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    zeros = [numpy_helper.from_array(rng.integers(0, 256, m).astype(np.uint8), "a_zero")]
+    model = _model([helper.make_node("MatMulInteger", ["a", "b", "a_zero"], ["y"])],
+                   [_vi("a", [m, 64], TensorProto.UINT8), _vi("b", [64, 8], TensorProto.INT8)],
+                   [_vi("y", [m, 8], TensorProto.INT32)], zeros)
+    report = check_model(model, {"a": a, "b": b}, rtol=0, atol=0)
+    assert report.status == MATCH, report.error or report.format()

@@ -108,12 +108,17 @@ def integer_matmul(
     e: TirEmitter, a: SSAValue, b: SSAValue, a_zero: SSAValue | None, b_zero: SSAValue | None
 ) -> SSAValue:
     """(a - a_zero) @ (b - b_zero) exactly, as int32: float32 Matmuls over
-    parts of the summed axis short enough to be exact, cast and added."""
+    parts of the summed axis short enough to be exact, cast and added.
+    a_zero is a scalar or one per row of a ([M])."""
     i32 = IntegerType(32)
     fa = e.value(tir.CastOp(a, f32))
     fb = e.value(tir.CastOp(b, f32))
     if a_zero is not None:
-        fa = e.binary(BinaryFn.SUB, fa, e.cast_like(a_zero, fa))
+        zero = e.cast_like(a_zero, fa)
+        rows = static_shape(zero, e, "a_zero_point")
+        if len(rows) == 1 and rows[0] != 1:  # one per row of a: [M] along a's rows, not its columns
+            zero = e.reshape(zero, [rows[0], 1])
+        fa = e.binary(BinaryFn.SUB, fa, zero)
     if b_zero is not None:
         fb = e.binary(BinaryFn.SUB, fb, e.cast_like(b_zero, fb))
     a_shape, b_shape = static_shape(fa, e), static_shape(fb, e)

@@ -110,9 +110,11 @@ class _Writer:
         scaled = self.add("Mul", [self.add("Cast", [product], to=fp32), scale])
         if self.per_row(y_scale):  # a one per row, of y_scale's shape, on the rows axis
             y_wide = self.add("Cast", [y_scale], to=fp32)
-            one, axis = self.add("Div", [y_wide, y_wide]), {"axis": -2}
+            one = self.add("Div", [y_wide, y_wide])
         else:  # per tensor: a scalar scale and zero point ([1] is allowed in QLinearMatMul)
-            one, axis = self.constant(np.array(1.0, np.float32)), {}
+            one = self.constant(np.array(1.0, np.float32))
             y_zero = self.add("Reshape", [y_zero, self.constant(np.zeros(0, np.int64))])
-        self.nodes.append(helper.make_node("QuantizeLinear", [scaled, one, y_zero], [node.output[0]], name=node.name,
-                                           **axis))
+        quantize = helper.make_node("QuantizeLinear", [scaled, one, y_zero], [node.output[0]], name=node.name)
+        if self.per_row(y_scale):
+            quantize.attribute.append(helper.make_attribute("axis", -2))
+        self.nodes.append(quantize)

@@ -28,7 +28,7 @@ def _matmul_integer(b: np.ndarray, a_zero: np.ndarray | None = None, b_zero: np.
                       [numpy_helper.from_array(b, "b"), *(numpy_helper.from_array(v, n) for v, n in zeros)])
 
 
-def _exact(a, b, a_zero=0, b_zero=0) -> np.ndarray:
+def _exact(a: np.ndarray, b: np.ndarray, a_zero: np.ndarray | int = 0, b_zero: np.ndarray | int = 0) -> np.ndarray:
     return ((a.astype(np.int64) - a_zero) @ (b.astype(np.int64) - b_zero)).astype(np.int32)
 
 

@@ -59,7 +59,7 @@ from forge_opt.check.driver import load_checked
 from forge_opt.check.options import CheckOptions
 from forge_opt.check.report import ILL_CONDITIONED, MATCH, MISMATCH
 from forge_opt.check.run import Ran, run_check
-from forge_opt.check.wide import QUANTIZED, wide_outputs
+from forge_opt.check.wide import wide_outputs
 from forge_opt.execution.engine import Compiled, compile_model, index_bounds, random_inputs, run_compiled
 from forge_opt.execution.oracle import expected_outputs, onnxruntime_outputs
 from forge_opt.frontends.onnx.shapes import symbol_names
@@ -318,10 +318,6 @@ def _references(name: str, source, model: onnx.ModelProto, base, feeds, want, go
             model, base, _moved_by_one_ulp(feeds)),
         "the model run wider": lambda: wide_outputs(model, base, feeds)[0],
     }
-    if any(n.op_type in QUANTIZED for n in model.graph.node):
-        # onnxruntime's fused int8 kernels are not the model's semantics: on AVX2 without VNNI they
-        # saturate 16-bit partial sums (26 quantization steps off on the tiny CNN). Not rounding: left out.
-        del programs["onnxruntime optimized, 1 thread"], programs["onnxruntime optimized, 2 threads"]
     for label, program in programs.items():
         try:
             other = program()

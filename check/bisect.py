@@ -20,6 +20,7 @@ from xdsl.interpreter import Interpreter
 from forge_opt import dtypes
 from forge_opt.check.compare import NON_FINITE_ELSEWHERE, OutputResult, compare_output, compare_reduced
 from forge_opt.execution.engine import program_inputs
+from forge_opt.execution.oracle import onnxruntime_outputs
 from forge_opt.frontends.onnx.names import ambiguous, ssa_name
 from forge_opt.interpreters.run import interpreter, main_func
 
@@ -48,12 +49,8 @@ class Divergence:
 
 
 def onnxruntime_all_values(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every node output of the model, computed by onnxruntime (its integer
-    products exact, as the oracle computes them)."""
-    import onnxruntime as ort
-
-    from forge_opt.execution.exact_integers import with_exact_integer_products
-
+    """Every node output of the model, computed as the oracle computes its
+    outputs (`onnxruntime_outputs`)."""
     exposed = ModelProto()
     exposed.CopyFrom(model)
     present = {o.name for o in exposed.graph.output}
@@ -62,13 +59,7 @@ def onnxruntime_all_values(model: ModelProto, feeds: dict[str, np.ndarray]) -> d
             if out and out not in present:
                 exposed.graph.output.append(helper.make_empty_tensor_value_info(out))
                 present.add(out)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    exposed = with_exact_integer_products(exposed)
-    session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return {name: np.asarray(value) for name, value in zip(names, session.run(None, feeds))}
+    return dict(zip((o.name for o in exposed.graph.output), onnxruntime_outputs(exposed, None, feeds)))
 
 
 def compiled_all_values(module, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:

@@ -108,13 +108,14 @@ class _Writer:
         scale = self.add("Div", [self.add("Mul", [self.rows(a_scale, fp32), self.add("Cast", [b_scale], to=fp32)]),
                                  self.rows(y_scale, fp32)])
         scaled = self.add("Mul", [self.add("Cast", [product], to=fp32), scale])
-        if self.per_row(y_scale):  # a one per row, of y_scale's shape, on the rows axis
+        per_row = self.per_row(y_scale)
+        if per_row:  # a one per row, of y_scale's shape, on the rows axis
             y_wide = self.add("Cast", [y_scale], to=fp32)
             one = self.add("Div", [y_wide, y_wide])
         else:  # per tensor: a scalar scale and zero point ([1] is allowed in QLinearMatMul)
             one = self.constant(np.array(1.0, np.float32))
             y_zero = self.add("Reshape", [y_zero, self.constant(np.zeros(0, np.int64))])
         quantize = helper.make_node("QuantizeLinear", [scaled, one, y_zero], [node.output[0]], name=node.name)
-        if self.per_row(y_scale):
+        if per_row:
             quantize.attribute.append(helper.make_attribute("axis", -2))
         self.nodes.append(quantize)

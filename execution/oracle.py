@@ -209,7 +209,7 @@ def onnxruntime_outputs(
 ) -> list[np.ndarray]:
     """The model's outputs on onnxruntime's CPU provider, its graph as written
     and its integer products exact (`with_exact_integer_products`).
-    `optimized`: with onnxruntime's default rewrites but its 8-bit fusions;
+    `optimized`: with onnxruntime's default rewrites, without its 8-bit fusions;
     `threads`: its intra-op threads, 0 its default; both for measuring the
     checker.
     Raises `_Unsupported` where onnxruntime lacks what the model needs,

@@ -20,12 +20,12 @@ U8, I32 = TensorProto.UINT8, TensorProto.INT32
 def _matmul_integer(b: np.ndarray, a_zero: np.ndarray | None = None, b_zero: np.ndarray | None = None):
     """y = MatMulInteger(a, b, a_zero, b_zero): a uint8 [M, K] input, the
     rest initializers; M is a_zero's when it is one per row."""
-    zeros = [(v, n) for v, n in [(a_zero, "a_zero"), (b_zero, "b_zero")] if v is not None]
-    inputs = ["a", "b", *("" if v is None else n for v, n in [(a_zero, "a_zero"), (b_zero, "b_zero")])]
+    zeros = [(a_zero, "a_zero"), (b_zero, "b_zero")]
+    inputs = ["a", "b", *("" if v is None else n for v, n in zeros)]
+    given = [numpy_helper.from_array(b, "b"), *(numpy_helper.from_array(v, n) for v, n in zeros if v is not None)]
     m = a_zero.size if a_zero is not None and a_zero.size > 1 else 4
     return make_model([helper.make_node("MatMulInteger", inputs, ["y"])], [value_info("a", [m, b.shape[0]], U8)],
-                      [value_info("y", [m, b.shape[1]], I32)],
-                      [numpy_helper.from_array(b, "b"), *(numpy_helper.from_array(v, n) for v, n in zeros)])
+                      [value_info("y", [m, b.shape[1]], I32)], given)
 
 
 def _exact(a: np.ndarray, b: np.ndarray, a_zero: np.ndarray | int = 0, b_zero: np.ndarray | int = 0) -> np.ndarray:

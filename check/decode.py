@@ -115,8 +115,8 @@ class Decode:
     every step's token equal to the oracle's and its logits within
     tolerance."""
 
-    takes = frozenset({"steps", "devices", "mesh", "mpi", "timeout", "plan", "min_size", "require_sharded",
-                       "data_format", "weight_format", "max_length", "growing_cache", "stages"})
+    takes = frozenset({"steps", "devices", "mesh", "mesh_layout", "mpi", "timeout", "plan", "min_size",
+                       "require_sharded", "data_format", "weight_format", "max_length", "growing_cache", "stages"})
     failed = "the program failed on Forge"
     forge_python = ""
 
@@ -276,15 +276,18 @@ def check_decode(
     growing_cache: bool = False,
     stages: int = 1,
     mesh: str = "",
+    mesh_layout: str = "line",
 ) -> CheckReport:
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
     None); in reduced formats as `check_model` takes them; with a static KV
     cache of `max_length` positions (by default the prompt and the steps),
     or with the cache as exported (`growing_cache`); through a pipeline of
-    `stages`, each keeping its own layers' cache; on a `mesh` (`RxC`)."""
+    `stages`, each keeping its own layers' cache; on a `mesh` (`RxC`, laid
+    out as `mesh_layout`)."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol), seed, shapes, dims,
-        CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format, mesh=mesh), mpi=mpi,
+        CompileOptions(devices, min_size, plan, require_sharded, data_format, weight_format, mesh=mesh,
+                       mesh_layout=mesh_layout), mpi=mpi,
         steps=steps,
         max_length=max_length, growing_cache=growing_cache, stages=stages).with_pcc(min_pcc), Decode)
 

@@ -149,8 +149,8 @@ class Parallel:
     process) or with one MPI process per device; every device must return
     the same outputs."""
 
-    takes = frozenset({"devices", "mesh", "mpi", "timeout", "plan", "min_size", "require_sharded", "data_format",
-                       "weight_format", "executor", "tt_mlir", "annotate"})
+    takes = frozenset({"devices", "mesh", "mesh_layout", "mpi", "timeout", "plan", "min_size", "require_sharded",
+                       "data_format", "weight_format", "executor", "tt_mlir", "annotate"})
     failed = "a device segment failed on Forge"
     forge_python = ""
 
@@ -266,12 +266,13 @@ def check_parallel(
     dims: Mapping[str, int] | None = None,
     executor: str = "standin",
     mesh: str = "",
+    mesh_layout: str = "line",
 ) -> CheckReport:
     """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`);
-    `mesh="RxC"` (R·C = P): `--mesh RxC`."""
+    `mesh="RxC"` (R·C = P): `--mesh RxC` (`mesh_layout`: `--mesh-layout`)."""
     return check_with(source, lambda: CheckOptions(
         inputs, Tolerances(rtol, atol, min_pcc), seed, shapes, dims,
-        CompileOptions(devices, min_size, plan, require_sharded, mesh=mesh), mpi=mpi,
+        CompileOptions(devices, min_size, plan, require_sharded, mesh=mesh, mesh_layout=mesh_layout), mpi=mpi,
         executor=parse_executor(executor)),
         Parallel)
 

@@ -46,8 +46,8 @@ class Stages:
     """The pipeline's stages, each a device sub-model of contiguous nodes,
     run in turn on the stand-in as converted."""
 
-    takes = frozenset({"stages", "freeze", "devices", "mesh", "mpi", "timeout", "annotate", "plan", "executor",
-                       "tt_mlir", "micro_batches"})
+    takes = frozenset({"stages", "freeze", "devices", "mesh", "mesh_layout", "mpi", "timeout", "annotate", "plan",
+                       "executor", "tt_mlir", "micro_batches"})
     failed = "a stage failed on Forge"
     forge_python = ""
 
@@ -172,7 +172,8 @@ class Stages:
         mesh = self.options.compile.mesh
         partition, written = split_resolved(resolved, folder, stages=s, devices=devices, stage_of=stage_of,
                                             static_cache=self.options.compile.static_cache,
-                                            mesh=self.options.compile.mesh_shape)
+                                            mesh=self.options.compile.mesh_shape,
+                                            mesh_layout=self.options.compile.mesh_layout)
         convert(folder)
         assert partition.cut is not None
         m = self.options.micro_batches  # the schedule of the run, beside the usual counts

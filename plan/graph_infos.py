@@ -181,6 +181,10 @@ class Device:
 
 #: the cases a layer can take (`transforms/tp/annotate.py` chooses them)
 COLUMN, ROW, VOCAB, REPLICATE = "column", "row", "vocab", "replicated"
+#: how a mesh's devices share the weights (`--mesh-layout`): each split over all R·C as on a line of them,
+#: or llama3_70b_galaxy's blocks over both axes (`tp/sharing`)
+LINE_LAYOUT, GALAXY_LAYOUT = "line", "galaxy"
+MESH_LAYOUTS = (LINE_LAYOUT, GALAXY_LAYOUT)
 OUT_CHANNELS, IN_CHANNELS, GROUPS = "out-channel", "in-channel", "grouped"
 EXPERTS = "expert"
 
@@ -197,6 +201,7 @@ class Layer:
     reason: str = ""
     unshared: bool = False
     blocks: int = 0  # split by a mesh's rows: their count, each row one block (0: one block a device)
+    column_case: str | None = None  # the Galaxy layout: the case over the mesh's columns (`case`: over its rows)
 
 
 @dataclass
@@ -253,6 +258,7 @@ class Plan:
     grid: str | None = None  # a tensor-parallel plan: its grid's name (MLIR's shard.grid)
     # a plan's grid as a mesh [R, C], or the mesh a split's device sub-models run on (None: a line of devices)
     mesh: list[int] | None = None
+    mesh_layout: str = LINE_LAYOUT  # on a mesh: how its devices share the weights
     devices: list[Device] = field(default_factory=list)  # a plan: one per device of the grid
     collectives: list[Collective] = field(default_factory=list)
     layers: list[Layer] = field(default_factory=list)
@@ -318,6 +324,8 @@ class Plan:
             out["parallel"] = self.parallel
             if self.mesh is not None:
                 out["mesh"] = self.mesh
+        if self.mesh is not None and self.mesh_layout != LINE_LAYOUT:
+            out["mesh_layout"] = self.mesh_layout
         if self.grid is not None:
             out["grid"] = {"name": self.grid, "shape": self.mesh or [len(self.devices)]}
             out["collectives"] = [to_json(c) for c in self.collectives]
@@ -368,6 +376,11 @@ class _Reader(Reader):
             if len(mesh) != 2 or mesh[0] * mesh[1] != parallel:
                 raise self.fail(f"mesh is {mesh}, not [R, C] of the {parallel} devices of 'parallel'")
             plan.mesh = mesh
+        if "mesh_layout" in data:
+            if data["mesh_layout"] not in MESH_LAYOUTS or ("mesh" not in data and "grid" not in data):
+                raise self.fail(f"mesh_layout is {data['mesh_layout']!r}: one of {', '.join(MESH_LAYOUTS)}, "
+                                "with a mesh")
+            plan.mesh_layout = data["mesh_layout"]
         if "grid" in data:
             plan.grid, shape = self.grid(data["grid"])
             plan.mesh, count = (shape if len(shape) == 2 else None), math.prod(shape)

@@ -28,7 +28,7 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.plan.graph_infos import COLUMN, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB, Plan
+from forge_opt.plan.graph_infos import COLUMN, IN_CHANNELS, LINE_LAYOUT, OUT_CHANNELS, REPLICATE, ROW, VOCAB, Plan
 
 #: each case's axis in a plan file (1: a Linear's columns or a convolution's output channels; 0: its rows,
 #: input channels, or an embedding's vocabulary; None: replicated)
@@ -56,6 +56,10 @@ class Annotated:
 def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
     """A copy of `model` carrying `plan` as the configuration `name` (by
     default `system_name` of its devices), replacing one of that name."""
+    if plan.mesh_layout != LINE_LAYOUT:
+        raise ForgeOptError(f"--annotate: a plan in the {plan.mesh_layout} layout splits each weight over both mesh "
+                            "axes, which forge-opt does not write as ONNX annotations yet: annotate the line "
+                            "layout's plan (--mesh-layout line)")
     name = name or system_name(plan.device_count, plan.mesh)
     out = _fresh_configuration(model, name, plan.device_count)
     nodes = {n.name: n for n in out.graph.node if n.name}

@@ -15,7 +15,7 @@ from forge_opt.files import write_text
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes, is_known, symbols_hint
 from forge_opt.plan.folder import check_folder, clear_folder, read_split
-from forge_opt.plan.graph_infos import DEVICE, INFOS, Branches, Loop, Plan
+from forge_opt.plan.graph_infos import DEVICE, INFOS, LINE_LAYOUT, MESH_LAYOUTS, Branches, Loop, Plan
 from forge_opt.split.control_flow import control_flow_entry, is_host_control_flow, subgraph_models
 from forge_opt.split.folder import SOURCE, converted_module, model_digest, parallel_dir, write_split
 from forge_opt.split.parallel import tensor_parallel
@@ -42,6 +42,7 @@ def split_model(
     stage_of: Mapping[str, int] | None = None,
     static_cache: int = 0,
     mesh: str = "",
+    mesh_layout: str = LINE_LAYOUT,
 ) -> tuple[Partition, Plan]:
     """Split the model into `folder`: its sub-models and `graph_infos.json`
     (the partition, and the plan as written).
@@ -49,7 +50,8 @@ def split_model(
     split is of the model with its shapes folded and known control flow
     resolved. `devices` (P > 1): each device sub-model is converted for P
     devices, tensor-parallel (the plan's `parallel`); `mesh` (`RxC`): on
-    an R×C mesh of them (`collectives-on-mesh`). `base`: the folder of
+    an R×C mesh of them (`collectives-on-mesh`), laid out as `mesh_layout`
+    says (`--mesh-layout`). `base`: the folder of
     the model's external data, for a model given as a `ModelProto`.
     `stages` (S > 1): a pipeline, S device sub-models of contiguous nodes
     (`stages.py`), cut where `stage_of` (a stage by node name) says if given.
@@ -58,6 +60,8 @@ def split_model(
     if devices < 1:
         raise ForgeOptError(f"--devices {devices}: a split runs on 1 device or more")
     grid = mesh_grid(devices, mesh, flags=True) if mesh else None
+    if mesh_layout not in MESH_LAYOUTS or (mesh_layout != LINE_LAYOUT and grid is None):
+        raise ForgeOptError(f"--mesh-layout {mesh_layout}: give one of {', '.join(MESH_LAYOUTS)}, with --mesh")
     if grid is not None:
         devices = grid[0] * grid[1]
     if stages < 1:
@@ -70,26 +74,26 @@ def split_model(
     check_folder(out, resolved.base, force, "--force replaces its split")
     return split_resolved(resolved, out, cpu_ops=cpu_ops, cpu_nodes=cpu_nodes, min_device_ops=min_device_ops,
                           layout=layout, devices=devices, stages=stages, stage_of=stage_of, static_cache=static_cache,
-                          mesh=grid)
+                          mesh=grid, mesh_layout=mesh_layout)
 
 
 def split_resolved(resolved: Resolved, folder: Path, *, cpu_ops: tuple[str, ...] = (), cpu_nodes: tuple[str, ...] = (),
                    min_device_ops: int = 1, layout: str = "NCHW", devices: int = 1, stages: int = 1,
                    stage_of: Mapping[str, int] | None = None, static_cache: int = 0,
-                   mesh: list[int] | None = None) -> tuple[Partition, Plan]:
+                   mesh: list[int] | None = None, mesh_layout: str = LINE_LAYOUT) -> tuple[Partition, Plan]:
     """`split_model` of a model resolved (`resolve_model`) into `folder`,
     which is checked; `static_cache` (L > 0): the device sub-models keep
     their layers' KV cache at L positions (the model resolved with its past
     at L), as `convert` compiles them."""
     require_static_inputs(resolved.model)
     return _split(resolved, folder, cpu_ops, cpu_nodes, min_device_ops, layout, check_pins=True, devices=devices,
-                  stages=stages, stage_of=stage_of, static_cache=static_cache, mesh=mesh)
+                  stages=stages, stage_of=stage_of, static_cache=static_cache, mesh=mesh, mesh_layout=mesh_layout)
 
 
 def _split(
     resolved: Resolved, folder: Path, cpu_ops: tuple[str, ...], cpu_nodes: tuple[str, ...], min_device_ops: int,
     layout: str, check_pins: bool, devices: int = 1, stages: int = 1, stage_of: Mapping[str, int] | None = None,
-    static_cache: int = 0, mesh: list[int] | None = None,
+    static_cache: int = 0, mesh: list[int] | None = None, mesh_layout: str = LINE_LAYOUT,
 ) -> tuple[Partition, Plan]:
     """The split of a resolved model into `folder`; each run-time If's
     branches, or Loop's body, split in turn into folders beside its
@@ -109,10 +113,10 @@ def _split(
         for which, sub_model in models.items():
             # pins name nodes of the whole model: a subgraph holds some of them
             _split(resolve_model(sub_model, base=base), folder / folders[which], cpu_ops, cpu_nodes, min_device_ops,
-                   layout, False, devices, mesh=mesh)
+                   layout, False, devices, mesh=mesh, mesh_layout=mesh_layout)
         control[n] = control_flow_entry(node, folders, models)
     plan = write_split(folder, model, partition, base=base, force=True, layout=layout, control=control,
-                       parallel=devices, static_cache=static_cache, mesh=mesh)
+                       parallel=devices, static_cache=static_cache, mesh=mesh, mesh_layout=mesh_layout)
     return partition, plan
 
 
@@ -166,7 +170,8 @@ def convert(folder: str | os.PathLike) -> list[Path]:
         if g.device != DEVICE or g.context_dir is None:
             continue
         mesh = f"{plan.mesh[0]}x{plan.mesh[1]}" if plan.mesh else ""
-        options = CompileOptions(plan.parallel, static_cache=plan.cache_of(g.entry), mesh=mesh)
+        options = CompileOptions(plan.parallel, static_cache=plan.cache_of(g.entry), mesh=mesh,
+                                 mesh_layout=plan.mesh_layout if mesh else LINE_LAYOUT)
         if plan.parallel > 1:  # a tensor-parallel plan of its own, run by the host runner
             tensor_parallel(g.model_path, parallel_dir(g), options, force=True, base=g.model_path.parent)
             written.append(parallel_dir(g) / INFOS)

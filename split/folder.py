@@ -20,6 +20,7 @@ from forge_opt.plan.folder import SplitGraph, write_infos
 from forge_opt.plan.graph_infos import (
     DEVICE,
     HOST_OUTPUTS,
+    LINE_LAYOUT,
     Branches,
     Graph,
     Loop,
@@ -91,12 +92,13 @@ class _Weights:
 def write_split(
     folder: Path, model: ModelProto, partition: Partition, *, base: Path | None = None, force: bool = False,
     layout: str = "NCHW", control: dict[int, Branches | Loop] | None = None, parallel: int = 1,
-    static_cache: int = 0, mesh: list[int] | None = None,
+    static_cache: int = 0, mesh: list[int] | None = None, mesh_layout: str = LINE_LAYOUT,
 ) -> Plan:
     """Write the sub-models and `graph_infos.json` into `folder` (`base`: the
     folder the model's external data is in; `control`: by sub-model, the
     record of a run-time If or Loop, `control_flow.py`; `parallel`: the
-    devices each device sub-model runs on, on `mesh` [R, C] if given;
+    devices each device sub-model runs on, on `mesh` [R, C] if given (laid
+    out as `mesh_layout`);
     `static_cache`: the positions of the KV cache the device sub-models
     keep, each its own layers'); a folder
     that exists and is not empty is refused unless `force`."""
@@ -120,7 +122,8 @@ def write_split(
     for n, graph in enumerate(graphs):
         save_onnx(sub_model(model, partition, n, weights), folder / graph.model_path)
     outputs, host = _returns(model, partition, base)
-    plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, mesh=mesh, outputs=outputs)
+    plan = Plan(graphs, dict(partition.tensors), layout=layout, parallel=parallel, mesh=mesh, mesh_layout=mesh_layout,
+                outputs=outputs)
     if partition.cut is not None:
         plan.sends = pipeline_sends(graphs)
     if static_cache:

@@ -28,7 +28,8 @@ GIVEN = {"freeze": ("x",), "bisect": True, "layers": True, "stem": "model", "dev
          "plan": "pins.json", "min_size": 100, "require_sharded": True, "min_device_ops": 3, "steps": 2,
          "data_format": "bfloat16", "weight_format": "bfp8_b", "max_length": 16, "growing_cache": True,
          "timeout": 5.0, "executor": "xla", "tt_mlir": True, "fallback": True, "device_memory": 100_000,
-         "max_devices": 4, "annotate": "annotated.onnx", "stages": 2, "mesh": "1x2", "micro_batches": 2}
+         "max_devices": 4, "annotate": "annotated.onnx", "stages": 2, "mesh": "1x2", "micro_batches": 2,
+         "mesh_layout": "galaxy"}
 
 
 #: the flagged options: the check's own, and the compile options it holds

@@ -55,7 +55,7 @@ def _split_on_2x2(name: str, folder: Path) -> str:
     return model
 
 
-def _weight_bytes(name: str) -> int:
+def weight_bytes(name: str) -> int:
     model = onnx.load(model_path(name))
     return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer if np.prod(t.dims) > 1)
 
@@ -74,7 +74,7 @@ def test_a_decode_step_matches_onnxruntime_on_a_mesh(tmp_path, name, mesh):
     assert max(layers.values()) <= GALAXY_PER_LAYER + 2, layers
     for c in plan.collectives:  # each over one axis, named with its group
         assert c.mesh_axis in (0, 1) and c.group == mesh_shape[c.mesh_axis]
-    share = max(d.parameter_bytes for d in plan.devices) / _weight_bytes(name)
+    share = max(d.parameter_bytes for d in plan.devices) / weight_bytes(name)
     assert share <= 1 / (rows * cols) + 0.10, f"{share:.3f} of the weights on one device"
 
 
@@ -162,14 +162,14 @@ def test_the_report_has_a_table_per_mesh_axis_beside_the_line(tmp_path):
     assert mesh_steps < int(line.split()[5])
 
 
-def _needs_mpiexec() -> None:
+def needs_mpiexec() -> None:
     if shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None and shutil.which("mpiexec") is None:
         pytest.skip("mpiexec is not installed (pip install '.[distributed]')")
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2", "mistral"])
 def test_under_mpi_a_mesh_equals_the_simulated_run_bit_for_bit(tmp_path, name):
-    _needs_mpiexec()
+    needs_mpiexec()
     feeds = export_feeds(model_path(name), DECODE)
     plan = tensor_parallel(model_path(name), tmp_path / "tp", CompileOptions(4, mesh="2x2"), dims=DECODE)
     mpi, _ = assemble(plan, run_mpi(tmp_path / "tp", feeds, 4))
@@ -181,7 +181,7 @@ def test_under_mpi_a_mesh_equals_the_simulated_run_bit_for_bit(tmp_path, name):
 @pytest.mark.parametrize("mpi", [False, True])
 def test_eight_decode_steps_on_a_2x2_mesh_equal_onnxruntimes_tokens(mpi):
     if mpi:
-        _needs_mpiexec()
+        needs_mpiexec()
     report = check_decode(model_path("llama"), 8, export_feeds(model_path("llama"), DECODE), mesh="2x2", mpi=mpi)
     assert report.status == MATCH, report.error
     assert any("8/8 tokens equal to onnxruntime's (4 devices" in note for note in report.notes)

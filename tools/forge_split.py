@@ -4,7 +4,7 @@ sub-models (`forge-split MODEL -o DIR`), compile the device ones
 
     forge-split MODEL -o DIR [--convert] [--cpu-ops OP ...] [--cpu-nodes NODE ...]
                 [--min-device-ops N] [--layout NCHW|NHWC] [--force] [--dot FILE] [--why] [--devices P] [--mesh RxC]
-                [--stages S]
+                [--mesh-layout line|galaxy] [--stages S]
     forge-split convert DIR
     forge-split run DIR [--inputs x.npz] [--mode device|cpu] [--recompile] [--mpi] [--check [--model MODEL]]
                 [--loop-seconds S]
@@ -27,6 +27,7 @@ import numpy as np
 
 from forge_opt.check.compare import ATOL, MIN_PCC, RTOL, check_tolerances
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.plan.graph_infos import LINE_LAYOUT, MESH_LAYOUTS
 from forge_opt.split.mpi import MPI_TIMEOUT
 
 MATCH, MISMATCH, NOT_COMPILED = 0, 1, 2
@@ -55,6 +56,9 @@ def _split_parser() -> argparse.ArgumentParser:
     p.add_argument("--mesh", metavar="RxC", default="",
                    help="convert each device sub-model tensor-parallel for an R×C mesh of devices, each collective "
                         "over one mesh axis at a time (graph_infos.json's 'parallel' and 'mesh')")
+    p.add_argument("--mesh-layout", choices=MESH_LAYOUTS, default=LINE_LAYOUT,
+                   help="with --mesh: each weight split over all R·C devices as on a line (line, the default), or "
+                        "Galaxy's blocks over both axes with the residual stream split over the columns (galaxy)")
     p.add_argument("--stages", type=int, default=1, metavar="S",
                    help="a pipeline: S device sub-models of contiguous layers balanced by stored weights, one device "
                         "(or P with --devices) each, exchanging only activations (graph_infos.json's 'stage')")
@@ -88,6 +92,7 @@ def _report(partition, plan, folder: Path) -> str:
     lines.append(f"{len(plan.graphs)} sub-models; {across} bytes cross between CPU and device per run")
     if plan.parallel > 1:
         on = f" on a {plan.mesh[0]}x{plan.mesh[1]} mesh" if plan.mesh else ""
+        on += " in Galaxy's layout" if plan.mesh and plan.mesh_layout != LINE_LAYOUT else ""
         lines.append(f"each device sub-model is converted tensor-parallel for {plan.parallel} devices{on}")
     return "\n".join(lines)
 
@@ -140,6 +145,7 @@ def _split(argv: list[str]) -> int:
         args.model, args.output, cpu_ops=tuple(args.cpu_ops), cpu_nodes=tuple(args.cpu_nodes),
         min_device_ops=args.min_device_ops, layout=args.layout, force=args.force,
         shapes=chosen.shapes, dims=chosen.dims, devices=args.devices, stages=args.stages, mesh=args.mesh,
+        mesh_layout=args.mesh_layout,
     )
     print(_report(partition, plan, Path(args.output)))
     if partition.cut is not None:

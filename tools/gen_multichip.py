@@ -4,8 +4,9 @@ and what `forge-check --devices P` gives at P = 2 and 4: collectives, the
 bytes each device stores and its peak of activations, the verdict; and
 what `forge-check --stages 2` gives each decoder: the cut, the weights
 each stage stores, the activations it sends, the verdict; and what
-`forge-check --mesh RxC` gives the decoders on a mesh: the collectives per
-mesh axis and per layer, the ring steps beside the line of R·C devices'.
+`forge-check --mesh RxC` gives the decoders on a mesh, as a line laid on
+it and in Galaxy's layout: the collectives per mesh axis and per layer,
+the ring steps beside the line of R·C devices' (or the bytes sent).
 
     python -m forge_opt.tools.gen_multichip          # write (from the repository's root)
     python -m forge_opt.tools.gen_multichip --check  # exit 1 if the page is stale
@@ -23,6 +24,7 @@ import numpy as np
 from forge_opt.check.report import NOT_COMPILED, VERDICTS
 from forge_opt.check.split import check_parallel
 from forge_opt.check.stages import check_stages
+from forge_opt.plan.graph_infos import GALAXY_LAYOUT, LINE_LAYOUT
 from forge_opt.targets.devices.mesh_report import line_collectives, per_layer, ring_steps
 from forge_opt.tools.generated_file import generator_main
 
@@ -148,10 +150,12 @@ def pipeline_row(entry: Entry, stages: int = 2) -> str:
     return f"| {layers} | {weights} | {sent} | {same} | {verdict} |"
 
 
-def mesh_row(entry: Entry, mesh: str) -> str:
-    """`| mesh | collectives per axis | per layer | ring steps | stored bytes | verdict |`"""
+def mesh_row(entry: Entry, mesh: str, layout: str = LINE_LAYOUT) -> str:
+    """`| mesh | collectives per axis | per layer | ring steps | stored bytes | verdict |` (for the line's
+    layout, the ring steps on the mesh and on the line of R·C devices; for Galaxy's, bytes sent too)"""
     rows, cols = (int(n) for n in mesh.split("x"))
-    report = check_parallel(MODELS / f"{entry.file}.onnx", rows * cols, dims=entry.dims, mesh=mesh)
+    report = check_parallel(MODELS / f"{entry.file}.onnx", rows * cols, dims=entry.dims, mesh=mesh,
+                            mesh_layout=layout)
     verdict = VERDICTS[report.status]
     if report.plan is None:
         return f"| {mesh} | – | – | – | – | {verdict}: {(report.error or 'no plan').splitlines()[0][:120]} |"
@@ -159,8 +163,12 @@ def mesh_row(entry: Entry, mesh: str) -> str:
     on = [sum(c.mesh_axis == axis for c in plan.collectives) for axis in (0, 1)]
     layers = sorted(set(per_layer(plan).values()))
     steps = sum(ring_steps(c.op, c.group or 1) for c in plan.collectives)
-    line = sum(ring_steps(kind, rows * cols) for kind, _ in line_collectives(plan.collectives))
-    return (f"| {mesh} | {on[0]} / {on[1]} | {', '.join(map(str, layers))} | {steps} / {line} | "
+    if layout == LINE_LAYOUT:
+        line = sum(ring_steps(kind, rows * cols) for kind, _ in line_collectives(plan.collectives))
+        sent = f"{steps} / {line}"
+    else:
+        sent = f"{steps} / {sum(c.ring_bytes_per_device for c in plan.collectives):,}"
+    return (f"| {mesh} | {on[0]} / {on[1]} | {', '.join(map(str, layers))} | {sent} | "
             f"{plan.devices[0].stored_bytes:,} | {verdict} |")
 
 
@@ -222,6 +230,17 @@ def page() -> str:
         "|---|---|---|---|---|---|---|",
         *(f"| {e.family} {mesh_row(e, '2x2')}" for e in ENTRIES if e.layers and e.dims is DECODE),
         *(f"| {GQA32.family} {mesh_row(GQA32, mesh)}" for mesh in ("2x4", "8x4")),
+        "",
+        "In Galaxy's layout (`--mesh-layout galaxy`, `README.md`, \"Galaxy's layout\") the residual stream is",
+        "split by hidden over the columns and each weight is a block over both axes; a family that",
+        "normalises with LayerNormalization gathers the stream for it and is column-parallel on both axes.",
+        "The same columns, with the ring steps and the bytes each device sends per run:",
+        "",
+        "| family | mesh | collectives (axis 0 / axis 1) | per layer | ring steps / bytes sent | stored bytes "
+        "| verdict |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {e.family} {mesh_row(e, '2x2', GALAXY_LAYOUT)}" for e in ENTRIES if e.layers and e.dims is DECODE),
+        *(f"| {GQA32.family} {mesh_row(GQA32, mesh, GALAXY_LAYOUT)}" for mesh in ("2x4", "8x4")),
         "",
         "Tenstorrent's own compiler takes these programs: with `--tt-mlir`, tt-mlir (jax-tt-plugin 0.1.3, mock",
         "Blackhole p150 chips laid out as the mesh) compiles the 32-query, 8-KV-head decoder at 2x2, 2x4 and",

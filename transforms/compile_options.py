@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from forge_opt.data_formats import FORMATS, PROGRAM_FORMATS, FormatName
 from forge_opt.diagnostics import ForgeOptError
 from forge_opt.flags import COMPILING, DEVICES, option
+from forge_opt.plan.graph_infos import LINE_LAYOUT, MESH_LAYOUTS
 from forge_opt.transforms.data_formats import checked_formats
 from forge_opt.transforms.tp.mesh import mesh_grid, parse_mesh
 
@@ -62,6 +63,12 @@ class CompileOptions:
         help="check the tensor-parallel program for an R×C mesh of devices (Galaxy 8x4, T3K 2x4, n300 1x2): device "
         "r·C+c in row r, column c; each collective runs over one mesh axis at a time, and the report prints a "
         "table per axis beside the line of R·C devices")
+    mesh_layout: str = option(
+        "--mesh-layout", LINE_LAYOUT, ("mesh", "--mesh-layout goes with --mesh"), group=DEVICES, choices=MESH_LAYOUTS,
+        help="with --mesh: 'line' splits each weight over all R·C devices as on a line of them; 'galaxy' is "
+        "llama3_70b_galaxy's: the residual stream split by hidden over the C columns and whole down them, each "
+        "Linear's weight in [in/C, out/R] or [in/R, out/C] blocks, so that the columns all-reduce the partial "
+        "sums and norm statistics and the rows the attention's and the MLP's (default line)")
 
     def __post_init__(self):
         # a value no run can use is the user's mistake, said at once
@@ -81,6 +88,8 @@ class CompileOptions:
             if self.memory:
                 raise ForgeOptError(f"mesh={self.mesh} with device-memory: device-memory chooses a device count, "
                                     "the mesh gives one: leave one out")
+        if self.mesh_layout not in MESH_LAYOUTS:
+            raise ForgeOptError(f"mesh-layout={self.mesh_layout}: give one of {', '.join(MESH_LAYOUTS)}")
         self.formats  # noqa: B018  (an unknown format is an error at once)
 
     @property
@@ -120,8 +129,8 @@ class CompileOptions:
         """These options for `devices` devices, chosen: no sizing left, and on
         one device no plan or size floor (it has no layers to pin)."""
         single = {"plan": "", "min_size": 0, "require_sharded": False} if devices == 1 else {}
-        mesh = self.mesh if devices == self.device_count else ""
-        return replace(self.as_options(), devices=devices, mesh=mesh, device_memory=0, **single)
+        mesh, layout = (self.mesh, self.mesh_layout) if devices == self.device_count else ("", LINE_LAYOUT)
+        return replace(self.as_options(), devices=devices, mesh=mesh, mesh_layout=layout, device_memory=0, **single)
 
 
 def _spelt(name: str) -> str:

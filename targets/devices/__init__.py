@@ -50,7 +50,7 @@ from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightFile
 from forge_opt.targets.forge_python import ForgePythonModule, emit_module, save_constants
 from forge_opt.transforms.pipelines import run_passes, weight_passes
 from forge_opt.transforms.static_cache import PAST, PRESENT, STATIC_CACHE_ATTR
-from forge_opt.transforms.tp.layer_records import layer_entries
+from forge_opt.transforms.tp.layer_records import layer_entries, mesh_layout
 from forge_opt.transforms.tp.mesh import LINE
 
 
@@ -253,7 +253,8 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
                                       ring_bytes(kind, nbytes, group or p), axis, mesh_axis, group, reduction,
                                       line.value.data if isinstance(line, IntegerAttr) else None))
     outputs, host = program.returns()
-    plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, devices=devices, collectives=collectives,
+    plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, mesh_layout=mesh_layout(module),
+                devices=devices, collectives=collectives,
                 layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,
                 static_cache=_static_cache(module, tensors))
     return write_infos(folder, plan, host)
@@ -300,8 +301,9 @@ def parallel_report(plan: Plan) -> str:
     if padded:
         lines.append("vocabulary padded to a multiple of the devices: " + ", ".join(padded))
     cases: dict[str, int] = {}
-    for layer in plan.layers:
-        cases[layer.case] = cases.get(layer.case, 0) + 1
+    for layer in plan.layers:  # in the Galaxy layout, the case over the columns by the case over the rows
+        case = f"{layer.column_case} x {layer.case}" if layer.column_case else layer.case
+        cases[case] = cases.get(case, 0) + 1
     if cases:
         lines.append("layers: " + ", ".join(f"{n} {case}" for case, n in cases.items()))
     for layer in plan.layers:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from forge_opt.frontends.onnx.names import layer_key
-from forge_opt.plan.graph_infos import Collective, Plan
+from forge_opt.plan.graph_infos import GALAXY_LAYOUT, Collective, Plan
 from forge_opt.targets.devices.program import ring_bytes
 
 AXIS_NAMES = ("rows", "columns")  # grid axis 0 runs down each column's R devices; axis 1 along each row's C
@@ -56,13 +56,16 @@ def per_layer(plan: Plan) -> dict[tuple[int, ...], int]:
 
 def mesh_table(plan: Plan) -> list[str]:
     """Per mesh axis: its collectives, ring steps and bytes each device sends
-    per run; then the mesh's total and the line of R·C devices'."""
+    per run; then the mesh's total and, for a line's program laid on the
+    mesh, the line of R·C devices'."""
     assert plan.mesh is not None
     rows, cols = plan.mesh
+    galaxy = plan.mesh_layout == GALAXY_LAYOUT
     by_rows = sum(1 for layer in plan.layers if layer.blocks)
     rowwise = f" (but {by_rows} layers' heads, {rows} blocks, one a row)" if by_rows else ""
-    lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; the weights split over all {rows * cols} "
-             f"as on a line{rowwise}, each collective over one mesh axis",
+    shared = (f"Galaxy's layout: the residual stream split by hidden over the {cols} columns, each weight in blocks "
+              "over both axes" if galaxy else f"the weights split over all {rows * cols} as on a line{rowwise}")
+    lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; {shared}, each collective over one mesh axis",
              f"{'axis':<22} {'group':>5} {'collectives':>11} {'ring steps':>10} {'sent per device':>16}"]
     total = [0, 0, 0]
     for axis, name in enumerate(AXIS_NAMES):
@@ -75,6 +78,8 @@ def mesh_table(plan: Plan) -> list[str]:
                      + (f"  {kinds}" if kinds else ""))
         total = [total[0] + len(mine), total[1] + steps, total[2] + sent]
     lines.append(f"{'mesh':<22} {rows * cols:>5} {total[0]:>11} {total[1]:>10} {total[2]:>16,}")
+    if galaxy:  # (its collectives are not a line's laid on the mesh: --mesh-layout line gives that one)
+        return lines
     p = math.prod(plan.mesh)
     line = line_collectives(plan.collectives)
     lines.append(f"{f'line of {p}':<22} {p:>5} {len(line):>11} {sum(ring_steps(k, p) for k, _ in line):>10} "

@@ -78,15 +78,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from forge_opt.diagnostics import ForgeOptError, describe, node_name
+from forge_opt.diagnostics import ForgeOptError, describe
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.tir_functions import BinaryFn
-from forge_opt.plan.graph_infos import COLUMN, GROUPS, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB
+from forge_opt.plan.graph_infos import COLUMN, GALAXY_LAYOUT, GROUPS, IN_CHANNELS, OUT_CHANNELS, REPLICATE, ROW, VOCAB
 from forge_opt.targets.forge_python import output_names
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.lowering import erase_dead_ops
@@ -101,10 +101,10 @@ from forge_opt.transforms.tp.channel_parts import (
 from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
-from forge_opt.transforms.tp.layer_records import record_layers
-from forge_opt.transforms.tp.mesh import mesh_grid
+from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, record_layers
+from forge_opt.transforms.tp.mesh import COLUMNS, mesh_grid
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
-from forge_opt.transforms.tp.plan_file import Pin, read_plan
+from forge_opt.transforms.tp.plan_file import Pin, not_a_layer, read_plan
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -128,6 +128,7 @@ class _Annotator:
     min_size: int
     pins: dict[str, Pin]
     grid: list[int]  # [P], or a mesh [R, C] (heads its rows divide split by rows)
+    axis: int | None = None  # the one grid axis split over (`galaxy`): on the columns, Embeddings by hidden
     layers: list[LayerChoice] = field(default_factory=list)
     sharding: dict[SSAValue, Sharding] = field(default_factory=dict)
     tables: dict[SSAValue, LayerChoice] = field(default_factory=dict)  # vocab-parallel Embeddings by their table
@@ -141,7 +142,7 @@ class _Annotator:
 
     @property
     def rows(self) -> int:
-        return self.grid[0] if len(self.grid) == 2 else 1
+        return self.grid[0] if len(self.grid) == 2 and self.axis is None else 1
 
     def run(self) -> list[LayerChoice]:
         seen: set[str] = set()
@@ -166,10 +167,11 @@ class _Annotator:
             op = nxt
         if self.dead:
             erase_dead_ops(self.func)  # what was replaced: tied heads and their copies of the table, fused Linears
-        self.shard_caches()
+        if self.axis != COLUMNS:  # (the columns hold whole caches: their keys and values all-reduced)
+            self.shard_caches()
         missing = [name for name in self.pins if name not in seen]
         if missing:
-            raise ForgeOptError(self._not_a_layer(missing[0]))
+            raise ForgeOptError(not_a_layer(self.func, missing[0]))
         return self.layers
 
     def shard_caches(self) -> None:
@@ -210,8 +212,8 @@ class _Annotator:
 
     def grid_axes(self, s: Sharding) -> list[int]:
         """The grid axes a split runs over: every one (a mesh's row-major),
-        or for a split by the mesh's rows its first."""
-        return [0] if s.blocks else list(range(len(self.grid)))
+        or for a split by the mesh's rows its first; the one split over."""
+        return [self.axis] if self.axis is not None else [0] if s.blocks else list(range(len(self.grid)))
 
     def per_dim(self, rank: int, s: Sharding) -> list[list[int]]:
         """`s` as a `shard.sharding`'s grid axes per dim."""
@@ -232,15 +234,6 @@ class _Annotator:
         arrives = self._insert(shard.ShardOp(arg, target, None), first)
         arg.replace_uses_with_if(arrives, lambda use: use.operation is not arrives.owner)
         self.sharding[arrives] = s
-
-    def _not_a_layer(self, name: str) -> str:
-        for op in self.func.body.walk():
-            if node_name(op) == name:
-                return (
-                    f"the plan names {describe(op)}, which is neither a Linear (MatMul or Gemm with a constant "
-                    "2-d weight) nor an Embedding (Gather on a constant 2-d table)"
-                )
-        return f"the plan names the node '{name}', which the model does not have"
 
     def decide(self, layer: LayerChoice) -> None:
         pin = self.pins.get(layer.name)
@@ -274,6 +267,10 @@ class _Annotator:
                 vocab, layer.reason = pin.axis == 0, "pinned by the plan"
             elif small:
                 vocab, layer.reason = False, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
+            elif self.axis == COLUMNS:  # Galaxy's: the residual stream split by hidden over the columns
+                layer.case, layer.reason = COLUMN, "by hidden: the residual stream split over the mesh's columns"
+                self.annotate_weight(layer, 1)
+                return
             else:  # with indices already split, the lookup stays local to them
                 vocab = indices == REPLICATED
                 layer.reason = "a table of rows" if vocab else f"its indices are {indices}"
@@ -428,6 +425,9 @@ class _Annotator:
             if isinstance(user, tir.ReshapeOp):
                 dims = shape(user.output)
                 b = reshape_axis(shape(v), dims, len(shape(v)) - 1)
+                # one head left on this mesh axis (the other took the rest, or multi-query): its dims stay whole
+                if self.axis is not None and b == len(dims) - 1 and len(dims) > len(shape(v)) and dims[-2] == 1:
+                    return f"its 1 head does not divide by {devices} devices"
                 if b is not None and dims[b] % devices and b != len(dims) - 1:
                     if b == len(dims) - 2:
                         return f"its {dims[b]} heads do not divide by {devices} devices"
@@ -546,9 +546,12 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
     its case. `asked.require_sharded`: a layer left replicated though large
     enough to share (and not pinned so) is an error."""
     devices, min_size, plan = asked.devices, asked.min_size, asked.plan
+    if asked.axis >= 0:
+        module.attributes[MESH_LAYOUT_ATTR] = StringAttr(GALAXY_LAYOUT)
     if devices < 2:
         return []
-    grid = mesh_grid(devices, asked.mesh) if asked.mesh else [devices]
+    grid = mesh_grid(1, asked.mesh) if asked.axis >= 0 else mesh_grid(devices, asked.mesh) if asked.mesh else [devices]
+    axis = None if asked.axis < 0 else asked.axis
     pins = read_plan(plan) if plan else {}
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
     layers: list[LayerChoice] = []
@@ -556,9 +559,9 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
         layouts = WeightLayouts()
         if read_twice([layer.weight for op in func.walk() if (layer := find_layer(op)) and layer.kind == "linear"]):
             first = WeightLayouts(following=False)  # each reader's own case, for the case most take
-            _Annotator(func.clone(), devices, min_size, pins, grid, layouts=first).run()
+            _Annotator(func.clone(), devices, min_size, pins, grid, axis, layouts=first).run()
             layouts.preferred = first.settled()
-        layers += _Annotator(func, devices, min_size, pins, grid, layouts=layouts).run()
+        layers += _Annotator(func, devices, min_size, pins, grid, axis, layouts=layouts).run()
     unshared = [layer for layer in layers if layer.unshared]
     if asked.require_sharded and unshared:
         listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)
@@ -567,9 +570,9 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
     block = module.body.block
     if block.first_op is None:
         block.add_op(shard.grid(GRID, grid))
-    else:
+    elif not isinstance(block.first_op, shard.GridOp):  # (a mesh's second axis: the grid is there)
         block.insert_op_before(shard.grid(GRID, grid), block.first_op)
-    record_layers(module, [layer.entry() for layer in layers])
+    record_layers(module, [layer.entry() for layer in layers], axis)
     return layers
 
 
@@ -584,11 +587,13 @@ class TensorParallelPass(ModulePass):
     plan: str = ""
     require_sharded: bool = False
     mesh: str = ""  # RxC: the devices' grid, and heads by its rows where the devices do not divide them
+    axis: int = -1  # of the mesh: split over it alone (`devices` its size; the Galaxy layout's two passes)
 
     @classmethod
-    def of(cls, options: CompileOptions, devices: int) -> TensorParallelPass:
-        """The pass `options` ask for, at `devices` (a count `device-memory` tries)."""
-        return cls(devices, options.min_size, options.plan, options.require_sharded, options.mesh)
+    def of(cls, options: CompileOptions, devices: int, axis: int = -1) -> TensorParallelPass:
+        """The pass `options` ask for, at `devices` (a count `device-memory`
+        tries), or over the mesh's `axis` alone."""
+        return cls(devices, options.min_size, options.plan, options.require_sharded, options.mesh, axis)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         annotate(op, self)

@@ -135,6 +135,8 @@ def head_dim(fused: Fused) -> int | None:
             before, after = shape(v), shape(user.output)
             if len(after) >= 2 and before and after[-1] < before[-1] and after[-2] * after[-1] == before[-1]:
                 return after[-1]
+            if after[-2:] == [1, before[-1]] and len(after) == len(before) + 1:  # one head (a multi-query K/V)
+                return after[-1]
             if after[-1] != before[-1]:
                 break
             v = user.output

@@ -6,16 +6,38 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i1
 from xdsl.ir import Attribute
 
-LAYERS_ATTR = "tensor_parallel.layers"
+from forge_opt.plan.graph_infos import LINE_LAYOUT
 
-def record_layers(module: ModuleOp, entries: list[dict]) -> None:
-    """Record the layers (`LayerChoice.entry`s) on the module."""
+LAYERS_ATTR = "tensor_parallel.layers"
+MESH_LAYOUT_ATTR = "tensor_parallel.mesh_layout"  # `galaxy`, annotated one mesh axis at a time (else a line's)
+
+def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None) -> None:
+    """Record the layers (`LayerChoice.entry`s) on the module; split over
+    a mesh's rows alone (`axis` 0, the Galaxy layout's second pass), each
+    with its case over the columns, recorded first, as `column_case`."""
+    if axis == 0:
+        columns = layer_entries(module)
+        if [e["node"] for e in columns] != [e["node"] for e in entries]:  # (else in order: nodes may be unnamed)
+            by_name = {e["node"]: e for e in columns}
+            columns = [by_name.get(e["node"]) for e in entries]
+        for e, first in zip(entries, columns):
+            if first is not None:
+                e["column_case"] = first["case"]
+                e["reason"] = f"columns: {first['reason']}; rows: {e['reason']}"
+                e["unshared"] = e["unshared"] and first["unshared"]
+
     def value(v) -> Attribute:
         if isinstance(v, bool):
             return BoolAttr.from_bool(v)
         return IntegerAttr(v, 64) if isinstance(v, int) else StringAttr(str(v))
 
     module.attributes[LAYERS_ATTR] = ArrayAttr([DictionaryAttr({k: value(v) for k, v in e.items()}) for e in entries])
+
+
+def mesh_layout(module: ModuleOp) -> str:
+    """How the module's mesh shares the weights (`MESH_LAYOUT_ATTR`)."""
+    attr = module.attributes.get(MESH_LAYOUT_ATTR)
+    return attr.data if isinstance(attr, StringAttr) else LINE_LAYOUT
 
 
 def layer_entries(module: ModuleOp) -> list[dict]:

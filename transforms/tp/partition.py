@@ -48,7 +48,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.shard import ReductionKind
-from forge_opt.dialects.tir_functions import BinaryFn
+from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
 from forge_opt.transforms.tp.mesh import COLUMNS, ROWS
 from forge_opt.transforms.tp.rules import (
     PARTIAL,
@@ -76,10 +76,10 @@ def grid_info(module: ModuleOp) -> tuple[str, list[int]] | None:
     return None
 
 
-def sharding_of(op: shard.ShardingOp, dims: list[int]) -> Sharding:
+def sharding_of(op: shard.ShardingOp, dims: list[int], axis: int | None = None) -> Sharding:
     """A `shard.sharding` on the grid `dims`: split over every grid axis (a
     line's, or a mesh's row-major), or over a mesh's rows alone (each row
-    one block, whole along it)."""
+    one block, whole along it); with `axis`, over that grid axis alone."""
     per_dim = shard.split_axes(op)
     axes = [i for i, grid_axes in enumerate(per_dim) if grid_axes]
     if len(axes) > 1:
@@ -87,7 +87,7 @@ def sharding_of(op: shard.ShardingOp, dims: list[int]) -> Sharding:
     if not axes:
         return REPLICATED
     over = list(per_dim[axes[0]])
-    if over == list(range(len(dims))):
+    if over == (list(range(len(dims))) if axis is None else [axis]):
         return split(axes[0])
     if len(dims) == 2 and over == [ROWS]:
         return split(axes[0], dims[ROWS])
@@ -135,9 +135,11 @@ def _per_entry(attrs: ArrayAttr | None, count: int, key: str) -> list[int | None
 
 
 class _Partitioner:
-    def __init__(self, func: FuncOp, grid: str, dims: list[int]):
-        self.func, self.grid, self.dims, self.devices = func, grid, dims, math.prod(dims)
-        self.line = list(range(len(dims)))  # the grid axes a split over every device names (row-major)
+    def __init__(self, func: FuncOp, grid: str, dims: list[int], axis: int | None = None):
+        self.func, self.grid, self.dims, self.axis = func, grid, dims, axis
+        # the grid axes a split over every device names (row-major), or the one axis partitioned (`axis`)
+        self.line = list(range(len(dims))) if axis is None else [axis]
+        self.devices = math.prod(dims) if axis is None else dims[axis]
         self.block: Block = func.body.block
         self.new: dict[SSAValue, SSAValue] = {}
         self.sharding: dict[SSAValue, Sharding] = {}
@@ -260,7 +262,7 @@ class _Partitioner:
                 target = op.sharding.owner
                 if not isinstance(target, shard.ShardingOp):
                     raise ForgeOptError("shard.shard: its sharding must come from a shard.sharding op")
-                want = sharding_of(target, self.dims)
+                want = sharding_of(target, self.dims, self.axis)
                 src = op.src
                 if isinstance(src, BlockArgument) and op.annotate_for_users is None and want.axis is not None:
                     # an input that arrives split: each device is given its block
@@ -302,6 +304,9 @@ class _Partitioner:
             for old, new, s in zip(op.results, clone.results, r.results):
                 new.name_hint = old.name_hint
                 self.new[old], self.sharding[new] = new, s
+            if isinstance(op, tir.ReduceOp) and op.fn.data == ReduceFn.MEAN and r.results[0] == PARTIAL and \
+                    r.operands[0].axis is not None:  # each device's mean over its block, a 1/P share of the whole's
+                self.new[op.output] = self.scaled(clone.results[0], 1 / self.devices)
         for op in reversed(old_ops):
             if not isinstance(op, shard.ShardingOp | shard.GridOp):
                 op.detach()
@@ -313,6 +318,14 @@ class _Partitioner:
         if self.kept_inputs or self.kept_outputs:
             self.retype()
 
+    def scaled(self, v: SSAValue, factor: float) -> SSAValue:
+        """`v` times `factor`, partial as `v` is."""
+        t = dtypes.tensor(v.type)
+        by = self.add(tir.FullOp(FloatAttr(factor, cast(AnyFloat, t.element_type)), TensorType(t.element_type, [1])))
+        out = self.add(tir.BinaryOp(BinaryFn.MUL, v, by), PARTIAL)
+        out.name_hint = v.name_hint
+        return out
+
     def retype(self) -> None:
         """The function's type with the inputs and results each device
         holds a block of, each marked with its split axis."""
@@ -320,8 +333,18 @@ class _Partitioner:
         assert isinstance(ret, ReturnOp)
         f = self.func
         f.function_type = FunctionType.from_lists([a.type for a in self.block.args], list(ret.arguments.types))
-        f.arg_attrs = _with_split_axes(f.arg_attrs, len(self.block.args), self.kept_inputs)
-        f.res_attrs = _with_split_axes(f.res_attrs, len(ret.arguments), self.kept_outputs)
+        f.arg_attrs = _with_split_axes(f.arg_attrs, len(self.block.args), self.by_rows(self.kept_inputs))
+        f.res_attrs = _with_split_axes(f.res_attrs, len(ret.arguments), self.by_rows(self.kept_outputs))
+
+    def by_rows(self, kept: dict[int, Sharding]) -> dict[int, Sharding]:
+        """Inputs and results kept split, as the runners read them: over
+        the mesh's rows alone (its one axis partitioned) as blocks by rows."""
+        if self.axis is None:
+            return kept
+        if self.axis != ROWS or len(self.dims) != 2:
+            raise ForgeOptError(f"tp-partition keeps inputs and results split over grid axis {self.axis}: only a "
+                                "mesh's rows (axis 0) hold blocks of them")
+        return {i: split(s.axis, self.dims[ROWS]) for i, s in kept.items() if s.axis is not None}
 
     def first_device_only(self, v: SSAValue) -> SSAValue:
         """A replicated value as a partial one: itself on device 0, zeros on
@@ -375,15 +398,20 @@ class _Partitioner:
 @dataclass(frozen=True)
 class TPPartitionPass(ModulePass):
     """Rewrite the annotated global program into the per-device program
-    with explicit collectives (a no-op on a module without a grid)."""
+    with explicit collectives (a no-op on a module without a grid); with
+    `axis`, over that grid axis alone (the Galaxy layout's columns, then
+    its rows), the collectives of an earlier one kept as they are."""
 
     name = "tp-partition"
+    axis: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         found = grid_info(op)
         if found is None:
             return
         grid, dims = found
+        if not -1 <= self.axis < len(dims):
+            raise ForgeOptError(f"tp-partition{{axis={self.axis}}}: the grid @{grid} {dims} has no such axis")
         for func in op.ops:
             if isinstance(func, FuncOp) and func.body.blocks:
-                _Partitioner(func, grid, dims).run()
+                _Partitioner(func, grid, dims, None if self.axis < 0 else self.axis).run()

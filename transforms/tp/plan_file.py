@@ -7,7 +7,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from forge_opt.diagnostics import ForgeOptError
+from xdsl.dialects.func import FuncOp
+
+from forge_opt.diagnostics import ForgeOptError, describe, node_name
 
 
 @dataclass
@@ -63,3 +65,12 @@ def _pins(data, path: str) -> dict[str, Pin]:
             raise ForgeOptError(f"{path}: layer '{name}': 'gather_out' must be true or false")
         pins[name] = Pin(entry["axis"], entry.get("gather_out", False))
     return pins
+
+
+def not_a_layer(func: FuncOp, name: str) -> str:
+    """Why a plan naming the node `name` cannot pin it in `func`."""
+    for op in func.body.walk():
+        if node_name(op) == name:
+            return (f"the plan names {describe(op)}, which is neither a Linear (MatMul or Gemm with a constant 2-d "
+                    "weight) nor an Embedding (Gather on a constant 2-d table)")
+    return f"the plan names the node '{name}', which the model does not have"

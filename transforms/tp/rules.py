@@ -25,7 +25,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from forge_opt import dtypes
 from forge_opt.diagnostics import ForgeOptError, describe
-from forge_opt.dialects import tir
+from forge_opt.dialects import shard, tir
 from forge_opt.dialects.elements import array_to_attr
 from forge_opt.dialects.shard import ReductionKind
 from forge_opt.dialects.tir_functions import BinaryFn, ReduceFn
@@ -79,13 +79,15 @@ def weight_chain(v: SSAValue) -> list[SSAValue] | None:
     slices of some of its columns or channels (`fused_parts`,
     `channel_parts`; a recurrent node's direction and gates), and shifts and
     scales by constants (a quantized weight dequantized: its zero point
-    subtracted, its scale multiplied). None where `v` is not so made."""
+    subtracted, its scale multiplied), and blocks of it over another grid
+    axis (`shard.all_slice`: the Galaxy layout splits over one mesh axis,
+    then the other). None where `v` is not so made."""
     chain = [v]
     while True:
         op = chain[-1].owner
         if isinstance(op, tir.ConstantOp):
             return chain
-        if isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.StridedSliceOp) or (
+        if isinstance(op, tir.TransposeOp | tir.ReshapeOp | tir.CastOp | tir.StridedSliceOp | shard.AllSliceOp) or (
                 isinstance(op, tir.GatherOp) and isinstance(op.indices.owner, tir.ConstantOp)):
             chain.append(op.input)
         elif isinstance(op, tir.BinaryOp) and op.fn.data in _SHIFTS_AND_SCALES and (
@@ -320,12 +322,17 @@ def _window(op: tir.Conv2dOp | tir.ConvTranspose2dOp, given: list[Sharding], dev
 def _reduce(op: tir.ReduceOp, s: Sharding, a: int, devices: int) -> ShardingRule:
     """Over other axes (a global average pool of split channels): stays
     split. A sum over the split axis (a mixture's experts) is partial: each
-    device sums its block; a maximum over it (a quantization's range) is
-    each device's maximum, all-reduced by their maximum where needed."""
+    device sums its block; so is a mean, each device's scaled by its share
+    of the axis (`tp/partition`: an RMSNorm's statistic over a residual
+    stream split by columns, all-reduced, not the stream gathered); a
+    maximum over it (a quantization's range) is each device's maximum,
+    all-reduced by their maximum where needed."""
     rank = len(shape(op.input))
     axes = {x % rank for x in op.axes.get_values()}
     if a in axes:
-        combined = {ReduceFn.SUM: PARTIAL, ReduceFn.MAX: PARTIAL_MAX}.get(op.fn.data)
+        float_mean = isinstance(dtypes.tensor(op.output.type).element_type, AnyFloat)
+        combined = {ReduceFn.SUM: PARTIAL, ReduceFn.MEAN: PARTIAL if float_mean else None,
+                    ReduceFn.MAX: PARTIAL_MAX}.get(op.fn.data)
         return ShardingRule([s], [combined]) if combined is not None else _replicated(op)
     return ShardingRule([s], [split(a if op.keepdims.value.data else a - sum(1 for x in axes if x < a))])
 
@@ -359,6 +366,19 @@ def _broadcast(op: tir.BroadcastOp, s: Sharding, a: int, devices: int) -> Shardi
     return ShardingRule([s], [split(b)]) if shape(op.input)[a] == shape(op.output)[b] else _replicated(op)
 
 
+def _other_axis(op: Operation, given: list[Sharding], devices: int) -> ShardingRule:
+    """A collective or block over another grid axis (the Galaxy layout's
+    columns, when its rows are split): local along every dim but the one it
+    gathers, scatters or slices; a sum's summands go through a sum, a
+    gather or a slice alike."""
+    s = given[0]
+    moved = op.axis if isinstance(op, shard.AllGatherOp | shard.AllSliceOp | shard.ReduceScatterOp) else None
+    summed = not isinstance(op, shard.AllReduceOp) or shard.reduction_of(op) == ReductionKind.SUM
+    if (s == PARTIAL and summed) or (s.axis is not None and not s.partial and s.axis != moved):
+        return ShardingRule([s], [s])
+    return _replicated(op)
+
+
 #: ops whose rule reads every operand's sharding
 _BY_OPERANDS: dict[type[Operation], Callable[..., ShardingRule]] = {
     tir.UnaryOp: _unary,
@@ -371,6 +391,10 @@ _BY_OPERANDS: dict[type[Operation], Callable[..., ShardingRule]] = {
     tir.GatherOp: _gather,
     tir.Conv2dOp: _window,
     tir.ConvTranspose2dOp: _window,
+    shard.AllReduceOp: _other_axis,
+    shard.AllGatherOp: _other_axis,
+    shard.AllSliceOp: _other_axis,
+    shard.ReduceScatterOp: _other_axis,
 }
 
 #: ops that only move a value's elements (no growth): a partial sum that nothing else reads goes through them

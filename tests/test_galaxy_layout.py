@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 from model_helpers import export_feeds
-from test_mesh import DECODE, DIM_FLAGS, GALAXY_PER_LAYER, model_path, needs_mpiexec, weight_bytes
+from test_mesh import DECODE, DIM_FLAGS, GALAXY_PER_LAYER, MODELS, model_path, needs_mpiexec, weight_bytes
 
 from forge_opt.check.decode import check_decode
 from forge_opt.check.report import MATCH
@@ -144,3 +144,18 @@ def test_a_layout_is_one_forge_opt_knows(tmp_path):
     infos.write_text(json.dumps({**data, "mesh_layout": "ring"}))
     with pytest.raises(ForgeOptError, match="mesh_layout is 'ring': one of line, galaxy, with a mesh"):
         read_split(tmp_path / "tp")
+
+
+def test_each_row_runs_its_own_slice_of_an_activation(tmp_path):
+    """K and V pinned column-parallel on both axes split Cohere's one head a
+    device by its dims over the rows, and a segment then differs between
+    rows only in where it slices the rotary's cos: the writer compared
+    devices 0 and 1, both in row 0, found them alike and gave row 1 its
+    module (a mismatch); it compares device 0 with the last device now."""
+    pins = tmp_path / "pins.json"
+    pins.write_text(json.dumps({"layers": {f"/model/layers.0/self_attn/{p}_proj/MatMul": {"axis": 1}
+                                           for p in ("k", "v")}}))
+    model = MODELS / "fam_cohere.onnx"
+    report = check_parallel(model, 4, export_feeds(model, DECODE), mesh="2x2", mesh_layout=GALAXY_LAYOUT,
+                            plan=str(pins))
+    assert report.status == MATCH, report.format()

@@ -139,11 +139,13 @@ def _write_devices(program: Program, folder: Path, weight_format: FormatName) ->
     """Every device's segment modules and weights, streamed: a segment's
     blocks are written and dropped before the next are made.
 
-    Devices 0 and 1 each make the segment's module. When they are the same
-    and each block reached it as a parameter, as it was, the other
+    Devices 0 and P-1 each make the segment's module. When they are the
+    same and each block reached it as a parameter, as it was, the other
     devices differ from device 0 only in their blocks' values: they reuse
     its module, and their blocks go from the weight file to theirs a band
-    at a time, never whole."""
+    at a time, never whole. (Device P-1 is the one whose place differs
+    from device 0's along every grid axis: on a mesh, device 1 shares row 0
+    with it, so a slice of an activation by rows would look the same.)"""
     p = program.devices
     dirs = [folder / f"dev{rank}" for rank in range(p)]
     for d in dirs:
@@ -152,7 +154,7 @@ def _write_devices(program: Program, folder: Path, weight_format: FormatName) ->
     constant_bytes = [0] * p
     formats: list[dict[str, FormatName]] = [{} for _ in range(p)]  # each device's block-float parameters
     for n in range(len(program.segments)):
-        # device 0's blocks held while its module is made, then device 1's read again (from the page cache): one
+        # device 0's blocks held while its module is made, then the last's read again (from the page cache): one
         # device's blocks in memory at a time (an 8B model's LM head is 131 MB a device)
         blocks = program.write_blocks(n, dict(enumerate(files)), keep={0})
         names = {r: [name for name, _ in blocks[r].values()] for r in range(p)}
@@ -161,15 +163,16 @@ def _write_devices(program: Program, folder: Path, weight_format: FormatName) ->
         first.emit(stored, n)
         del blocks
         gc.collect()  # the module (IR is cyclic) and the blocks it held
-        blocks = program.write_blocks(n, {1: files[1]}, keep={1})
-        second = compile_segment(program.segment_module(n, 1, blocks[1]), names[1], weight_format)
+        last = p - 1
+        blocks = program.write_blocks(n, {last: files[last]}, keep={last})
+        second = compile_segment(program.segment_module(n, last, blocks[last]), names[last], weight_format)
         second.emit(stored, n)
         shared = first if second.same_as(first) else None
         del blocks
         gc.collect()
         for rank in range(p):
-            if rank < 2:
-                compiled = (first, second)[rank]
+            if rank in (0, last):
+                compiled = first if rank == 0 else second
             elif shared is not None and shared.blocks == names[rank]:
                 compiled = shared
             else:  # its blocks differ in kind (an equal small one written once): read again

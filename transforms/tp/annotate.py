@@ -425,7 +425,8 @@ class _Annotator:
             if isinstance(user, tir.ReshapeOp):
                 dims = shape(user.output)
                 b = reshape_axis(shape(v), dims, len(shape(v)) - 1)
-                # one head left on this mesh axis (the other took the rest, or multi-query): its dims stay whole
+                # one head left on this mesh axis (the other took the rest): its dims stay whole, as a rotary
+                # embedding would gather them at once
                 if self.axis is not None and b == len(dims) - 1 and len(dims) > len(shape(v)) and dims[-2] == 1:
                     return f"its 1 head does not divide by {devices} devices"
                 if b is not None and dims[b] % devices and b != len(dims) - 1:

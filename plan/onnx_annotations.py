@@ -15,11 +15,14 @@ own (`n300-s2`: 2 stages on an n300) whose nodes each carry their
 split over all R·C devices as the line's are, but for a layer split by the
 mesh's rows (KV heads the devices do not divide), whose R shards go to R
 device groups, each a row's devices; the formalism has no mesh axes, so
-the mesh lives in the name. Communication stays implicit, as the
-formalism has it."""
+the mesh lives in the name. A plan in Galaxy's layout is `galaxy-8x4-2d`:
+each weight spec'd on the axis of its case over the columns and on the one
+of its case over the rows (`galaxy_specs`), read back as a pin per axis.
+Communication stays implicit, as the formalism has it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +31,17 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto
 
 from forge_opt.diagnostics import ForgeOptError
-from forge_opt.plan.graph_infos import COLUMN, IN_CHANNELS, LINE_LAYOUT, OUT_CHANNELS, REPLICATE, ROW, VOCAB, Plan
+from forge_opt.plan.graph_infos import (
+    COLUMN,
+    GALAXY_LAYOUT,
+    IN_CHANNELS,
+    LINE_LAYOUT,
+    OUT_CHANNELS,
+    REPLICATE,
+    ROW,
+    VOCAB,
+    Plan,
+)
 
 #: each case's axis in a plan file (1: a Linear's columns or a convolution's output channels; 0: its rows,
 #: input channels, or an embedding's vocabulary; None: replicated)
@@ -38,11 +51,21 @@ PIN_AXIS: dict[str, int | None] = {COLUMN: 1, ROW: 0, VOCAB: 0, OUT_CHANNELS: 1,
 SHARDING_IR = 11
 
 
-def system_name(devices: int, mesh: list[int] | None = None) -> str:
+def system_name(devices: int, mesh: list[int] | None = None, layout: str = LINE_LAYOUT) -> str:
     """A configuration's name: Tenstorrent's system of that many chips, and
-    a mesh's shape where the plan lays them on one (`galaxy-8x4`)."""
+    a mesh's shape where the plan lays them on one (`galaxy-8x4`), marked
+    `-2d` in Galaxy's layout (`galaxy-8x4-2d`)."""
     name = {2: "n300", 8: "t3k", 32: "galaxy"}.get(devices, f"p{devices}")
-    return name if mesh is None else f"{name}-{mesh[0]}x{mesh[1]}"
+    if mesh is None:
+        return name
+    return f"{name}-{mesh[0]}x{mesh[1]}" + ("-2d" if layout == GALAXY_LAYOUT else "")
+
+
+def galaxy_mesh(name: str) -> list[int] | None:
+    """The mesh [R, C] of a configuration in Galaxy's layout, by its name
+    (`system_name`), or None."""
+    found = re.fullmatch(r".*-(\d+)x(\d+)-2d", name)
+    return [int(found.group(1)), int(found.group(2))] if found else None
 
 
 @dataclass
@@ -56,21 +79,23 @@ class Annotated:
 def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
     """A copy of `model` carrying `plan` as the configuration `name` (by
     default `system_name` of its devices), replacing one of that name."""
-    if plan.mesh_layout != LINE_LAYOUT:
-        raise ForgeOptError(f"--annotate: a plan in the {plan.mesh_layout} layout splits each weight over both mesh "
-                            "axes, which forge-opt does not write as ONNX annotations yet: annotate the line "
-                            "layout's plan (--mesh-layout line)")
-    name = name or system_name(plan.device_count, plan.mesh)
+    name = name or system_name(plan.device_count, plan.mesh, plan.mesh_layout)
     out = _fresh_configuration(model, name, plan.device_count)
     nodes = {n.name: n for n in out.graph.node if n.name}
     done = Annotated(out, name)
     for layer in plan.layers:
         node = nodes.get(layer.node)
-        if layer.case not in PIN_AXIS or node is None:
+        column = layer.column_case or REPLICATE
+        if layer.case not in PIN_AXIS or column not in PIN_AXIS or node is None:
             done.skipped.append(f"{layer.node} ({layer.case}): " + (
                 "a case ONNX's annotations do not express" if node is not None else "no ONNX node of that name"))
             continue
         config = node.device_configurations.add(configuration_id=name)
+        if plan.mesh_layout == GALAXY_LAYOUT:
+            assert plan.mesh is not None
+            galaxy_specs(config, node, PIN_AXIS[column], PIN_AXIS[layer.case], plan.mesh)
+            done.written.append(layer.node)
+            continue
         axes = _split_axes(node, PIN_AXIS[layer.case])
         groups = layer.blocks  # split by the mesh's rows: group -1 - r holds row r's devices
         per_row = plan.device_count // groups if groups else 0
@@ -81,6 +106,40 @@ def annotate(model: ModelProto, plan: Plan, name: str = "") -> Annotated:
             spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=groups or plan.device_count)
         done.written.append(layer.node)
     return done
+
+
+def galaxy_specs(config, node: NodeProto, columns: int | None, rows: int | None, mesh: list[int]) -> None:
+    """The specs of a layer in Galaxy's layout, added to the node's
+    configuration `config`: each tensor split on the axis its case over the
+    mesh's C columns gives (`columns`, a pin's axis) and on the one its case
+    over the R rows gives (`rows`). Device r·C + c holds block c of the
+    first and block r of the second; both on one axis are C·R blocks, block
+    c·R + r. A split over one mesh axis alone goes to device groups: the
+    devices of column c (key -1 - c) or of row r (key -1 - C - r)."""
+    rows_n, cols_n = mesh
+    axes: dict[str, list[tuple[int, int]]] = {}  # per tensor: (its axis, the mesh axis)
+    for mesh_axis, pin in ((1, columns), (0, rows)):
+        for tensor, axis in _split_axes(node, pin):
+            axes.setdefault(tensor, []).append((axis, mesh_axis))
+    for tensor, split in axes.items():
+        spec = config.sharding_spec.add(tensor_name=tensor)
+        if len(split) == 2:  # shard (c, r), the columns' outermost, on device r·C + c
+            spec.device.extend(r * cols_n + c for c in range(cols_n) for r in range(rows_n))
+            if split[0][0] == split[1][0]:
+                spec.sharded_dim.add(axis=split[0][0]).simple_sharding.add(num_shards=cols_n * rows_n)
+            else:
+                for axis, mesh_axis in split:
+                    spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=mesh[mesh_axis])
+            continue
+        ((axis, mesh_axis),) = split
+        for k in range(mesh[mesh_axis]):
+            if mesh_axis == 1:
+                key, members = -1 - k, [r * cols_n + k for r in range(rows_n)]
+            else:
+                key, members = -1 - cols_n - k, [k * cols_n + c for c in range(cols_n)]
+            spec.device.append(key)
+            spec.index_to_device_group_map.add(key=key, value=members)
+        spec.sharded_dim.add(axis=axis).simple_sharding.add(num_shards=mesh[mesh_axis])
 
 
 def _devices(groups: int, devices: int) -> list[int]:
@@ -147,8 +206,8 @@ def _split_axes(node: NodeProto, pin: int | None) -> list[tuple[str, int]]:
     if pin is None:
         return []
     attrs = {a.name: a.i for a in node.attribute}
-    if node.op_type == "Gather":
-        return [(node.input[0], 0)]
+    if node.op_type == "Gather":  # its vocabulary, or (Galaxy's columns) its hidden
+        return [(node.input[0], 0 if pin == 0 else 1)]
     if node.op_type == "Conv":
         return [(node.input[1], 0)] if pin == 1 else [(node.input[1], 1), (node.input[0], 1)]
     if node.op_type == "Gemm":
@@ -172,11 +231,26 @@ def plan_pins(model: ModelProto, name: str = "") -> dict:
     name = _configuration(model, name)
     layers = {}
     ranks = {t.name: len(t.dims) for t in model.graph.initializer}
+    mesh = galaxy_mesh(name)
     for node in model.graph.node:
         config = next((c for c in node.device_configurations if c.configuration_id == name), None)
         if config is not None and node.name:
-            layers[node.name] = {"axis": _pin_of(node, config.sharding_spec, ranks)}
+            layers[node.name] = {"axis": _pin_of(node, config.sharding_spec, ranks)} if mesh is None else \
+                _galaxy_pins(node, config, mesh, name)
     return {"layers": layers}
+
+
+def _galaxy_pins(node: NodeProto, config, mesh: list[int], name: str) -> dict:
+    """A layer's pins over the rows (`axis`) and the columns (`column_axis`):
+    the pair whose specs (`galaxy_specs`) are the node's."""
+    for columns in (1, 0, None):
+        for rows in (1, 0, None):
+            made = onnx.NodeDeviceConfigurationProto()
+            galaxy_specs(made, node, columns, rows, mesh)
+            if list(made.sharding_spec) == list(config.sharding_spec):
+                return {"axis": rows, "column_axis": columns}
+    raise ForgeOptError(f"'{node.name}' ({node.op_type}): its sharding in the configuration '{name}' is none "
+                        "Galaxy's layout makes (a block over the columns and the rows of its weight)")
 
 
 def _configuration(model: ModelProto, name: str) -> str:

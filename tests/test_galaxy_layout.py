@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
+import onnx.checker
 import pytest
 from model_helpers import export_feeds
 from test_mesh import DECODE, DIM_FLAGS, GALAXY_PER_LAYER, MODELS, model_path, needs_mpiexec, weight_bytes
@@ -17,8 +19,10 @@ from forge_opt.check.decode import check_decode
 from forge_opt.check.report import MATCH
 from forge_opt.check.split import check_parallel
 from forge_opt.diagnostics import ForgeOptError
+from forge_opt.frontends.onnx.sharding import check_sharding
 from forge_opt.plan.folder import read_split
 from forge_opt.plan.graph_infos import COLUMN, GALAXY_LAYOUT, ROW, VOCAB
+from forge_opt.plan.onnx_annotations import annotate
 from forge_opt.split.api import tensor_parallel
 from forge_opt.split.mpi import run_mpi
 from forge_opt.split.runner import assemble, run_parallel
@@ -122,17 +126,84 @@ def test_forge_check_and_forge_split_take_the_layout(tmp_path, capsys):
     assert done.value.code == 0
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--devices", "4", "--mesh-layout", "galaxy"], "--mesh-layout goes with --mesh"),
-    (["--mesh", "2x2", "--mesh-layout", "galaxy", "--annotate", "out.onnx"],
-     "splits each weight over both mesh axes, which forge-opt does not write as ONNX annotations yet"),
-])
-def test_what_the_layout_cannot_take_is_refused(tmp_path, monkeypatch, capsys, flags, message):
-    monkeypatch.chdir(tmp_path)
+def test_the_layout_goes_with_a_mesh(capsys):
     with pytest.raises(SystemExit) as done:
-        forge_check([str(model_path("llama")), *flags, *DIM_FLAGS])
-    assert done.value.code == 2 and message in capsys.readouterr().err
-    assert not (tmp_path / "out.onnx").exists()
+        forge_check([str(model_path("llama")), "--devices", "4", "--mesh-layout", "galaxy", *DIM_FLAGS])
+    assert done.value.code == 2 and "--mesh-layout goes with --mesh" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, mesh", [("llama", "2x2"), ("qwen2", "2x2"), ("mistral", "2x2"), ("phi3", "2x2"),
+                                        ("gpt2", "2x2"), ("llama_gqa32", "8x4")])
+def test_galaxys_plan_round_trips_through_onnx_annotations_beside_the_lines(tmp_path, name, mesh):
+    """The plan as a configuration of its own (`p4-2x2-2d`): each weight
+    spec'd on two axes, C shards for the columns and R for the rows, or on
+    device groups where one axis keeps it whole; in one file with the
+    line's plans at P and on the same mesh. onnx's full check and forge-opt's
+    pass it, and the plan compiled back from it has every layer's two cases,
+    pinned."""
+    rows, cols = map(int, mesh.split("x"))
+    model = onnx.load(str(model_path(name)))
+    for options in (CompileOptions(rows * cols), CompileOptions(rows * cols, mesh=mesh)):
+        model = annotate(model, tensor_parallel(model_path(name), tmp_path / "line", options, dims=DECODE,
+                                                force=True)).model
+    plan = tensor_parallel(model_path(name), tmp_path / "galaxy", _galaxy(mesh), dims=DECODE)
+    done = annotate(model, plan)
+    assert done.configuration.endswith(f"-{mesh}-2d") and not done.skipped and len(done.model.configuration) == 3
+    path = tmp_path / "annotated.onnx"
+    onnx.save(done.model, str(path))
+    onnx.checker.check_model(str(path), full_check=True)
+    assert [str(p) for p in check_sharding(done.model)] == []
+    back = tensor_parallel(path, tmp_path / "back", _galaxy(mesh), dims=DECODE,
+                           plan=f"{path}#{done.configuration}")
+    assert [(x.node, x.column_case, x.case) for x in back.layers] == \
+        [(x.node, x.column_case, x.case) for x in plan.layers]
+    assert all("pinned by the plan" in x.reason for x in back.layers if x.kind == "linear")
+
+
+def test_a_weight_block_over_both_axes_is_spec_d_column_first(tmp_path):
+    """W1 of 2x2: [H/2 over the columns, F/2 over the rows]: shard (c, r)
+    on device r·2 + c; its input split alike over the columns, on groups of
+    a column's devices; W2 the transpose."""
+    plan = tensor_parallel(model_path("llama"), tmp_path / "tp", _galaxy("2x2"), dims=DECODE)
+    model = annotate(onnx.load(str(model_path("llama"))), plan).model
+    nodes = {n.name: n for n in model.graph.node}
+    gate = nodes["/model/layers.0/mlp/gate_proj/MatMul"]
+    x, weight = (next(s for s in gate.device_configurations[0].sharding_spec if s.tensor_name == t)
+                 for t in gate.input)
+    assert list(weight.device) == [0, 2, 1, 3]
+    assert [(d.axis, d.simple_sharding[0].num_shards) for d in weight.sharded_dim] == [(-2, 2), (-1, 2)]
+    assert list(x.device) == [-1, -2] and [d.axis for d in x.sharded_dim] == [-1]
+    assert {e.key: list(e.value) for e in x.index_to_device_group_map} == {-1: [0, 2], -2: [1, 3]}
+    down = nodes["/model/layers.0/mlp/down_proj/MatMul"].device_configurations[0].sharding_spec
+    assert [(d.axis, d.simple_sharding[0].num_shards) for d in down[0].sharded_dim] == [(-1, 2), (-2, 2)]
+
+
+def test_galaxys_annotations_compile_back_only_in_its_layout(tmp_path, capsys):
+    """forge-check writes the configuration and compiles from it; the same
+    pins read by the line's layout, or a spec Galaxy's layout never makes,
+    are refused with what is wrong."""
+    out = tmp_path / "annotated.onnx"
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(model_path("llama")), "--mesh", "2x2", "--mesh-layout", "galaxy", "--annotate", str(out),
+                     *DIM_FLAGS])
+    assert done.value.code == 0 and "configuration p4-2x2-2d" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(out), "--mesh", "2x2", "--mesh-layout", "galaxy", "--plan-from-onnx", *DIM_FLAGS])
+    assert done.value.code == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(out), "--mesh", "2x2", "--plan-from-onnx", *DIM_FLAGS])
+    assert done.value.code == 2 and "pins layers per mesh axis (column_axis): compile it in Galaxy's layout" in \
+        capsys.readouterr().err
+    model = onnx.load(str(out))
+    node = next(n for n in model.graph.node if n.name == "/model/layers.0/mlp/up_proj/MatMul")
+    spec = next(s for s in node.device_configurations[0].sharding_spec if len(s.sharded_dim) == 2)
+    spec.device[:] = [0, 1, 2, 3]  # row-major: not the blocks the devices hold
+    onnx.save(model, str(out))
+    with pytest.raises(SystemExit) as done:
+        forge_check([str(out), "--mesh", "2x2", "--mesh-layout", "galaxy", "--plan-from-onnx", *DIM_FLAGS])
+    assert done.value.code == 2 and "'/model/layers.0/mlp/up_proj/MatMul' (MatMul): its sharding in the " \
+        "configuration 'p4-2x2-2d' is none Galaxy's layout makes" in capsys.readouterr().err
 
 
 def test_a_layout_is_one_forge_opt_knows(tmp_path):
@@ -159,3 +230,15 @@ def test_each_row_runs_its_own_slice_of_an_activation(tmp_path):
     report = check_parallel(model, 4, export_feeds(model, DECODE), mesh="2x2", mesh_layout=GALAXY_LAYOUT,
                             plan=str(pins))
     assert report.status == MATCH, report.format()
+
+
+@pytest.mark.parametrize("name, stream", [("bert_opset17", True), ("cnn_resnet18", False)])
+def test_an_encoder_and_a_cnn_take_galaxys_layout(name, stream):
+    """BERT's stream, split by hidden at its Embedding, is gathered for its
+    first LayerNormalization; a CNN has no stream: each axis pairs its layers
+    as a line of its devices, each weight a block over both, and the report
+    claims a stream split by hidden only where an Embedding splits one."""
+    report = check_parallel(MODELS / f"{name}.onnx", 4, mesh="2x2", mesh_layout=GALAXY_LAYOUT)
+    assert report.status == MATCH, report.error
+    header = next(line for line in report.summary.splitlines() if line.startswith("mesh 2x2"))
+    assert "Galaxy's layout: " in header and ("residual stream split by hidden" in header) == stream

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from forge_opt.frontends.onnx.names import layer_key
-from forge_opt.plan.graph_infos import GALAXY_LAYOUT, Collective, Plan
+from forge_opt.plan.graph_infos import COLUMN, GALAXY_LAYOUT, Collective, Plan
 from forge_opt.targets.devices.program import ring_bytes
 
 AXIS_NAMES = ("rows", "columns")  # grid axis 0 runs down each column's R devices; axis 1 along each row's C
@@ -63,8 +63,10 @@ def mesh_table(plan: Plan) -> list[str]:
     galaxy = plan.mesh_layout == GALAXY_LAYOUT
     by_rows = sum(1 for layer in plan.layers if layer.blocks)
     rowwise = f" (but {by_rows} layers' heads, {rows} blocks, one a row)" if by_rows else ""
-    shared = (f"Galaxy's layout: the residual stream split by hidden over the {cols} columns, each weight in blocks "
-              "over both axes" if galaxy else f"the weights split over all {rows * cols} as on a line{rowwise}")
+    by_hidden = any(layer.kind == "embedding" and layer.column_case == COLUMN for layer in plan.layers)
+    stream = f"the residual stream split by hidden over the {cols} columns, " if by_hidden else ""
+    shared = (f"Galaxy's layout: {stream}each weight in blocks over both axes" if galaxy else
+              f"the weights split over all {rows * cols} as on a line{rowwise}")
     lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; {shared}, each collective over one mesh axis",
              f"{'axis':<22} {'group':>5} {'collectives':>11} {'ring steps':>10} {'sent per device':>16}"]
     total = [0, 0, 0]

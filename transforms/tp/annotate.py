@@ -67,8 +67,9 @@ left replicated though large enough to share an error.
 `plan=FILE.json` pins layers by ONNX node name, in Paddle's terms:
 `{"layers": {"NODE": {"axis": 0 | 1 | null, "gather_out": true}}}` (axis 1:
 column, 0: row for a Linear, vocab for an Embedding and by experts for
-stacked experts, null: replicated;
-`gather_out` all-gathers a column layer's output at once).
+stacked experts, null: replicated; `gather_out` all-gathers a column
+layer's output at once; `column_axis`: over a mesh's columns, `axis` then
+over its rows, in Galaxy's layout).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_
 from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, record_layers
 from forge_opt.transforms.tp.mesh import COLUMNS, mesh_grid
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
-from forge_opt.transforms.tp.plan_file import Pin, not_a_layer, read_plan
+from forge_opt.transforms.tp.plan_file import Pin, not_a_layer, pins_on
 from forge_opt.transforms.tp.rules import (
     REPLICATED,
     Sharding,
@@ -257,18 +258,17 @@ class _Annotator:
             layer.reason += self.layouts.record(weight, layer.case, layer.packed, layer.name)
             return
         if layer.kind == "embedding":
-            if pin is not None and pin.axis == 1:
-                raise TPError(
-                    f"the plan asks for axis 1 on the Embedding {describe(layer.op)}: an embedding is split "
-                    "by rows (axis 0, vocab-parallel) or replicated (null)"
-                )
+            if pin is not None and pin.axis == 1 and self.axis != COLUMNS:
+                raise TPError(f"the plan asks for axis 1 on the Embedding {describe(layer.op)}: an embedding is "
+                              "split by rows (axis 0, vocab-parallel) or replicated (null)")
             indices = self.of(layer.op.operands[1])
-            if pin is not None:
+            if pin is not None and pin.axis != 1:
                 vocab, layer.reason = pin.axis == 0, "pinned by the plan"
-            elif small:
+            elif small and pin is None:
                 vocab, layer.reason = False, f"{math.prod(w)} weight elements, under min-size {self.min_size}"
             elif self.axis == COLUMNS:  # Galaxy's: the residual stream split by hidden over the columns
-                layer.case, layer.reason = COLUMN, "by hidden: the residual stream split over the mesh's columns"
+                layer.case = COLUMN
+                layer.reason = "pinned by the plan" if pin else "by hidden: the residual stream split over the columns"
                 self.annotate_weight(layer, 1)
                 return
             else:  # with indices already split, the lookup stays local to them
@@ -553,7 +553,7 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
         return []
     grid = mesh_grid(1, asked.mesh) if asked.axis >= 0 else mesh_grid(devices, asked.mesh) if asked.mesh else [devices]
     axis = None if asked.axis < 0 else asked.axis
-    pins = read_plan(plan) if plan else {}
+    pins = pins_on(plan, axis) if plan else {}
     funcs = [f for f in module.ops if isinstance(f, FuncOp) and f.body.blocks]
     layers: list[LayerChoice] = []
     for func in funcs:

@@ -6,15 +6,19 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ArrayAttr, BoolAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i1
 from xdsl.ir import Attribute
 
-from forge_opt.plan.graph_infos import LINE_LAYOUT
+from forge_opt.plan.graph_infos import LINE_LAYOUT, REPLICATE
 
 LAYERS_ATTR = "tensor_parallel.layers"
 MESH_LAYOUT_ATTR = "tensor_parallel.mesh_layout"  # `galaxy`, annotated one mesh axis at a time (else a line's)
 
 def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None) -> None:
-    """Record the layers (`LayerChoice.entry`s) on the module; split over
-    a mesh's rows alone (`axis` 0, the Galaxy layout's second pass), each
-    with its case over the columns, recorded first, as `column_case`."""
+    """Record the layers (`LayerChoice.entry`s) on the module. Split over
+    one mesh axis (`axis`, Galaxy's layout), a layer's case over the
+    columns (1, the first pass) is its `column_case` and its `case` the
+    one over the rows (0, the second pass, replicated until then)."""
+    if axis == 1:
+        for e in entries:
+            e["column_case"], e["case"], e["reason"] = e["case"], REPLICATE, f"columns: {e['reason']}"
     if axis == 0:
         columns = layer_entries(module)
         if [e["node"] for e in columns] != [e["node"] for e in entries]:  # (else in order: nodes may be unnamed)
@@ -22,8 +26,8 @@ def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None
             columns = [by_name.get(e["node"]) for e in entries]
         for e, first in zip(entries, columns):
             if first is not None:
-                e["column_case"] = first["case"]
-                e["reason"] = f"columns: {first['reason']}; rows: {e['reason']}"
+                e["column_case"] = first["column_case"]
+                e["reason"] = f"{first['reason']}; rows: {e['reason']}"
                 e["unshared"] = e["unshared"] and first["unshared"]
 
     def value(v) -> Attribute:

@@ -16,6 +16,12 @@ from forge_opt.diagnostics import ForgeOptError, describe, node_name
 class Pin:
     axis: int | None
     gather_out: bool = False
+    column_axis: int | None = None  # Galaxy's layout: the axis over the mesh's columns (`axis`: over its rows)
+    per_axis: bool = False  # column_axis given
+
+    def on(self, mesh_axis: int | None) -> Pin:
+        """The pin for the pass over `mesh_axis` (1: the columns) alone."""
+        return Pin(self.column_axis, self.gather_out) if mesh_axis == 1 and self.per_axis else self
 
 
 def read_plan(path: str) -> dict[str, Pin]:
@@ -37,6 +43,16 @@ def read_plan(path: str) -> dict[str, Pin]:
     return _pins(data, path)
 
 
+def pins_on(path: str, mesh_axis: int | None) -> dict[str, Pin]:
+    """`read_plan`'s pins for a pass over `mesh_axis` alone (Galaxy's
+    layout) or over every device (None), which takes no pins per axis."""
+    pins = {name: pin.on(mesh_axis) for name, pin in read_plan(path).items()}
+    if mesh_axis is None and any(pin.per_axis for pin in pins.values()):
+        raise ForgeOptError(f"{path}: pins layers per mesh axis (column_axis): compile it in Galaxy's layout "
+                            "(--mesh-layout galaxy)")
+    return pins
+
+
 def model_and_name(path: str) -> tuple[str, str]:
     """`MODEL.onnx` or `MODEL.onnx#NAME` (a model's path may hold a `#`
     itself): the model and the configuration; ("", "") for a JSON file."""
@@ -54,16 +70,20 @@ def _pins(data, path: str) -> dict[str, Pin]:
     pins = {}
     for name, entry in layers.items():
         # `True == 1` in Python: a bool is no axis
-        if not isinstance(entry, dict) or isinstance(entry.get("axis"), bool) or \
-                entry.get("axis", "missing") not in (0, 1, None):
+        for key in ("axis", "column_axis"):
+            if isinstance(entry, dict) and (key == "axis" or key in entry) and (
+                    isinstance(entry.get(key), bool) or entry.get(key, "missing") not in (0, 1, None)):
+                raise ForgeOptError(f"{path}: layer '{name}': '{key}' must be 0, 1 or null")
+        if not isinstance(entry, dict):
             raise ForgeOptError(f"{path}: layer '{name}': 'axis' must be 0, 1 or null")
-        unknown = sorted(set(entry) - {"axis", "gather_out"})
+        unknown = sorted(set(entry) - {"axis", "gather_out", "column_axis"})
         if unknown:
-            raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis and "
-                                "gather_out)")
+            raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis, "
+                                "gather_out and, in Galaxy's layout, column_axis)")
         if not isinstance(entry.get("gather_out", False), bool):
             raise ForgeOptError(f"{path}: layer '{name}': 'gather_out' must be true or false")
-        pins[name] = Pin(entry["axis"], entry.get("gather_out", False))
+        pins[name] = Pin(entry["axis"], entry.get("gather_out", False), entry.get("column_axis"),
+                         "column_axis" in entry)
     return pins
 
 

@@ -7,7 +7,9 @@ under MPI and decoding, beside the line's layout on the same mesh."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import onnx.checker
@@ -31,6 +33,8 @@ from forge_opt.targets.devices.mesh_report import per_layer
 from forge_opt.tools.forge_check import main as forge_check
 from forge_opt.tools.forge_split import main as forge_split
 from forge_opt.transforms.compile_options import CompileOptions
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "graph_infos.schema.json").read_text())
 
 
 def _galaxy(mesh: str) -> CompileOptions:
@@ -120,6 +124,7 @@ def test_forge_check_and_forge_split_take_the_layout(tmp_path, capsys):
                      "--convert", *DIM_FLAGS])
     assert done.value.code == 0 and "2x2 mesh in Galaxy's layout" in capsys.readouterr().out
     assert read_split(folder)[0].mesh_layout == GALAXY_LAYOUT
+    jsonschema.validate(json.loads((folder / "graph_infos.json").read_text()), SCHEMA)
     assert json.loads(next(folder.rglob("parallel/graph_infos.json")).read_text())["mesh_layout"] == GALAXY_LAYOUT
     with pytest.raises(SystemExit) as done:
         forge_split(["run", str(folder), "--check", "--model", str(model_path("mistral"))])
@@ -212,6 +217,7 @@ def test_a_layout_is_one_forge_opt_knows(tmp_path):
     tensor_parallel(model_path("llama"), tmp_path / "tp", _galaxy("2x2"), dims=DECODE)
     infos = tmp_path / "tp" / "graph_infos.json"
     data = json.loads(infos.read_text())
+    jsonschema.validate(data, SCHEMA)
     infos.write_text(json.dumps({**data, "mesh_layout": "ring"}))
     with pytest.raises(ForgeOptError, match="mesh_layout is 'ring': one of line, galaxy, with a mesh"):
         read_split(tmp_path / "tp")

@@ -47,6 +47,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.interpreters.forge_standin import ForgeCallError
+from forge_opt.plan.graph_infos import LINE_LAYOUT
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.static_cache import NotStaticError, cache_pairs
 
@@ -276,7 +277,7 @@ def check_decode(
     growing_cache: bool = False,
     stages: int = 1,
     mesh: str = "",
-    mesh_layout: str = "line",
+    mesh_layout: str = LINE_LAYOUT,
 ) -> CheckReport:
     """`forge-check --decode N` (`Decode`), from `inputs` (random ones if
     None); in reduced formats as `check_model` takes them; with a static KV

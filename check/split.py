@@ -27,6 +27,7 @@ from forge_opt.execution.oracle import Expected, expected_outputs
 from forge_opt.execution.xla import executed_by_xla
 from forge_opt.frontends.onnx import Resolved, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
+from forge_opt.plan.graph_infos import LINE_LAYOUT
 from forge_opt.plan.onnx_annotations import annotate, save_annotated
 from forge_opt.split.api import (
     convert,
@@ -266,7 +267,7 @@ def check_parallel(
     dims: Mapping[str, int] | None = None,
     executor: str = "standin",
     mesh: str = "",
-    mesh_layout: str = "line",
+    mesh_layout: str = LINE_LAYOUT,
 ) -> CheckReport:
     """`forge-check --devices P [--mpi] [--executor xla]` (`Parallel`);
     `mesh="RxC"` (R·C = P): `--mesh RxC` (`mesh_layout`: `--mesh-layout`)."""

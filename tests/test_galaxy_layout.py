@@ -33,6 +33,7 @@ from forge_opt.targets.devices.mesh_report import per_layer
 from forge_opt.tools.forge_check import main as forge_check
 from forge_opt.tools.forge_split import main as forge_split
 from forge_opt.transforms.compile_options import CompileOptions
+from forge_opt.transforms.tp.plan_file import read_plan
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "graph_infos.schema.json").read_text())
 
@@ -246,3 +247,24 @@ def test_an_encoder_and_a_cnn_take_galaxys_layout(name, stream):
     assert report.status == MATCH, report.error
     header = next(line for line in report.summary.splitlines() if line.startswith("mesh 2x2"))
     assert "Galaxy's layout: " in header and ("residual stream split by hidden" in header) == stream
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"axis": 1, "column_axis": 2}, "'column_axis' must be 0, 1 or null"),
+    ({"axis": 1, "column_axis": True}, "'column_axis' must be 0, 1 or null"),
+    ({"column_axis": 0}, "'axis' must be 0, 1 or null"),
+    ("column", "'axis' must be 0, 1 or null"),
+])
+def test_a_plan_files_pins_per_axis_are_checked(tmp_path, entry, message):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"layers": {"fc": entry}}))
+    with pytest.raises(ForgeOptError, match=message):
+        read_plan(str(plan))
+
+
+def test_xla_runs_galaxys_layout():
+    """A second executor for the same program: XLA, from its StableHLO form."""
+    report = check_parallel(model_path("llama"), 4, export_feeds(model_path("llama"), DECODE), mesh="2x2",
+                            mesh_layout=GALAXY_LAYOUT, executor="xla")
+    assert report.status == MATCH, report.error
+    assert any("executed by XLA" in note for note in report.notes)

@@ -69,13 +69,12 @@ def _pins(data, path: str) -> dict[str, Pin]:
         raise ForgeOptError(f'{path}: a plan is {{"layers": {{"NODE": {{"axis": 0 | 1 | null}}}}}}')
     pins = {}
     for name, entry in layers.items():
-        # `True == 1` in Python: a bool is no axis
-        for key in ("axis", "column_axis"):
-            if isinstance(entry, dict) and (key == "axis" or key in entry) and (
-                    isinstance(entry.get(key), bool) or entry.get(key, "missing") not in (0, 1, None)):
-                raise ForgeOptError(f"{path}: layer '{name}': '{key}' must be 0, 1 or null")
         if not isinstance(entry, dict):
             raise ForgeOptError(f"{path}: layer '{name}': 'axis' must be 0, 1 or null")
+        for key in ("axis", "column_axis") if "column_axis" in entry else ("axis",):
+            # `True == 1` in Python: a bool is no axis
+            if isinstance(entry.get(key), bool) or entry.get(key, "missing") not in (0, 1, None):
+                raise ForgeOptError(f"{path}: layer '{name}': '{key}' must be 0, 1 or null")
         unknown = sorted(set(entry) - {"axis", "gather_out", "column_axis"})
         if unknown:
             raise ForgeOptError(f"{path}: layer '{name}': unknown key '{unknown[0]}' (a layer takes axis, "

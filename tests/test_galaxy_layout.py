@@ -7,6 +7,7 @@ under MPI and decoding, beside the line's layout on the same mesh."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import jsonschema
@@ -92,6 +93,18 @@ def test_galaxys_layout_sends_less_than_the_line_laid_on_the_mesh(tmp_path):
 
     assert sent(galaxy) < 0.6 * sent(line)
     assert max(d.parameter_bytes for d in galaxy.devices) < max(d.parameter_bytes for d in line.devices)
+
+
+def test_the_gated_mlp_reduce_scatters_over_the_columns_as_galaxys_does(tmp_path):
+    """Galaxy's FF1/FF3: W1's and W3's partial sums reduce-scattered over
+    the columns, SiLU·mul on each column's slice, one all-gather for W2
+    (`scatter-all-reduces`), where two all-reduces would send a third
+    more; W2's sum all-reduced over the rows."""
+    plan = tensor_parallel(model_path("llama_gqa32"), tmp_path / "tp", _galaxy("8x4"), dims=DECODE)
+    mlp = Counter((c.op, c.mesh_axis) for c in plan.collectives if "/mlp/" in c.input)
+    assert mlp == {("reduce_scatter", 1): 4, ("all_gather", 1): 2}, mlp  # 2 layers
+    gathered = [c for c in plan.collectives if c.op == "all_gather" and "/mlp/" in c.input]
+    assert all(c.group == 4 and c.axis == 2 for c in gathered)
 
 
 def test_eight_decode_steps_in_galaxys_layout_equal_onnxruntimes_tokens():

@@ -234,6 +234,8 @@ def page() -> str:
         "In Galaxy's layout (`--mesh-layout galaxy`, `README.md`, \"Galaxy's layout\") the residual stream is",
         "split by hidden over the columns and each weight is a block over both axes; a family that",
         "normalises with LayerNormalization gathers the stream for it and is column-parallel on both axes.",
+        "A gated MLP reduce-scatters its gate's and up projection's sums over the columns and all-gathers",
+        "once before its down projection, as Galaxy's FF1 and FF3 do (`scatter-all-reduces`).",
         "The same columns, with the ring steps and the bytes each device sends per run:",
         "",
         "| family | mesh | collectives (axis 0 / axis 1) | per layer | ring steps / bytes sent | stored bytes "

@@ -34,6 +34,7 @@ from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.combine import CombineAllReducesPass
 from forge_opt.transforms.tp.mesh import CollectivesOnMeshPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
+from forge_opt.transforms.tp.scatter_all_reduces import ScatterAllReducesPass
 from forge_opt.transforms.tp.sharing import sharing_passes
 
 if TYPE_CHECKING:
@@ -164,8 +165,8 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
     for p in (
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
         TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
-        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, CombineAllReducesPass,
-        CollectivesOnMeshPass, ForgeToStableHLO,
+        PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, ScatterAllReducesPass,
+        CombineAllReducesPass, CollectivesOnMeshPass, ForgeToStableHLO,
     )
 }
 

@@ -13,6 +13,7 @@ from forge_opt.transforms.tp.annotate import TensorParallelPass
 from forge_opt.transforms.tp.combine import CombineAllReducesPass
 from forge_opt.transforms.tp.mesh import COLUMNS, ROWS, CollectivesOnMeshPass, parse_mesh
 from forge_opt.transforms.tp.partition import TPPartitionPass
+from forge_opt.transforms.tp.scatter_all_reduces import ScatterAllReducesPass
 
 
 def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
@@ -29,7 +30,8 @@ def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
         rows, cols = parse_mesh(options.mesh)
         return [StackExpertsPass(),
                 TensorParallelPass.of(options, cols, COLUMNS), TPPartitionPass(COLUMNS),
-                TensorParallelPass.of(options, rows, ROWS), TPPartitionPass(ROWS), CombineAllReducesPass()]
+                TensorParallelPass.of(options, rows, ROWS), TPPartitionPass(ROWS), ScatterAllReducesPass(),
+                CombineAllReducesPass()]
     shared = [StackExpertsPass(), TensorParallelPass.of(options, devices), TPPartitionPass(), CombineAllReducesPass()]
     if on_mesh:
         shared.append(CollectivesOnMeshPass(options.mesh))

@@ -166,6 +166,23 @@ class TestTTMLIR:
         assert f"mesh_shape {mesh}" in ttnn
         assert "cluster_axis = 0" in ttnn and "cluster_axis = 1" in ttnn  # a collective down a column, one on a row
 
+    @pytest.mark.slow
+    def test_galaxys_layout_compiles_to_ttnn_reduce_scatters_on_the_columns(self, tmp_path):
+        """Galaxy's layout at 8x4: the MLP's reduce-scatters and all-gathers
+        (`scatter-all-reduces`) lower to TTNN's, on cluster axis 1 (the 4
+        columns), as llama3_70b_galaxy runs them."""
+        from forge_opt.api import compile_onnx
+        from forge_opt.execution.tt_mlir import compile_stablehlo
+        from forge_opt.targets.stablehlo import stablehlo_text
+
+        module = compile_onnx(str(MODELS / "llm_llama_gqa32.onnx"), dims=DECODE,
+                              pipeline="onnx-to-forge{devices=32 mesh=8x4 mesh-layout=galaxy}")
+        result = compile_stablehlo(stablehlo_text(module), tmp_path)
+        assert result.compiled, result.line()
+        ttnn = next(p for p in result.dumps if p.name.startswith("ttnn")).read_text()
+        scatters = [line for line in ttnn.splitlines() if '"ttnn.reduce_scatter"' in line]
+        assert len(scatters) == 4 and all("cluster_axis = 1 " in line for line in scatters)  # 2 a layer
+
     def test_the_tool_names_tt_mlirs_first_diagnostic(self, tmp_path):
         """tt-mlir 0.1.3 cannot lower a real FFT: exit 1 with its message."""
         program = tmp_path / "rfft.mlir"

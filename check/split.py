@@ -37,7 +37,7 @@ from forge_opt.split.api import (
     split_resolved,
 )
 from forge_opt.split.mpi import run_mpi
-from forge_opt.split.parallel import compile_parallel
+from forge_opt.split.parallel import compile_parallel, line_program
 from forge_opt.split.runner import agreed, assemble, run_parallel
 from forge_opt.targets.devices import parallel_report, write_parallel
 from forge_opt.transforms.compile_options import CompileOptions
@@ -172,7 +172,9 @@ class Parallel:
 
     def build(self, model: ModelProto, base: Path | None, shapes: InputShapes, folder: Path) -> tuple[Program, str]:
         o = self.options
-        written = write_parallel(compile_parallel(resolve_model(model, shapes, base), o.compile), folder)
+        resolved = resolve_model(model, shapes, base)
+        written = write_parallel(compile_parallel(resolved, o.compile), folder,
+                                 line_module=line_program(resolved, o.compile))
         devices = o.compile.device_count
 
         def program(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -187,7 +189,7 @@ class Parallel:
         devices = o.compile.device_count
         assert self.resolved is not None
         module = compile_parallel(self.resolved, o.compile)
-        plan = write_parallel(module, folder / "tp")
+        plan = write_parallel(module, folder / "tp", line_module=line_program(self.resolved, o.compile))
         summary = parallel_report(plan)
         notes = saturation_notes(module)
         if o.annotate:

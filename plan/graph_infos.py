@@ -215,6 +215,17 @@ class Output:
 
 
 @dataclass
+class LinePlan:
+    """What the 1-d plan on all R·C devices of a mesh costs, where the
+    mesh's plan is made otherwise (Galaxy's layout): the report's
+    comparison, priced as the plan's own collectives are."""
+
+    collectives: int
+    ring_steps: int
+    ring_bytes_per_device: int
+
+
+@dataclass
 class StaticCache:
     """A decoder's KV cache kept on the devices at a fixed length
     (`static-kv-cache`), so that a runtime can leave it there: each past
@@ -265,6 +276,7 @@ class Plan:
     outputs: list[Output] | None = None  # None in AutoSplit's files: the `output` tensors are returned
     static_cache: StaticCache | None = None
     sends: list[Send] = field(default_factory=list)  # a pipeline's: the activations its stages pass on
+    line_plan: LinePlan | None = None  # Galaxy's layout: the 1-d plan on its R·C devices, for comparison
 
     @property
     def is_parallel(self) -> bool:
@@ -335,6 +347,8 @@ class Plan:
             out["outputs"] = [to_json(o) for o in self.outputs]
         if self.static_cache is not None:
             out["static_cache"] = to_json(self.static_cache)
+        if self.line_plan is not None:
+            out["line_plan"] = to_json(self.line_plan)
         if self.stages > 1:
             out["sends"] = [to_json(s) for s in self.sends]
         return out
@@ -414,6 +428,8 @@ class _Reader(Reader):
             raise self.fail("'sends' are a pipeline's, but the graphs have no stages")
         if "static_cache" in data:
             plan.static_cache = self.static_cache(data["static_cache"], tensors)
+        if "line_plan" in data:
+            plan.line_plan = self.record(LinePlan, data["line_plan"], "line_plan")
         if "outputs" in data:
             plan.outputs = self.outputs(data["outputs"], known)
         else:

@@ -18,7 +18,7 @@ from forge_opt.diagnostics import ForgeOptError
 from forge_opt.frontends.onnx import Resolved, load_model, resolve_model
 from forge_opt.frontends.onnx.shapes import InputShapes
 from forge_opt.plan.folder import check_folder
-from forge_opt.plan.graph_infos import Plan
+from forge_opt.plan.graph_infos import GALAXY_LAYOUT, LINE_LAYOUT, Plan
 from forge_opt.targets.devices import write_parallel
 from forge_opt.transforms.compile_options import CompileOptions
 from forge_opt.transforms.pipelines import OnnxToForgePass, run_passes, verify_after
@@ -49,8 +49,8 @@ def tensor_parallel(
     out = Path(folder)
     model, loaded_from = load_model(source)
     check_folder(out, base or loaded_from, force, "--force replaces it")
-    module = compile_parallel(resolve_model(model, InputShapes.of(shapes, dims), base or loaded_from), options)
-    return write_parallel(module, out)
+    resolved = resolve_model(model, InputShapes.of(shapes, dims), base or loaded_from)
+    return write_parallel(compile_parallel(resolved, options), out, line_module=line_program(resolved, options))
 
 
 def compile_parallel(resolved: Resolved, options: CompileOptions) -> ModuleOp:
@@ -65,3 +65,13 @@ def compile_parallel(resolved: Resolved, options: CompileOptions) -> ModuleOp:
     verify_after(None, module)
     run_passes([OnnxToForgePass.of(options, verify_each=True)], Context(), module, verify_each=False)
     return module
+
+
+def line_program(resolved: Resolved, options: CompileOptions) -> ModuleOp | None:
+    """In Galaxy's layout, the 1-d program on the same devices (the line's
+    own choices, no plan file's pins), which the plan prices beside its
+    own: Galaxy's is not a line's laid on the mesh. None otherwise."""
+    if options.mesh_layout != GALAXY_LAYOUT:
+        return None
+    return compile_parallel(resolved, replace(options, devices=options.device_count, mesh="", mesh_layout=LINE_LAYOUT,
+                                              plan="", require_sharded=False))

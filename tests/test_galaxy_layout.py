@@ -78,7 +78,9 @@ def test_each_weight_is_a_block_over_both_axes(tmp_path):
     assert (past.split_axis, past.split_blocks) == (1, 8) and past.shape[1] == 1
     report = parallel_report(plan)
     assert "Galaxy's layout: the residual stream split by hidden over the 4 columns" in report
-    assert "11 row x column, 4 column x row" in report and "line of 32" not in report
+    assert "11 row x column, 4 column x row" in report
+    line = plan.line_plan  # the 1-d plan on the 32 devices, priced beside Galaxy's
+    assert line is not None and f"line of 32 (its plan)     32 {line.collectives:>11} {line.ring_steps:>10}" in report
 
 
 def test_galaxys_layout_sends_less_than_the_line_laid_on_the_mesh(tmp_path):
@@ -92,6 +94,8 @@ def test_galaxys_layout_sends_less_than_the_line_laid_on_the_mesh(tmp_path):
         return sum(c.ring_bytes_per_device for c in plan.collectives)
 
     assert sent(galaxy) < 0.6 * sent(line)
+    assert galaxy.line_plan is not None and sent(galaxy) < 0.6 * galaxy.line_plan.ring_bytes_per_device
+    assert line.line_plan is None  # (the line's own row is its collectives priced on the line)
     assert max(d.parameter_bytes for d in galaxy.devices) < max(d.parameter_bytes for d in line.devices)
 
 

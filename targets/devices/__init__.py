@@ -30,7 +30,6 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
 
-from forge_opt import dtypes
 from forge_opt.data_formats import FORMATS, WEIGHT_FORMAT_ATTR, FormatName
 from forge_opt.dialects import forge, shard
 from forge_opt.dialects.elements import attr_to_array
@@ -39,11 +38,12 @@ from forge_opt.frontends.onnx.values import release_mapped_pages
 from forge_opt.interpreters.forge import laid_out
 from forge_opt.plan.folder import clear_folder, write_infos
 from forge_opt.plan.graph_infos import DEVICE, Collective, Device, Graph, Layer, Plan, StaticCache, TensorInfo
-from forge_opt.targets.devices.mesh_report import mesh_table
+from forge_opt.targets.devices.mesh_report import line_plan, mesh_table
 from forge_opt.targets.devices.program import (
     COLLECTIVE_OPS,
     Blocks,
     Program,
+    moved_bytes,
     ring_bytes,
 )
 from forge_opt.targets.devices.weight_file import SAME_BLOCK_BYTES, WeightFile
@@ -213,10 +213,12 @@ def _stored_bytes(weights: WeightFile, formats: Mapping[str, FormatName]) -> int
     return math.ceil(total)
 
 
-def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan:
+def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW", line_module: ModuleOp | None = None) -> Plan:
     """Compile each segment for each device into `folder`: `dev{k}/` holds
     device k's modules, their constants and `weights.onnx`; the plan is
-    `graph_infos.json`. Returns the plan."""
+    `graph_infos.json`. Returns the plan. `line_module`: the 1-d program on the
+    same devices, whose cost the plan records beside its own (Galaxy's
+    layout)."""
     program = Program(module)
     p = program.devices
     clear_folder(folder)  # an older plan's device folders go whole: their files may be links to one another
@@ -240,9 +242,7 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     collectives = []
     mesh = program.grid_shape if len(program.grid_shape) == 2 else None
     for c in program.collectives:
-        kind = COLLECTIVE_OPS[type(c.op)]
-        moved = c.op.results[0] if kind == "all_gather" else c.op.operands[0]
-        nbytes = dtypes.tensor_nbytes(moved.type)
+        kind, nbytes = COLLECTIVE_OPS[type(c.op)], moved_bytes(c.op)
         axis = None if kind == "all_reduce" else c.op.axis  # pyright: ignore[reportAttributeAccessIssue]
         mesh_axis = group = line = None
         if mesh is not None:  # a mesh's collectives run over one of its axes each (`collectives-on-mesh`)
@@ -259,7 +259,8 @@ def write_parallel(module: ModuleOp, folder: Path, layout: str = "NCHW") -> Plan
     plan = Plan(graphs, tensors, layout=layout, grid=program.grid, mesh=mesh, mesh_layout=mesh_layout(module),
                 devices=devices, collectives=collectives,
                 layers=[Layer(**entry) for entry in layer_entries(module)], outputs=outputs,
-                static_cache=_static_cache(module, tensors))
+                static_cache=_static_cache(module, tensors),
+                line_plan=None if line_module is None else line_plan(line_module))
     return write_infos(folder, plan, host)
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
+from xdsl.dialects.builtin import ModuleOp
+
 from forge_opt.frontends.onnx.names import layer_key
-from forge_opt.plan.graph_infos import COLUMN, GALAXY_LAYOUT, Collective, Plan
-from forge_opt.targets.devices.program import ring_bytes
+from forge_opt.plan.graph_infos import COLUMN, GALAXY_LAYOUT, Collective, LinePlan, Plan
+from forge_opt.targets.devices.program import COLLECTIVE_OPS, Program, moved_bytes, ring_bytes
 
 AXIS_NAMES = ("rows", "columns")  # grid axis 0 runs down each column's R devices; axis 1 along each row's C
 
@@ -54,6 +56,15 @@ def per_layer(plan: Plan) -> dict[tuple[int, ...], int]:
     return counts
 
 
+def line_plan(module: ModuleOp) -> LinePlan:
+    """What a 1-d program's collectives cost on its line of devices,
+    priced as a plan's are."""
+    program = Program(module)
+    p = program.devices
+    moved = [(COLLECTIVE_OPS[type(c.op)], moved_bytes(c.op)) for c in program.collectives]
+    return LinePlan(len(moved), sum(ring_steps(k, p) for k, _ in moved), sum(ring_bytes(k, b, p) for k, b in moved))
+
+
 def mesh_table(plan: Plan) -> list[str]:
     """Per mesh axis: its collectives, ring steps and bytes each device sends
     per run; then the mesh's total and, for a line's program laid on the
@@ -80,9 +91,13 @@ def mesh_table(plan: Plan) -> list[str]:
                      + (f"  {kinds}" if kinds else ""))
         total = [total[0] + len(mine), total[1] + steps, total[2] + sent]
     lines.append(f"{'mesh':<22} {rows * cols:>5} {total[0]:>11} {total[1]:>10} {total[2]:>16,}")
-    if galaxy:  # (its collectives are not a line's laid on the mesh: --mesh-layout line gives that one)
-        return lines
     p = math.prod(plan.mesh)
+    if galaxy:  # (its collectives are not a line's laid on the mesh: the 1-d plan is its own, where recorded)
+        own = plan.line_plan
+        if own is not None:
+            lines.append(f"{f'line of {p} (its plan)':<22} {p:>5} {own.collectives:>11} {own.ring_steps:>10} "
+                         f"{own.ring_bytes_per_device:>16,}")
+        return lines
     line = line_collectives(plan.collectives)
     lines.append(f"{f'line of {p}':<22} {p:>5} {len(line):>11} {sum(ring_steps(k, p) for k, _ in line):>10} "
                  f"{sum(ring_bytes(k, b, p) for k, b in line):>16,}")

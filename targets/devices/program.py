@@ -68,6 +68,13 @@ def ring_bytes(kind: str, nbytes: int, devices: int) -> int:
     return factor * nbytes * (devices - 1) // devices
 
 
+def moved_bytes(op: Operation) -> int:
+    """The bytes a collective carries: its result's for an all-gather, its
+    operand's for the others."""
+    moved = op.results[0] if isinstance(op, shard.AllGatherOp) else op.operands[0]
+    return dtypes.tensor_nbytes(moved.type)
+
+
 class Program:
     """The per-device function cut into segments and collectives."""
 

@@ -227,6 +227,24 @@ def test_galaxys_annotations_compile_back_only_in_its_layout(tmp_path, capsys):
         "configuration 'p4-2x2-2d' is none Galaxy's layout makes" in capsys.readouterr().err
 
 
+def test_require_sharded_asks_each_layer_to_be_split_over_one_axis_at_least(tmp_path):
+    """A layer kept whole on one axis but split on the other is shared:
+    Cohere's K and V, a head a column and whole down the rows, pass. One
+    whole on both axes (3 output columns, on neither axis' 2 devices) is
+    the error, with both passes' reasons."""
+    tensor_parallel(MODELS / "fam_cohere.onnx", tmp_path / "cohere", _galaxy("2x2"), dims=DECODE,
+                    require_sharded=True)
+    h = onnx.helper
+    graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"], name="head")], "head",
+                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
+                         [onnx.numpy_helper.from_array(np.ones((4, 3), np.float32), "w")])
+    reasons = r"columns: its output columns \(3\) do not divide by 2 devices; rows: its output columns"
+    with pytest.raises(ForgeOptError, match=r"1 layer of at least min-size 0 .*node 'head' \(tir.matmul\): " + reasons):
+        tensor_parallel(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "head",
+                        _galaxy("2x2"), require_sharded=True)
+
+
 def test_a_layout_is_one_forge_opt_knows(tmp_path):
     with pytest.raises(ForgeOptError, match="mesh-layout=ring: give one of line, galaxy"):
         CompileOptions(4, mesh="2x2", mesh_layout="ring")

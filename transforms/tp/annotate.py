@@ -102,7 +102,7 @@ from forge_opt.transforms.tp.channel_parts import (
 from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
-from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, record_layers
+from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, layer_entries, record_layers
 from forge_opt.transforms.tp.mesh import COLUMNS, mesh_grid
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, not_a_layer, pins_on
@@ -563,17 +563,17 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
             _Annotator(func.clone(), devices, min_size, pins, grid, axis, layouts=first).run()
             layouts.preferred = first.settled()
         layers += _Annotator(func, devices, min_size, pins, grid, axis, layouts=layouts).run()
-    unshared = [layer for layer in layers if layer.unshared]
-    if asked.require_sharded and unshared:
-        listed = "; ".join(f"{describe(layer.op)}: {layer.reason}" for layer in unshared)
-        raise TPError(f"{len(unshared)} layer{'s' if len(unshared) > 1 else ''} of at least min-size {min_size} "
-                      f"weight elements would stay replicated on every device (--require-sharded): {listed}")
     block = module.body.block
     if block.first_op is None:
         block.add_op(shard.grid(GRID, grid))
     elif not isinstance(block.first_op, shard.GridOp):  # (a mesh's second axis: the grid is there)
         block.insert_op_before(shard.grid(GRID, grid), block.first_op)
-    record_layers(module, [layer.entry() for layer in layers], axis)
+    record_layers(module, [layer.entry() for layer in layers], axis)  # (Galaxy's rows: merged with the columns')
+    unshared = [(x, e) for x, e in zip(layers, layer_entries(module)) if e["unshared"] and axis != COLUMNS]
+    if asked.require_sharded and unshared:
+        listed = "; ".join(f"{describe(layer.op)}: {entry['reason']}" for layer, entry in unshared)
+        raise TPError(f"{len(unshared)} layer{'s' if len(unshared) > 1 else ''} of at least min-size {min_size} "
+                      f"weight elements would stay replicated on every device (--require-sharded): {listed}")
     return layers
 
 

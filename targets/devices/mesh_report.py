@@ -67,8 +67,9 @@ def line_plan(module: ModuleOp) -> LinePlan:
 
 def mesh_table(plan: Plan) -> list[str]:
     """Per mesh axis: its collectives, ring steps and bytes each device sends
-    per run; then the mesh's total and, for a line's program laid on the
-    mesh, the line of R·C devices'."""
+    per run; then the mesh's total and the line of R·C devices': for a
+    line's program laid on the mesh, the same collectives on the line; for
+    Galaxy's layout, the 1-d plan's own (`line_plan`), where recorded."""
     assert plan.mesh is not None
     rows, cols = plan.mesh
     galaxy = plan.mesh_layout == GALAXY_LAYOUT

@@ -22,7 +22,9 @@ def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
     combined (and its collectives laid on the mesh `options` name, when
     they name one of `devices`). In the Galaxy layout the program is
     annotated and partitioned over the mesh's columns, then over its rows:
-    each weight in blocks over both, each collective over one."""
+    each weight in blocks over both, each collective over one; all-reduces
+    that only element-wise ops read become reduce-scatters (the gated MLP's
+    on the columns, as Galaxy's)."""
     if options.mesh_layout == GALAXY_LAYOUT and not options.mesh:
         raise ForgeOptError("mesh-layout=galaxy goes with mesh=RxC: Galaxy's layout is of a mesh's two axes")
     on_mesh = bool(options.mesh) and devices == options.device_count

@@ -60,9 +60,13 @@ def line_plan(module: ModuleOp) -> LinePlan:
     """What a 1-d program's collectives cost on its line of devices,
     priced as a plan's are."""
     program = Program(module)
-    p = program.devices
-    moved = [(COLLECTIVE_OPS[type(c.op)], moved_bytes(c.op)) for c in program.collectives]
-    return LinePlan(len(moved), sum(ring_steps(k, p) for k, _ in moved), sum(ring_bytes(k, b, p) for k, b in moved))
+    return _priced([(COLLECTIVE_OPS[type(c.op)], moved_bytes(c.op)) for c in program.collectives], program.devices)
+
+
+def _priced(collectives: list[tuple[str, int]], devices: int) -> LinePlan:
+    """Collectives, each (kind, bytes), on a ring of `devices`."""
+    return LinePlan(len(collectives), sum(ring_steps(k, devices) for k, _ in collectives),
+                    sum(ring_bytes(k, b, devices) for k, b in collectives))
 
 
 def mesh_table(plan: Plan) -> list[str]:
@@ -93,13 +97,10 @@ def mesh_table(plan: Plan) -> list[str]:
         total = [total[0] + len(mine), total[1] + steps, total[2] + sent]
     lines.append(f"{'mesh':<22} {rows * cols:>5} {total[0]:>11} {total[1]:>10} {total[2]:>16,}")
     p = math.prod(plan.mesh)
-    if galaxy:  # (its collectives are not a line's laid on the mesh: the 1-d plan is its own, where recorded)
-        own = plan.line_plan
-        if own is not None:
-            lines.append(f"{f'line of {p} (its plan)':<22} {p:>5} {own.collectives:>11} {own.ring_steps:>10} "
-                         f"{own.ring_bytes_per_device:>16,}")
-        return lines
-    line = line_collectives(plan.collectives)
-    lines.append(f"{f'line of {p}':<22} {p:>5} {len(line):>11} {sum(ring_steps(k, p) for k, _ in line):>10} "
-                 f"{sum(ring_bytes(k, b, p) for k, b in line):>16,}")
+    # Galaxy's collectives are not a line's laid on the mesh: its 1-d plan is its own, where recorded
+    line, label = (plan.line_plan, f"line of {p} (its plan)") if galaxy else \
+        (_priced(line_collectives(plan.collectives), p), f"line of {p}")
+    if line is not None:
+        lines.append(f"{label:<22} {p:>5} {line.collectives:>11} {line.ring_steps:>10} "
+                     f"{line.ring_bytes_per_device:>16,}")
     return lines

@@ -102,7 +102,7 @@ from forge_opt.transforms.tp.channel_parts import (
 from forge_opt.transforms.tp.experts import expert_case
 from forge_opt.transforms.tp.fused_parts import Fused, fused_parts, pack, unfuse, whole_parts
 from forge_opt.transforms.tp.layer_choice import LayerChoice, find_layer, model_weight
-from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, layer_entries, record_layers
+from forge_opt.transforms.tp.layer_records import MESH_LAYOUT_ATTR, record_layers
 from forge_opt.transforms.tp.mesh import COLUMNS, mesh_grid
 from forge_opt.transforms.tp.narrow_blocks import split_narrow
 from forge_opt.transforms.tp.plan_file import Pin, not_a_layer, pins_on
@@ -568,8 +568,8 @@ def annotate(module: ModuleOp, asked: TensorParallelPass) -> list[LayerChoice]:
         block.add_op(shard.grid(GRID, grid))
     elif not isinstance(block.first_op, shard.GridOp):  # (a mesh's second axis: the grid is there)
         block.insert_op_before(shard.grid(GRID, grid), block.first_op)
-    record_layers(module, [layer.entry() for layer in layers], axis)  # (Galaxy's rows: merged with the columns')
-    unshared = [(x, e) for x, e in zip(layers, layer_entries(module)) if e["unshared"] and axis != COLUMNS]
+    recorded = record_layers(module, [layer.entry() for layer in layers], axis)  # (the rows': with the columns')
+    unshared = [(x, e) for x, e in zip(layers, recorded) if e["unshared"] and axis != COLUMNS]
     if asked.require_sharded and unshared:
         listed = "; ".join(f"{describe(layer.op)}: {entry['reason']}" for layer, entry in unshared)
         raise TPError(f"{len(unshared)} layer{'s' if len(unshared) > 1 else ''} of at least min-size {min_size} "

@@ -11,11 +11,12 @@ from forge_opt.plan.graph_infos import LINE_LAYOUT, REPLICATE
 LAYERS_ATTR = "tensor_parallel.layers"
 MESH_LAYOUT_ATTR = "tensor_parallel.mesh_layout"  # `galaxy`, annotated one mesh axis at a time (else a line's)
 
-def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None) -> None:
+def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None) -> list[dict]:
     """Record the layers (`LayerChoice.entry`s) on the module. Split over
     one mesh axis (`axis`, Galaxy's layout), a layer's case over the
     columns (1, the first pass) is its `column_case` and its `case` the
-    one over the rows (0, the second pass, replicated until then)."""
+    one over the rows (0, the second pass, replicated until then). The
+    entries as recorded (on the rows, merged with the columns')."""
     if axis == 1:
         for e in entries:
             e["column_case"], e["case"], e["reason"] = e["case"], REPLICATE, f"columns: {e['reason']}"
@@ -36,6 +37,7 @@ def record_layers(module: ModuleOp, entries: list[dict], axis: int | None = None
         return IntegerAttr(v, 64) if isinstance(v, int) else StringAttr(str(v))
 
     module.attributes[LAYERS_ATTR] = ArrayAttr([DictionaryAttr({k: value(v) for k, v in e.items()}) for e in entries])
+    return entries
 
 
 def mesh_layout(module: ModuleOp) -> str:

@@ -99,8 +99,8 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     for name in (
         "onnx-to-tir", "fuse-patterns", "merge-equal-ops", "lower-split", "tir-to-forge", "fold-weight-layouts",
         "tir-data-format", "mark-weight-formats", "static-kv-cache", "onnx-to-forge", "partition-for-forge",
-        "stack-experts", "tensor-parallel", "tp-partition", "scatter-all-reduces", "combine-all-reduces",
-        "collectives-on-mesh", "forge-to-stablehlo",
+        "stack-experts", "tensor-parallel", "tp-partition", "scatter-all-reduces", "scatter-attention-heads",
+        "combine-all-reduces", "collectives-on-mesh", "forge-to-stablehlo",
     )
 }
 TARGETS: dict[str, Callable[[], type[Target]]] = {

@@ -235,7 +235,10 @@ def page() -> str:
         "split by hidden over the columns and each weight is a block over both axes; a family that",
         "normalises with LayerNormalization gathers the stream for it and is column-parallel on both axes.",
         "A gated MLP reduce-scatters its gate's and up projection's sums over the columns and all-gathers",
-        "once before its down projection, as Galaxy's FF1 and FF3 do (`scatter-all-reduces`).",
+        "once before its down projection, as Galaxy's FF1 and FF3 do (`scatter-all-reduces`). Where the",
+        "columns divide a row's KV heads (the 32/8-head Llama at 2x4), one reduce-scatter makes each",
+        "column's heads, each device keeps its own block of the KV cache, and one all-gather joins the heads",
+        "for the output projection, as Galaxy's attention does (`scatter-attention-heads`).",
         "The same columns, with the ring steps and the bytes each device sends per run:",
         "",
         "| family | mesh | collectives (axis 0 / axis 1) | per layer | ring steps / bytes sent | stored bytes "

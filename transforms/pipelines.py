@@ -35,6 +35,7 @@ from forge_opt.transforms.tp.combine import CombineAllReducesPass
 from forge_opt.transforms.tp.mesh import CollectivesOnMeshPass
 from forge_opt.transforms.tp.partition import TPPartitionPass
 from forge_opt.transforms.tp.scatter_all_reduces import ScatterAllReducesPass
+from forge_opt.transforms.tp.scatter_heads import ScatterAttentionHeadsPass
 from forge_opt.transforms.tp.sharing import sharing_passes
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ ALL_PASSES: dict[str, type[ModulePass]] = {
         OnnxToTirPass, FusePatternsPass, MergeEqualOpsPass, LowerSplitPass, TirToForgePass, FoldWeightLayoutsPass,
         TirDataFormatPass, MarkWeightFormatsPass, StaticKvCachePass, OnnxToForgePass,
         PartitionForForgePass, StackExpertsPass, TensorParallelPass, TPPartitionPass, ScatterAllReducesPass,
-        CombineAllReducesPass, CollectivesOnMeshPass, ForgeToStableHLO,
+        ScatterAttentionHeadsPass, CombineAllReducesPass, CollectivesOnMeshPass, ForgeToStableHLO,
     )
 }
 

@@ -137,7 +137,7 @@ class _Group:
         new: dict[SSAValue, SSAValue] = {}
 
         def scatter(v: SSAValue, before: Operation) -> SSAValue:
-            return self.insert(shard.ReduceScatterOp(v, grid, axes, self.dim, self.sliced(v)), before, v)
+            return insert_named(shard.ReduceScatterOp(v, grid, axes, self.dim, self.sliced(v)), before, v)
 
         for source in self.sources:
             new[source.results[0]] = scatter(source.operands[0], source)
@@ -146,13 +146,13 @@ class _Group:
                         for v in op.operands]
             clone = type(op).create(operands=operands, result_types=[self.sliced(op.results[0])],
                                     properties=dict(op.properties), attributes=dict(op.attributes))
-            new[op.results[0]] = self.insert(clone, op, op.results[0])
+            new[op.results[0]] = insert_named(clone, op, op.results[0])
         for reduce, product in self.absorbed.items():
             new[reduce.results[0]] = new[product]
         inside = self.inside()
         for v in self.leaving():
             assert isinstance(v.owner, Operation)
-            whole = self.insert(shard.AllGatherOp(new[v], grid, axes, self.dim, v.type), v.owner, v)
+            whole = insert_named(shard.AllGatherOp(new[v], grid, axes, self.dim, v.type), v.owner, v)
             v.replace_uses_with_if(whole, lambda use: use.operation not in inside)
         gone = set(self.reduces) | set(self.ops)
         for op in reversed([x for x in block.ops if x in gone]):
@@ -166,14 +166,14 @@ class _Group:
         dims[self.dim] //= self.parts
         return TensorType(t.element_type, dims)
 
-    @staticmethod
-    def insert(op: Operation, before: Operation, named: SSAValue) -> SSAValue:
-        """`op` placed before `before` with its location and the name of `named`."""
-        op.location = before.location
-        assert before.parent is not None
-        before.parent.insert_op_before(op, before)
-        op.results[0].name_hint = named.name_hint
-        return op.results[0]
+
+def insert_named(op: Operation, before: Operation, named: SSAValue) -> SSAValue:
+    """`op` placed before `before` with its location and the name of `named`."""
+    op.location = before.location
+    assert before.parent is not None
+    before.parent.insert_op_before(op, before)
+    op.results[0].name_hint = named.name_hint
+    return op.results[0]
 
 
 def _scaled_sum(op: Operation, v: SSAValue, seed: shard.AllReduceOp) -> Operation | None:

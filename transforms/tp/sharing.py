@@ -14,6 +14,7 @@ from forge_opt.transforms.tp.combine import CombineAllReducesPass
 from forge_opt.transforms.tp.mesh import COLUMNS, ROWS, CollectivesOnMeshPass, parse_mesh
 from forge_opt.transforms.tp.partition import TPPartitionPass
 from forge_opt.transforms.tp.scatter_all_reduces import ScatterAllReducesPass
+from forge_opt.transforms.tp.scatter_heads import ScatterAttentionHeadsPass
 
 
 def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
@@ -24,7 +25,9 @@ def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
     annotated and partitioned over the mesh's columns, then over its rows:
     each weight in blocks over both, each collective over one; all-reduces
     that only element-wise ops read become reduce-scatters (the gated MLP's
-    on the columns, as Galaxy's)."""
+    on the columns, as Galaxy's), and so do the column sums that make a
+    row's attention heads (each column its own heads and block of the KV
+    cache)."""
     if options.mesh_layout == GALAXY_LAYOUT and not options.mesh:
         raise ForgeOptError("mesh-layout=galaxy goes with mesh=RxC: Galaxy's layout is of a mesh's two axes")
     on_mesh = bool(options.mesh) and devices == options.device_count
@@ -33,7 +36,7 @@ def sharing_passes(options: CompileOptions, devices: int) -> list[ModulePass]:
         return [StackExpertsPass(),
                 TensorParallelPass.of(options, cols, COLUMNS), TPPartitionPass(COLUMNS),
                 TensorParallelPass.of(options, rows, ROWS), TPPartitionPass(ROWS), ScatterAllReducesPass(),
-                CombineAllReducesPass()]
+                ScatterAttentionHeadsPass(), CombineAllReducesPass()]
     shared = [StackExpertsPass(), TensorParallelPass.of(options, devices), TPPartitionPass(), CombineAllReducesPass()]
     if on_mesh:
         shared.append(CollectivesOnMeshPass(options.mesh))

@@ -51,6 +51,8 @@ def test_a_decode_step_matches_onnxruntime_in_galaxys_layout(tmp_path, name, mes
     report = check_parallel(model_path(name), rows * cols, export_feeds(model_path(name), DECODE), mesh=mesh,
                             mesh_layout=GALAXY_LAYOUT)
     assert report.status == MATCH, report.error
+    if mesh == "8x4":  # a row's one KV head: the columns cannot make their own heads, and the report says why
+        assert "(1 KV head a row, which 4 columns do not divide: " in report.summary, report.summary
     plan = tensor_parallel(model_path(name), tmp_path / "tp", _galaxy(mesh), dims=DECODE)
     assert plan.mesh == [rows, cols] and plan.mesh_layout == GALAXY_LAYOUT
     layers = per_layer(plan)
@@ -122,6 +124,7 @@ def test_each_column_makes_its_own_attention_heads_with_its_block_of_the_cache(t
     assert attention == {("reduce_scatter", 1): 2, ("all_gather", 1): 2}, attention  # 2 layers
     cache = {n: t for n, t in plan.tensors.items() if "key_values" in n or n.startswith("present")}
     assert len(cache) == 8 and all(t.split_axis == 1 and t.split_blocks is None for t in cache.values())
+    assert "KV cache: 4 inputs split over all 8 devices, each column making its own heads" in parallel_report(plan)
 
 
 def test_eight_decode_steps_in_galaxys_layout_equal_onnxruntimes_tokens():

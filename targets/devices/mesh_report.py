@@ -69,6 +69,26 @@ def _priced(collectives: list[tuple[str, int]], devices: int) -> LinePlan:
                     sum(ring_bytes(k, b, devices) for k, b in collectives))
 
 
+def _kv_cache(plan: Plan) -> list[str]:
+    """Where Galaxy's layout keeps the inputs it splits (a KV cache): over every device, each column its
+    own heads (`scatter-attention-heads`), or a row's block whole on each of its columns, and why."""
+    assert plan.mesh is not None
+    rows, cols = plan.mesh
+    split = [t for t in plan.tensors.values() if t.attr == "input" and t.split_axis is not None]
+    if not split:
+        return []
+    by_rows = [t for t in split if t.split_blocks and t.split_axis is not None]
+    if not by_rows:
+        return [f"KV cache: {len(split)} inputs split over all {rows * cols} devices, each column making its own "
+                "heads of its row's by one reduce-scatter"]
+    heads = sorted({t.shape[t.split_axis] for t in by_rows if t.split_axis is not None})
+    row = f"{'/'.join(map(str, heads))} KV head{'' if heads == [1] else 's'} a row"
+    why = (f"{row}, which {cols} columns do not divide" if all(h % cols for h in heads) else
+           "no split of the attention's heads over the columns sends fewer bytes")
+    return [f"KV cache: {len(by_rows)} inputs split by the rows, a row's block whole on each of its {cols} columns "
+            f"({why}: the heads' sums all-reduced there)"]
+
+
 def mesh_table(plan: Plan) -> list[str]:
     """Per mesh axis: its collectives, ring steps and bytes each device sends
     per run; then the mesh's total and the line of R·C devices': for a
@@ -84,6 +104,7 @@ def mesh_table(plan: Plan) -> list[str]:
     shared = (f"Galaxy's layout: {stream}each weight in blocks over both axes" if galaxy else
               f"the weights split over all {rows * cols} as on a line{rowwise}")
     lines = [f"mesh {rows}x{cols}: device r*{cols}+c in row r, column c; {shared}, each collective over one mesh axis",
+             *(_kv_cache(plan) if galaxy else []),
              f"{'axis':<22} {'group':>5} {'collectives':>11} {'ring steps':>10} {'sent per device':>16}"]
     total = [0, 0, 0]
     for axis, name in enumerate(AXIS_NAMES):

@@ -171,7 +171,7 @@ def test_the_layout_goes_with_a_mesh(capsys):
 
 
 @pytest.mark.parametrize("name, mesh", [("llama", "2x2"), ("qwen2", "2x2"), ("mistral", "2x2"), ("phi3", "2x2"),
-                                        ("gpt2", "2x2"), ("llama_gqa32", "8x4")])
+                                        ("gpt2", "2x2"), ("llama_gqa32", "2x4"), ("llama_gqa32", "8x4")])
 def test_galaxys_plan_round_trips_through_onnx_annotations_beside_the_lines(tmp_path, name, mesh):
     """The plan as a configuration of its own (`p4-2x2-2d`): each weight
     spec'd on two axes, C shards for the columns and R for the rows, or on

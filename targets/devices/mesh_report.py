@@ -77,7 +77,7 @@ def _kv_cache(plan: Plan) -> list[str]:
     split = [t for t in plan.tensors.values() if t.attr == "input" and t.split_axis is not None]
     if not split:
         return []
-    by_rows = [t for t in split if t.split_blocks and t.split_axis is not None]
+    by_rows = [t for t in split if t.split_blocks]
     if not by_rows:
         return [f"KV cache: {len(split)} inputs split over all {rows * cols} devices, each column making its own "
                 "heads of its row's by one reduce-scatter"]

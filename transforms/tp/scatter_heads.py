@@ -174,7 +174,7 @@ class _Region:
         if out is None:
             return None
         if isinstance(op, _ELEMENTWISE):
-            return self._broadcasting(op, list(op.operands), out)
+            return self._broadcasting(list(op.operands), out)
         if isinstance(op, tir.MatmulOp):
             return self._matmul(op, out)
         d = next(self.axis[v] for v in op.operands if v in self.axis)
@@ -197,9 +197,9 @@ class _Region:
             return None if op.axis.value.data % len(out) == d else d
         return None
 
-    def _broadcasting(self, op: Operation, operands: list[SSAValue], out: list[int]) -> int | None:
+    def _broadcasting(self, operands: list[SSAValue], out: list[int], splittable: bool = True) -> int | None:
         """The output axis every operand's blocks align to, the others being the same on each device
-        and of size 1 (or absent) there."""
+        and of size 1 (or absent) there, or (`splittable`) inputs the rows split along it."""
         at = {self.axis[v] + len(out) - len(shape(v)) for v in operands if v in self.axis}
         if len(at) != 1:
             return None
@@ -210,7 +210,7 @@ class _Region:
                 if shape(v)[k] != out[d]:
                     return None
             elif not (self.uniform(v) and (k < 0 or shape(v)[k] == 1)) and \
-                    not (k >= 0 and shape(v)[k] == out[d] and self._splittable(v, k)):
+                    not (splittable and k >= 0 and shape(v)[k] == out[d] and self._splittable(v, k)):
                 return None
         return d
 
@@ -226,21 +226,9 @@ class _Region:
             return r - 2 if dr is None and self.uniform(rhs) else None
         if dr == len(shape(rhs)) - 1:
             return r - 1 if dl is None and self.uniform(lhs) else None
-        batch_l = [lhs] if dl is not None else []
-        batch_r = [rhs] if dr is not None else []
-        # batch axes broadcast as element-wise ones do (the last two axes are the product's own)
-        at = {self.axis[v] + r - len(shape(v)) for v in [*batch_l, *batch_r]}
-        if len(at) != 1:
-            return None
-        (d,) = at
-        for v in (lhs, rhs):
-            k = d - (r - len(shape(v)))
-            if v in self.axis:
-                if shape(v)[k] != out[d]:
-                    return None
-            elif not (self.uniform(v) and (k < 0 or shape(v)[k] == 1)):
-                return None
-        return d
+        # batch axes broadcast as element-wise ones do (the last two axes are the product's own); an input
+        # the rows split is not taken here
+        return self._broadcasting([lhs, rhs], out, splittable=False)
 
     # -- the rewrite -----------------------------------------------------------------------
 
